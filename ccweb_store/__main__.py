@@ -1,0 +1,3 @@
+from ccweb_store.cli import main
+
+main()

@@ -1,0 +1,127 @@
+"""The ``ccweb-store`` command: serve, migrate, and the operator tools."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import Annotated
+
+import typer
+
+from ccweb_store.config import Settings
+
+app = typer.Typer(
+    name="ccweb-store",
+    help="Durable SQL storage and cross-conversation messaging for cc-web.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        help="sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB "
+        "[env: CCWEB_DATABASE_URL; default: sqlite+aiosqlite:///./ccweb.db]",
+        show_default=False,
+    ),
+]
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Environment settings with the CLI flags that were given laid on top."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**given)  # type: ignore[arg-type]
+    except ValueError as exc:
+        fail(f"invalid settings: {exc}")
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``message`` to stderr and exit with ``code``."""
+    typer.echo(f"ccweb-store: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def setup_logging(level: str = "info") -> None:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Bind address [env: CCWEB_HOST; default: 127.0.0.1]")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port [env: CCWEB_PORT; default: 8787]")
+    ] = None,
+    database_url: DatabaseUrl = None,
+    token: Annotated[
+        str | None,
+        typer.Option(help="Bearer token required on /mcp and /rpc [env: CCWEB_TOKEN]"),
+    ] = None,
+    log_level: Annotated[str | None, typer.Option(help="debug, info, warning, error")] = None,
+) -> None:
+    """Serve /mcp, /rpc and /healthz, migrating the database to head first."""
+    import uvicorn
+
+    from ccweb_store.app import create_app
+
+    settings = load_settings(
+        host=host, port=port, database_url=database_url, token=token, log_level=log_level
+    )
+    setup_logging(settings.log_level)
+    if not settings.host_is_loopback and not settings.token:
+        fail(
+            f"refusing to listen on non-loopback host {settings.host!r} without a token: "
+            "set CCWEB_TOKEN (or --token) so other machines must authenticate, "
+            "or bind to 127.0.0.1"
+        )
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+    )
+
+
+@app.command()
+def migrate(
+    revision: Annotated[str, typer.Argument(help="Target revision")] = "head",
+    downgrade: Annotated[
+        bool, typer.Option("--downgrade", help="Downgrade to REVISION instead")
+    ] = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Upgrade (or downgrade) the database schema."""
+    from ccweb_store import db
+
+    settings = load_settings(database_url=database_url)
+    setup_logging("warning")
+
+    async def run() -> str | None:
+        engine = db.create_engine(settings.database_url)
+        try:
+            if downgrade:
+                await db.downgrade(engine, revision)
+            else:
+                await db.migrate(engine, revision)
+            async with engine.connect() as connection:
+                return await db.current_revision(connection)
+        finally:
+            await engine.dispose()
+
+    current = asyncio.run(run())
+    typer.echo(f"database at revision {current or 'base'} ({settings.database_kind})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``ccweb-store`` console script."""
+    app(args=argv, prog_name="ccweb-store")

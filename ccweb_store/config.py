@@ -1,0 +1,92 @@
+"""Settings, read from ``CCWEB_*`` environment variables (and overridable by CLI flags)."""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import cached_property
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./ccweb.db"
+DEFAULT_ALLOWED_ORIGINS = (
+    "http://localhost",
+    "http://127.0.0.1",
+    "http://[::1]",
+    "https://localhost",
+    "https://127.0.0.1",
+    "https://[::1]",
+)
+
+
+class Settings(BaseSettings):
+    """Every knob of the service. Environment variables use the ``CCWEB_`` prefix."""
+
+    model_config = SettingsConfigDict(env_prefix="CCWEB_", extra="ignore")
+
+    database_url: str = DEFAULT_DATABASE_URL
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=1, le=65535)
+    token: str | None = None
+    max_hops: int = Field(default=4, ge=0)
+    max_content_chars: int = Field(default=200_000, ge=1)
+    allowed_origins: Annotated[tuple[str, ...], NoDecode] = DEFAULT_ALLOWED_ORIGINS
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    lease_seconds: int = Field(default=300, ge=1)
+    max_attempts: int = Field(default=3, ge=1)
+    sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
+    log_level: str = "info"
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip().rstrip("/") for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _empty_token_is_none(cls, value: object) -> object:
+        return value or None
+
+    @cached_property
+    def database_kind(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return database_kind(self.database_url)
+
+    @property
+    def host_is_loopback(self) -> bool:
+        return is_loopback_host(self.host)
+
+
+def database_kind(url: str) -> str:
+    """The engine family of a database URL, refusing the ones we do not support."""
+    scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
+    if scheme == "sqlite":
+        return "sqlite"
+    if scheme in ("postgresql", "postgres"):
+        return "postgresql"
+    raise ValueError(
+        f"unsupported database URL scheme {scheme!r}: use sqlite+aiosqlite:///PATH "
+        "or postgresql+asyncpg://USER@HOST/DB"
+    )
+
+
+def normalize_database_url(url: str) -> str:
+    """Map the plain ``sqlite://`` / ``postgresql://`` forms to their async drivers."""
+    kind = database_kind(url)
+    scheme, rest = url.split(":", 1)
+    if "+" in scheme:
+        return url
+    return f"{'sqlite+aiosqlite' if kind == 'sqlite' else 'postgresql+asyncpg'}:{rest}"
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

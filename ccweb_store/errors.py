@@ -1,0 +1,65 @@
+"""Domain errors: one small hierarchy, each carrying the snake_case code the SPEC names.
+
+Protocol modules map these to their wire shape (MCP tool errors, JSON-RPC -32000 errors,
+CLI exit codes); nothing below the service layer lets a raw database error escape.
+"""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """A failure the caller can understand and act on."""
+
+    code: str = "domain_error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+class InvalidInput(DomainError):
+    """The caller sent something malformed or out of range."""
+
+    code = "invalid_arguments"
+
+
+class NotFound(DomainError):
+    """The named thing does not exist (or is not visible to the caller)."""
+
+    code = "not_found"
+
+
+class Conflict(DomainError):
+    """The request is well-formed but the current state forbids it."""
+
+    code = "conflict"
+
+
+# Codes named by the SPEC, gathered so callers and tests share one spelling.
+INVALID_ARGUMENTS = "invalid_arguments"
+INVALID_CONVERSATION_ID = "invalid_conversation_id"
+INVALID_REPLY_MODE = "invalid_reply_mode"
+MISSING_SOURCE_CONVERSATION = "missing_source_conversation"
+CONVERSATION_NOT_FOUND = "conversation_not_found"
+CONVERSATION_EXISTS = "conversation_exists"
+CONVERSATION_BUSY = "conversation_busy"
+CANNOT_TARGET_SELF = "cannot_target_self"
+TARGET_BUSY = "target_busy"
+HOP_LIMIT_EXCEEDED = "hop_limit_exceeded"
+REQUEST_NOT_FOUND = "request_not_found"
+RUN_NOT_FOUND = "run_not_found"
+MESSAGE_NOT_FOUND = "message_not_found"
+LEASE_LOST = "lease_lost"
+INVALID_STATE = "invalid_state"
+PROMPT_NOT_FOUND = "prompt_not_found"
+PROMPT_ALREADY_ANSWERED = "prompt_already_answered"
+NOT_IMPLEMENTED = "not_implemented"
+INVALID_ROLE = "invalid_role"
+INVALID_STATUS = "invalid_status"
+INVALID_KIND = "invalid_kind"
+INVALID_CURSOR = "invalid_cursor"

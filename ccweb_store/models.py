@@ -1,0 +1,199 @@
+"""The ORM schema (SPEC §1). Alembic migrations mirror it exactly; ``alembic check`` proves it."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+ROLES = ("user", "assistant", "system", "tool")
+REPLY_STATUSES = ("waiting", "ready", "returned", "failed")
+OPEN_REPLY_STATUSES = ("waiting", "ready", "failed")
+RUN_KINDS = ("user_turn", "cross_conversation", "reply_auto_run")
+RUN_STATUSES = ("queued", "running", "completed", "failed", "cancelled")
+FINISHED_RUN_STATUSES = ("completed", "failed", "cancelled")
+
+SESSION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+SESSION_ID_MAX_LENGTH = 128
+
+_last_id_ns = 0
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+def new_id(prefix: str) -> str:
+    """A time-ordered unique id such as ``run_0186f0c2a1b2c3d4e5f60718``.
+
+    The hex timestamp makes ids sort in creation order, so FIFO ties break sensibly.
+    """
+    global _last_id_ns
+    now = max(time.time_ns(), _last_id_ns + 1)
+    _last_id_ns = now
+    return f"{prefix}_{now:016x}{os.urandom(5).hex()}"
+
+
+def _in_list(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """``TIMESTAMP WITH TIME ZONE`` that always hands back aware UTC datetimes.
+
+    SQLite stores no zone, so naive values read from it are UTC by construction.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+NOW = sa.text("CURRENT_TIMESTAMP")
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSONType,
+    }
+
+
+class Session(Base):
+    """A conversation (``conversationId`` = ``sessions.id``)."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (sa.Index(None, "updated_at"),)
+
+    id: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    title: Mapped[str | None] = mapped_column(sa.Text)
+    agent: Mapped[str | None] = mapped_column(sa.String(64))
+    cwd: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(server_default=NOW)
+    updated_at: Mapped[datetime] = mapped_column(server_default=NOW)
+    archived_at: Mapped[datetime | None]
+    extra: Mapped[dict[str, Any] | None]
+
+
+class Message(Base):
+    """One message of a conversation; ``seq`` orders it within its session."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        sa.UniqueConstraint("session_id", "seq"),
+        sa.CheckConstraint(_in_list("role", ROLES), name="role"),
+        # Serves "latest N messages of role R in session S" as an index range scan.
+        sa.Index(None, "session_id", "role", "seq"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    session_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
+    )
+    seq: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    role: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    content: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    created_at: Mapped[datetime | None] = mapped_column(server_default=NOW)
+    metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata")
+
+
+class ReplyRequest(Base):
+    """A ``return_and_continue`` request: the target's answer must reach the source."""
+
+    __tablename__ = "reply_requests"
+    __table_args__ = (
+        sa.CheckConstraint(_in_list("status", REPLY_STATUSES), name="status"),
+        sa.Index(None, "source_conversation_id", "status"),
+        sa.Index(None, "target_conversation_id", "status"),
+        sa.Index(None, "status", "created_at"),
+    )
+
+    request_id: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    message_id: Mapped[str | None] = mapped_column(sa.String(128))
+    source_conversation_id: Mapped[str] = mapped_column(sa.String(128), nullable=False)
+    source_title: Mapped[str | None] = mapped_column(sa.Text)
+    target_conversation_id: Mapped[str] = mapped_column(sa.String(128), nullable=False)
+    target_title: Mapped[str | None] = mapped_column(sa.Text)
+    status: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    hop_count: Mapped[int] = mapped_column(server_default=sa.text("0"))
+    source_auto_run: Mapped[bool] = mapped_column(server_default=sa.true())
+    reply_text: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(server_default=NOW)
+    completed_at: Mapped[datetime | None]
+    returned_at: Mapped[datetime | None]
+    reply_message_id: Mapped[str | None] = mapped_column(sa.String(128))
+    last_error: Mapped[str | None] = mapped_column(sa.Text)
+    original_request: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class Run(Base):
+    """One agent turn in one conversation, queued for a worker to claim."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        sa.CheckConstraint(_in_list("kind", RUN_KINDS), name="kind"),
+        sa.CheckConstraint(_in_list("status", RUN_STATUSES), name="status"),
+        sa.Index(None, "status", "created_at"),
+        sa.Index(None, "session_id", "status"),
+        sa.Index(None, "reply_request_id"),
+        # The database itself refuses a second running run for one session.
+        sa.Index(
+            "uq_runs_one_running_per_session",
+            "session_id",
+            unique=True,
+            sqlite_where=sa.text("status = 'running'"),
+            postgresql_where=sa.text("status = 'running'"),
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    session_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
+    )
+    kind: Mapped[str] = mapped_column(sa.String(32), nullable=False)
+    status: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    runtime_text: Mapped[str | None] = mapped_column(sa.Text)
+    reply_request_id: Mapped[str | None] = mapped_column(
+        sa.ForeignKey("reply_requests.request_id", ondelete="SET NULL")
+    )
+    hop_count: Mapped[int] = mapped_column(server_default=sa.text("0"))
+    worker_id: Mapped[str | None] = mapped_column(sa.String(128))
+    lease_expires_at: Mapped[datetime | None]
+    attempts: Mapped[int] = mapped_column(server_default=sa.text("0"))
+    created_at: Mapped[datetime] = mapped_column(server_default=NOW)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    output: Mapped[str | None] = mapped_column(sa.Text)
+    error: Mapped[str | None] = mapped_column(sa.Text)

@@ -1,0 +1,646 @@
+"""Repositories: SQL for each table, and nothing else.
+
+They take the unit of work's ``AsyncSession``, at most ``flush()``, and never commit.
+State changes are conditional (``UPDATE … WHERE status IN (…)``) and report whether they
+won, so two writers can never both move the same row.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+
+from ccweb_store import errors
+from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
+from ccweb_store.models import (
+    REPLY_STATUSES,
+    ROLES,
+    RUN_KINDS,
+    RUN_STATUSES,
+    SESSION_ID_MAX_LENGTH,
+    SESSION_ID_PATTERN,
+    Message,
+    ReplyRequest,
+    Run,
+    Session,
+    new_id,
+    utcnow,
+)
+
+MAX_PAGE = 500
+
+
+def validate_session_id(value: object, *, code: str = errors.INVALID_CONVERSATION_ID) -> str:
+    """Return ``value`` if it is a well-formed conversation id, else raise ``code``."""
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > SESSION_ID_MAX_LENGTH
+        or not SESSION_ID_PATTERN.match(value)
+    ):
+        raise InvalidInput(
+            f"invalid conversation id {value!r}: use 1-{SESSION_ID_MAX_LENGTH} letters, "
+            "digits, '_' or '-', starting with a letter or digit",
+            code=code,
+        )
+    return value
+
+
+def validate_choice(value: object, choices: Sequence[str], code: str, what: str) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise ``code``."""
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidInput(
+            f"invalid {what} {value!r}: expected one of {', '.join(choices)}", code=code
+        )
+    return value
+
+
+def clamp_limit(limit: object, default: int, maximum: int = MAX_PAGE) -> int:
+    """A page size: ``default`` when absent, clamped to 1..``maximum``; non-integers refused."""
+    if limit is None:
+        return default
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidInput(f"limit must be an integer, got {limit!r}")
+    return max(1, min(maximum, limit))
+
+
+def encode_cursor(*parts: Any) -> str:
+    """An opaque keyset cursor (the last row's sort key)."""
+    raw = json.dumps([p.isoformat() if isinstance(p, datetime) else p for p in parts])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, kinds: Sequence[type]) -> list[Any]:
+    """Parse a cursor made by ``encode_cursor`` whose parts have the given types."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        parts = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        if not isinstance(parts, list) or len(parts) != len(kinds):
+            raise ValueError
+        return [
+            datetime.fromisoformat(p) if k is datetime else k(p)
+            for p, k in zip(parts, kinds, strict=True)
+        ]
+    except (ValueError, TypeError) as exc:
+        raise InvalidInput(f"invalid cursor {cursor!r}", code=errors.INVALID_CURSOR) from exc
+
+
+class _Repository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    @property
+    def dialect(self) -> str:
+        return self.session.get_bind().dialect.name
+
+    async def _insert(self, row: Any, conflict: Callable[[], DomainError]) -> None:
+        """Add ``row`` in a savepoint, turning a uniqueness clash into ``conflict()``."""
+        try:
+            async with self.session.begin_nested():
+                self.session.add(row)
+                await self.session.flush()
+        except IntegrityError as exc:
+            raise conflict() from exc
+
+
+class SessionRepository(_Repository):
+    async def create(
+        self,
+        id: str | None = None,
+        *,
+        title: str | None = None,
+        agent: str | None = None,
+        cwd: str | None = None,
+        extra: dict[str, Any] | None = None,
+        created_at: datetime | None = None,
+        updated_at: datetime | None = None,
+        archived_at: datetime | None = None,
+    ) -> Session:
+        session_id = validate_session_id(id) if id is not None else new_id("conv")
+        now = utcnow()
+        row = Session(
+            id=session_id,
+            title=title,
+            agent=agent,
+            cwd=cwd,
+            extra=extra,
+            created_at=created_at or now,
+            updated_at=updated_at or created_at or now,
+            archived_at=archived_at,
+        )
+        if await self.session.get(Session, session_id) is not None:
+            raise Conflict(
+                f"conversation {session_id!r} already exists", code=errors.CONVERSATION_EXISTS
+            )
+        await self._insert(
+            row,
+            lambda: Conflict(
+                f"conversation {session_id!r} already exists", code=errors.CONVERSATION_EXISTS
+            ),
+        )
+        return row
+
+    async def get(self, session_id: str) -> Session | None:
+        return await self.session.get(Session, session_id)
+
+    async def require(self, session_id: str) -> Session:
+        """The session, or ``conversation_not_found``."""
+        row = await self.get(validate_session_id(session_id))
+        if row is None:
+            raise NotFound(
+                f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
+            )
+        return row
+
+    async def lock(self, session_id: str) -> Session | None:
+        """Read the session holding its row lock (PostgreSQL) until the transaction ends."""
+        stmt = sa.select(Session).where(Session.id == session_id).with_for_update()
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def touch(self, session_id: str, at: datetime | None = None) -> bool:
+        """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
+        stmt = sa.update(Session).where(Session.id == session_id).values(updated_at=at or utcnow())
+        result = await self.session.execute(stmt.execution_options(synchronize_session=False))
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def list_page(
+        self, *, limit: int = 50, cursor: str | None = None, include_archived: bool = True
+    ) -> tuple[list[Session], str | None]:
+        """Newest created first, keyset-paginated by ``(created_at, id)``."""
+        stmt = sa.select(Session).order_by(Session.created_at.desc(), Session.id.desc())
+        if not include_archived:
+            stmt = stmt.where(Session.archived_at.is_(None))
+        if cursor:
+            created_at, last_id = decode_cursor(cursor, (datetime, str))
+            stmt = stmt.where(
+                sa.tuple_(Session.created_at, Session.id) < sa.tuple_(created_at, last_id)
+            )
+        rows = list((await self.session.scalars(stmt.limit(limit + 1))).all())
+        next_cursor = None
+        if len(rows) > limit:
+            rows = rows[:limit]
+            next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id)
+        return rows, next_cursor
+
+    async def search(
+        self, *, limit: int, query: str | None = None, include_archived: bool = False
+    ) -> tuple[list[Session], bool]:
+        """Newest activity first, optionally filtered by id or title; returns (rows, has_more)."""
+        stmt = sa.select(Session).order_by(Session.updated_at.desc(), Session.id.desc())
+        if not include_archived:
+            stmt = stmt.where(Session.archived_at.is_(None))
+        if query:
+            pattern = f"%{query.lower()}%"
+            stmt = stmt.where(
+                sa.or_(
+                    sa.func.lower(Session.title).like(pattern),
+                    sa.func.lower(Session.id).like(pattern),
+                )
+            )
+        rows = list((await self.session.scalars(stmt.limit(limit + 1))).all())
+        return rows[:limit], len(rows) > limit
+
+
+class MessageRepository(_Repository):
+    async def append(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+        created_at: datetime | None = None,
+    ) -> Message:
+        """Append a message with the session's next ``seq``.
+
+        Bumping the session's ``updated_at`` first takes its row lock (PostgreSQL) or the
+        write lock (SQLite, ``BEGIN IMMEDIATE``), so concurrent appends get gap-free seqs.
+        """
+        validate_choice(role, ROLES, errors.INVALID_ROLE, "role")
+        if not isinstance(content, str):
+            raise InvalidInput("content must be a string")
+        now = utcnow()
+        if not await SessionRepository(self.session).touch(session_id, now):
+            raise NotFound(
+                f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
+            )
+        row = Message(
+            id=id or new_id("msg"),
+            session_id=session_id,
+            seq=await self.last_seq(session_id) + 1,
+            role=role,
+            content=content,
+            created_at=created_at or now,
+            metadata_=metadata,
+        )
+        await self._insert(
+            row, lambda: Conflict(f"message id {row.id!r} already exists", code="message_exists")
+        )
+        return row
+
+    async def last_seq(self, session_id: str) -> int:
+        stmt = sa.select(sa.func.coalesce(sa.func.max(Message.seq), 0)).where(
+            Message.session_id == session_id
+        )
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def get(self, message_id: str) -> Message | None:
+        return await self.session.get(Message, message_id)
+
+    async def list_after(
+        self, session_id: str, *, after_seq: int = 0, limit: int = 100
+    ) -> list[Message]:
+        """Messages with ``seq > after_seq``, in order."""
+        stmt = (
+            sa.select(Message)
+            .where(Message.session_id == session_id, Message.seq > after_seq)
+            .order_by(Message.seq)
+            .limit(limit)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def latest_by_role(self, session_id: str, role: str, *, limit: int) -> list[Message]:
+        """The newest ``limit`` messages of ``role``, newest first (an index range scan)."""
+        stmt = (
+            sa.select(Message)
+            .where(Message.session_id == session_id, Message.role == role)
+            .order_by(Message.seq.desc())
+            .limit(limit)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def count(self, session_ids: Iterable[str]) -> dict[str, int]:
+        ids = list(session_ids)
+        if not ids:
+            return {}
+        stmt = (
+            sa.select(Message.session_id, sa.func.count())
+            .where(Message.session_id.in_(ids))
+            .group_by(Message.session_id)
+        )
+        return {sid: int(n) for sid, n in (await self.session.execute(stmt)).all()}
+
+    async def find_by_metadata(self, session_id: str, key: str, value: str) -> Message | None:
+        """The first message of the session whose ``metadata[key]`` equals ``value``."""
+        stmt = (
+            sa.select(Message)
+            .where(Message.session_id == session_id, Message.metadata_[key].as_string() == value)
+            .order_by(Message.seq)
+            .limit(1)
+        )
+        return (await self.session.scalars(stmt)).first()
+
+
+class ReplyRepository(_Repository):
+    async def add(self, row: ReplyRequest) -> ReplyRequest:
+        validate_choice(row.status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
+        row.created_at = row.created_at or utcnow()
+        await self._insert(
+            row,
+            lambda: Conflict(
+                f"reply request {row.request_id!r} already exists", code="request_exists"
+            ),
+        )
+        return row
+
+    async def get(self, request_id: str, *, for_update: bool = False) -> ReplyRequest | None:
+        stmt = sa.select(ReplyRequest).where(ReplyRequest.request_id == request_id)
+        if for_update:
+            stmt = stmt.with_for_update()
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def require(self, request_id: str, *, for_update: bool = False) -> ReplyRequest:
+        row = await self.get(request_id, for_update=for_update)
+        if row is None:
+            raise NotFound(
+                f"reply request {request_id!r} does not exist", code=errors.REQUEST_NOT_FOUND
+            )
+        return row
+
+    async def transition(
+        self, request_id: str, from_statuses: Sequence[str], to_status: str, **values: Any
+    ) -> bool:
+        """Move to ``to_status`` only from one of ``from_statuses``; True if it moved."""
+        validate_choice(to_status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
+        stmt = (
+            sa.update(ReplyRequest)
+            .where(ReplyRequest.request_id == request_id, ReplyRequest.status.in_(from_statuses))
+            .values(status=to_status, **values)
+            .execution_options(synchronize_session=False)
+        )
+        moved = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        if moved:
+            await self._refresh(request_id)
+        return moved
+
+    async def _refresh(self, request_id: str) -> None:
+        row = await self.session.get(ReplyRequest, request_id)
+        if row is not None:
+            await self.session.refresh(row)
+
+    async def list_page(
+        self,
+        *,
+        statuses: Sequence[str] | None = None,
+        session_id: str | None = None,
+        as_source: bool = True,
+        as_target: bool = True,
+        older_than: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[ReplyRequest], str | None]:
+        """Oldest first, keyset-paginated by ``(created_at, request_id)``."""
+        stmt = sa.select(ReplyRequest).order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+        if statuses:
+            for status in statuses:
+                validate_choice(status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
+            stmt = stmt.where(ReplyRequest.status.in_(statuses))
+        if session_id is not None:
+            sides = []
+            if as_source:
+                sides.append(ReplyRequest.source_conversation_id == session_id)
+            if as_target:
+                sides.append(ReplyRequest.target_conversation_id == session_id)
+            stmt = stmt.where(sa.or_(*sides))
+        if older_than is not None:
+            stmt = stmt.where(ReplyRequest.created_at < older_than)
+        if cursor:
+            created_at, last_id = decode_cursor(cursor, (datetime, str))
+            stmt = stmt.where(
+                sa.tuple_(ReplyRequest.created_at, ReplyRequest.request_id)
+                > sa.tuple_(created_at, last_id)
+            )
+        rows = list((await self.session.scalars(stmt.limit(limit + 1))).all())
+        next_cursor = None
+        if len(rows) > limit:
+            rows = rows[:limit]
+            next_cursor = encode_cursor(rows[-1].created_at, rows[-1].request_id)
+        return rows, next_cursor
+
+    async def ready_for_source(self, source_session_id: str) -> list[ReplyRequest]:
+        """Replies ready to deliver to ``source_session_id``, oldest first."""
+        stmt = (
+            sa.select(ReplyRequest)
+            .where(
+                ReplyRequest.source_conversation_id == source_session_id,
+                ReplyRequest.status == "ready",
+            )
+            .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+
+class RunRepository(_Repository):
+    async def enqueue(
+        self,
+        session_id: str,
+        kind: str,
+        *,
+        runtime_text: str | None = None,
+        hop_count: int = 0,
+        reply_request_id: str | None = None,
+    ) -> Run:
+        """A new ``queued`` run."""
+        return await self._add(
+            session_id, kind, "queued", runtime_text, hop_count, reply_request_id
+        )
+
+    async def start(
+        self,
+        session_id: str,
+        kind: str,
+        *,
+        runtime_text: str | None = None,
+        hop_count: int = 0,
+        reply_request_id: str | None = None,
+        worker_id: str | None = None,
+    ) -> Run:
+        """A new run that is already ``running``; ``conversation_busy`` if one runs."""
+        return await self._add(
+            session_id, kind, "running", runtime_text, hop_count, reply_request_id, worker_id
+        )
+
+    async def _add(
+        self,
+        session_id: str,
+        kind: str,
+        status: str,
+        runtime_text: str | None,
+        hop_count: int,
+        reply_request_id: str | None,
+        worker_id: str | None = None,
+    ) -> Run:
+        validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
+        now = utcnow()
+        row = Run(
+            id=new_id("run"),
+            session_id=session_id,
+            kind=kind,
+            status=status,
+            runtime_text=runtime_text,
+            hop_count=hop_count,
+            reply_request_id=reply_request_id,
+            worker_id=worker_id,
+            attempts=0,
+            created_at=now,
+            started_at=now if status == "running" else None,
+        )
+        await self._insert(
+            row,
+            lambda: Conflict(
+                f"conversation {session_id!r} already has a running run",
+                code=errors.CONVERSATION_BUSY,
+            ),
+        )
+        return row
+
+    async def get(self, run_id: str, *, for_update: bool = False) -> Run | None:
+        stmt = sa.select(Run).where(Run.id == run_id)
+        if for_update:
+            stmt = stmt.with_for_update()
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def require(self, run_id: str, *, for_update: bool = False) -> Run:
+        row = await self.get(run_id, for_update=for_update)
+        if row is None:
+            raise NotFound(f"run {run_id!r} does not exist", code=errors.RUN_NOT_FOUND)
+        return row
+
+    async def active_for_session(self, session_id: str) -> list[Run]:
+        """The session's queued and running runs, oldest first."""
+        stmt = (
+            sa.select(Run)
+            .where(Run.session_id == session_id, Run.status.in_(("queued", "running")))
+            .order_by(Run.created_at, Run.id)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def running_for_sessions(self, session_ids: Iterable[str]) -> dict[str, Run]:
+        ids = list(session_ids)
+        if not ids:
+            return {}
+        stmt = sa.select(Run).where(Run.session_id.in_(ids), Run.status == "running")
+        return {run.session_id: run for run in (await self.session.scalars(stmt)).all()}
+
+    async def claim(
+        self,
+        worker_id: str,
+        *,
+        lease_seconds: int,
+        kinds: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> Run | None:
+        """Take the oldest queued run of a session that has no running run, leased to ``worker_id``.
+
+        PostgreSQL skips rows other claimers hold (``FOR UPDATE SKIP LOCKED``); the partial
+        unique index settles two claimers racing for different runs of one session.
+        """
+        now = now or utcnow()
+        running = aliased(Run)
+        stmt = (
+            sa.select(Run)
+            .where(
+                Run.status == "queued",
+                ~sa.exists().where(
+                    running.session_id == Run.session_id, running.status == "running"
+                ),
+            )
+            .order_by(Run.created_at, Run.id)
+            .limit(8)
+            .with_for_update(skip_locked=True, of=Run)
+        )
+        if kinds:
+            for kind in kinds:
+                validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
+            stmt = stmt.where(Run.kind.in_(kinds))
+        for candidate in (await self.session.scalars(stmt)).all():
+            try:
+                async with self.session.begin_nested():
+                    won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
+            except IntegrityError:
+                continue  # another claimer started a run of this session first
+            if won:
+                await self.session.refresh(candidate)
+                return candidate
+        return None
+
+    async def _set_running(
+        self, run_id: str, worker_id: str, lease_seconds: int, now: datetime
+    ) -> bool:
+        stmt = (
+            sa.update(Run)
+            .where(Run.id == run_id, Run.status == "queued")
+            .values(
+                status="running",
+                worker_id=worker_id,
+                started_at=now,
+                lease_expires_at=now + timedelta(seconds=lease_seconds),
+            )
+            .execution_options(synchronize_session=False)
+        )
+        return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+
+    async def heartbeat(
+        self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
+    ) -> bool:
+        """Extend the lease if ``worker_id`` still holds the running run."""
+        now = now or utcnow()
+        stmt = (
+            sa.update(Run)
+            .where(Run.id == run_id, Run.status == "running", Run.worker_id == worker_id)
+            .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
+            .execution_options(synchronize_session=False)
+        )
+        won = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        if won:
+            await self._refresh(run_id)
+        return won
+
+    async def finish(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        output: str | None = None,
+        error: str | None = None,
+        from_statuses: Sequence[str] = ("queued", "running"),
+        now: datetime | None = None,
+    ) -> bool:
+        """Close the run as ``completed``/``failed``/``cancelled`` if it is still open."""
+        validate_choice(
+            status, ("completed", "failed", "cancelled"), errors.INVALID_STATUS, "run status"
+        )
+        stmt = (
+            sa.update(Run)
+            .where(Run.id == run_id, Run.status.in_(from_statuses))
+            .values(
+                status=status,
+                output=output,
+                error=error,
+                finished_at=now or utcnow(),
+                lease_expires_at=None,
+            )
+            .execution_options(synchronize_session=False)
+        )
+        won = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        if won:
+            await self._refresh(run_id)
+        return won
+
+    async def expired(self, *, now: datetime | None = None, limit: int = 100) -> list[Run]:
+        """Running runs whose lease has passed (skipping rows another process holds)."""
+        stmt = (
+            sa.select(Run)
+            .where(Run.status == "running", Run.lease_expires_at < (now or utcnow()))
+            .order_by(Run.lease_expires_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def requeue(self, run_id: str, *, count_attempt: bool = True) -> bool:
+        """Put a running run back in the queue (its worker is gone)."""
+        values: dict[str, Any] = {"status": "queued", "worker_id": None, "lease_expires_at": None}
+        if count_attempt:
+            values["attempts"] = Run.attempts + 1
+        stmt = (
+            sa.update(Run)
+            .where(Run.id == run_id, Run.status == "running")
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        won = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        if won:
+            await self._refresh(run_id)
+        return won
+
+    async def _refresh(self, run_id: str) -> None:
+        row = await self.session.get(Run, run_id)
+        if row is not None:
+            await self.session.refresh(row)
+
+    async def list_recent(
+        self,
+        *,
+        session_id: str | None = None,
+        statuses: Sequence[str] | None = None,
+        limit: int = 50,
+    ) -> list[Run]:
+        """Newest first."""
+        stmt = sa.select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
+        if session_id is not None:
+            stmt = stmt.where(Run.session_id == session_id)
+        if statuses:
+            for status in statuses:
+                validate_choice(status, RUN_STATUSES, errors.INVALID_STATUS, "run status")
+            stmt = stmt.where(Run.status.in_(statuses))
+        return list((await self.session.scalars(stmt)).all())

@@ -1,0 +1,93 @@
+"""The unit of work: one transaction per request or tool call.
+
+``async with store.uow() as uow: …; await uow.commit()`` — anything not committed is
+rolled back when the block exits. Repositories hang off the unit of work and share its
+``AsyncSession``; nothing else begins or ends a transaction.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from ccweb_store.config import Settings
+from ccweb_store.db import create_engine, read_only
+from ccweb_store.repositories import (
+    MessageRepository,
+    ReplyRepository,
+    RunRepository,
+    SessionRepository,
+)
+
+
+class UnitOfWork:
+    """One transaction and the repositories that work inside it."""
+
+    session: AsyncSession
+    sessions: SessionRepository
+    messages: MessageRepository
+    replies: ReplyRepository
+    runs: RunRepository
+
+    def __init__(self, factory: async_sessionmaker[AsyncSession]) -> None:
+        self._factory = factory
+
+    async def __aenter__(self) -> UnitOfWork:
+        self.session = self._factory()
+        self.sessions = SessionRepository(self.session)
+        self.messages = MessageRepository(self.session)
+        self.replies = ReplyRepository(self.session)
+        self.runs = RunRepository(self.session)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            await self.session.rollback()
+        finally:
+            await self.session.close()
+
+    async def commit(self) -> None:
+        await self.session.commit()
+
+    async def rollback(self) -> None:
+        await self.session.rollback()
+
+
+class Store:
+    """The database handle the whole service shares: an engine and unit-of-work factories."""
+
+    def __init__(self, engine: AsyncEngine, settings: Settings | None = None) -> None:
+        self.engine = engine
+        self.settings = settings or Settings()
+        self._writer = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+        self._reader = async_sessionmaker(
+            read_only(engine), expire_on_commit=False, autoflush=False
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Store:
+        engine = create_engine(
+            settings.database_url, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+        )
+        return cls(engine, settings)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def uow(self) -> UnitOfWork:
+        """A unit of work that may write (SQLite: ``BEGIN IMMEDIATE``)."""
+        return UnitOfWork(self._writer)
+
+    def read_uow(self) -> UnitOfWork:
+        """A unit of work that only reads (SQLite: a deferred transaction, no write lock)."""
+        return UnitOfWork(self._reader)
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()

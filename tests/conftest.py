@@ -1,0 +1,144 @@
+"""Backends for the integration tests: a fresh SQLite file per test, and PostgreSQL.
+
+Every integration test that takes ``database_url`` (or ``store``) runs once per backend.
+PostgreSQL runs when ``CCWEB_TEST_POSTGRES_URL`` names a server (e.g.
+``postgresql+asyncpg://root@127.0.0.1:5432/test``); the suite then creates a database of its
+own, migrates it with Alembic, truncates it between tests and drops it at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from ccweb_store.config import Settings
+from ccweb_store.db import create_engine, migrate
+from ccweb_store.models import Base
+from ccweb_store.uow import Store
+
+POSTGRES_ENV = "CCWEB_TEST_POSTGRES_URL"
+REQUIRE_POSTGRES_ENV = "CCWEB_REQUIRE_POSTGRES"
+BACKENDS = ("sqlite", "postgres")
+
+
+def postgres_server_url() -> str | None:
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        message = (
+            f"PostgreSQL tests need {POSTGRES_ENV} "
+            "(e.g. postgresql+asyncpg://root@127.0.0.1:5432/test)"
+        )
+        if os.environ.get(REQUIRE_POSTGRES_ENV):
+            pytest.fail(message + f"; {REQUIRE_POSTGRES_ENV} is set, so they may not skip")
+        pytest.skip(message)
+    return url
+
+
+async def _admin(server_url: str, statement: str) -> None:
+    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(sa.text(statement))
+    finally:
+        await engine.dispose()
+
+
+def create_postgres_database(server_url: str) -> str:
+    """Create an empty, uniquely named database on the server; return its URL."""
+    name = f"ccweb_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    asyncio.run(_admin(server_url, f'CREATE DATABASE "{name}"'))
+    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_postgres_database(server_url: str, database_url: str) -> None:
+    name = make_url(database_url).database
+    asyncio.run(_admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def migrate_url(url: str, revision: str = "head") -> None:
+    engine = create_engine(url)
+    try:
+        await migrate(engine, revision)
+    finally:
+        await engine.dispose()
+
+
+async def truncate_all(url: str) -> None:
+    tables = ", ".join(table.name for table in Base.metadata.sorted_tables)
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(sa.text(f"TRUNCATE {tables} CASCADE"))
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def migrated_postgres_url() -> Iterator[str]:
+    """One migrated PostgreSQL database for the whole run (created lazily)."""
+    server = postgres_server_url()
+    assert server is not None
+    url = create_postgres_database(server)
+    try:
+        asyncio.run(migrate_url(url))
+        yield url
+    finally:
+        drop_postgres_database(server, url)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend a test runs on: ``sqlite`` or ``postgres``."""
+    name: str = request.param
+    if name == "postgres":
+        postgres_server_url()
+    return name
+
+
+@pytest.fixture
+def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A migrated, empty database for this test."""
+    if backend == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'ccweb.db'}"
+        asyncio.run(migrate_url(url))
+        return url
+    url: str = request.getfixturevalue("migrated_postgres_url")
+    asyncio.run(truncate_all(url))
+    return url
+
+
+@pytest.fixture
+def empty_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A database with no schema at all, for migration tests."""
+    if backend == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+        return
+    server = postgres_server_url()
+    assert server is not None
+    url = create_postgres_database(server)
+    try:
+        yield url
+    finally:
+        drop_postgres_database(server, url)
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, token=None)
+
+
+@pytest.fixture
+async def store(settings: Settings) -> AsyncIterator[Store]:
+    """A ``Store`` on the migrated test database."""
+    active = Store.from_settings(settings)
+    try:
+        yield active
+    finally:
+        await active.dispose()
