@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -39,7 +39,7 @@ def load_settings(**overrides: object) -> Settings:
         fail(f"invalid settings: {exc}")
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
+def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``message`` to stderr and exit with ``code``."""
     typer.echo(f"ccweb-store: {message}", err=True)
     raise typer.Exit(code)
@@ -59,9 +59,7 @@ def serve(
     host: Annotated[
         str | None, typer.Option(help="Bind address [env: CCWEB_HOST; default: 127.0.0.1]")
     ] = None,
-    port: Annotated[
-        int | None, typer.Option(help="Port [env: CCWEB_PORT; default: 8787]")
-    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port [env: CCWEB_PORT; default: 8787]")] = None,
     database_url: DatabaseUrl = None,
     token: Annotated[
         str | None,

@@ -1,0 +1,85 @@
+"""The camelCase JSON shapes of SPEC §3 (Session, Message, Reply, Run), built from rows.
+
+Protocol modules and the CLI use these; nothing else decides how an object looks on the wire.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ccweb_store.models import Message, ReplyRequest, Run, Session
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO 8601 UTC with milliseconds and a ``Z``, as cc-web writes timestamps."""
+    if value is None:
+        return None
+    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def session_out(row: Session, *, active_run: Run | None = None) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "title": row.title,
+        "agent": row.agent,
+        "cwd": row.cwd,
+        "createdAt": iso(row.created_at),
+        "updatedAt": iso(row.updated_at),
+        "archived": row.archived_at is not None,
+        "running": active_run is not None and active_run.status == "running",
+        "activeRunId": active_run.id if active_run is not None else None,
+    }
+
+
+def message_out(row: Message) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "sessionId": row.session_id,
+        "seq": row.seq,
+        "role": row.role,
+        "content": row.content,
+        "createdAt": iso(row.created_at),
+        "metadata": row.metadata_ or {},
+    }
+
+
+def reply_out(row: ReplyRequest) -> dict[str, Any]:
+    return {
+        "requestId": row.request_id,
+        "status": row.status,
+        "sourceConversationId": row.source_conversation_id,
+        "sourceTitle": row.source_title,
+        "targetConversationId": row.target_conversation_id,
+        "targetTitle": row.target_title,
+        "messageId": row.message_id,
+        "hopCount": row.hop_count,
+        "sourceAutoRun": row.source_auto_run,
+        "originalRequest": row.original_request,
+        "replyText": row.reply_text,
+        "createdAt": iso(row.created_at),
+        "completedAt": iso(row.completed_at),
+        "returnedAt": iso(row.returned_at),
+        "replyMessageId": row.reply_message_id,
+        "lastError": row.last_error,
+    }
+
+
+def run_out(row: Run) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "sessionId": row.session_id,
+        "kind": row.kind,
+        "status": row.status,
+        "runtimeText": row.runtime_text,
+        "replyRequestId": row.reply_request_id,
+        "hopCount": row.hop_count,
+        "workerId": row.worker_id,
+        "leaseExpiresAt": iso(row.lease_expires_at),
+        "attempts": row.attempts,
+        "createdAt": iso(row.created_at),
+        "startedAt": iso(row.started_at),
+        "finishedAt": iso(row.finished_at),
+        "output": row.output,
+        "error": row.error,
+    }
