@@ -47,10 +47,9 @@ class UnitOfWork:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        try:
-            await self.session.rollback()
-        finally:
-            await self.session.close()
+        # close() rolls back whatever was not committed and detaches the objects without
+        # expiring them, so results stay readable after the block.
+        await self.session.close()
 
     async def commit(self) -> None:
         await self.session.commit()

@@ -1,0 +1,176 @@
+"""Alembic owns the schema: both directions work on both engines and nothing drifts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from sqlalchemy.engine import Connection
+
+from ccweb_store.db import alembic_config, create_engine, current_revision, downgrade, migrate
+
+TABLES = {"sessions", "messages", "reply_requests", "runs"}
+
+
+async def _tables_and_reply_columns(url: str) -> tuple[set[str], set[str]]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+
+            def read(sync: Connection) -> tuple[set[str], set[str]]:
+                inspector = sa.inspect(sync)
+                tables = set(inspector.get_table_names()) - {"alembic_version"}
+                columns = (
+                    {c["name"] for c in inspector.get_columns("reply_requests")}
+                    if "reply_requests" in tables
+                    else set()
+                )
+                return tables, columns
+
+            return await connection.run_sync(read)
+    finally:
+        await engine.dispose()
+
+
+async def test_upgrade_downgrade_upgrade_round_trips(empty_database_url: str) -> None:
+    engine = create_engine(empty_database_url)
+    try:
+        await migrate(engine)
+        assert (await _tables_and_reply_columns(empty_database_url))[0] >= TABLES
+        await downgrade(engine, "base")
+        assert not (await _tables_and_reply_columns(empty_database_url))[0] & TABLES
+        await migrate(engine)
+        tables, columns = await _tables_and_reply_columns(empty_database_url)
+        assert tables >= TABLES
+        assert "original_request" in columns
+        async with engine.connect() as connection:
+            assert await current_revision(connection) is not None
+    finally:
+        await engine.dispose()
+
+
+LEGACY_REPLY = {
+    "request_id": "req-legacy-1",
+    "message_id": "msg-target-1",
+    "source_conversation_id": "source-a",
+    "source_title": "Source A",
+    "target_conversation_id": "target-b",
+    "target_title": "Target B",
+    "status": "waiting",
+    "hop_count": 1,
+    "source_auto_run": True,
+    "reply_text": None,
+    "last_error": "none yet",
+}
+
+
+async def test_legacy_reply_rows_survive_upgrade_and_downgrade(empty_database_url: str) -> None:
+    engine = create_engine(empty_database_url)
+    try:
+        await migrate(engine, "0001")
+        assert "original_request" not in (await _tables_and_reply_columns(empty_database_url))[1]
+        async with engine.begin() as connection:
+            await connection.execute(
+                sa.text(
+                    "INSERT INTO reply_requests (request_id, message_id, source_conversation_id,"
+                    " source_title, target_conversation_id, target_title, status, hop_count,"
+                    " source_auto_run, reply_text, last_error, created_at) VALUES (:request_id,"
+                    " :message_id, :source_conversation_id, :source_title,"
+                    " :target_conversation_id, :target_title, :status, :hop_count,"
+                    " :source_auto_run, :reply_text, :last_error, :created_at)"
+                ),
+                {**LEGACY_REPLY, "created_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)},
+            )
+            # A row written by hand with only the required values still inserts.
+            await connection.execute(
+                sa.text(
+                    "INSERT INTO reply_requests (request_id, source_conversation_id,"
+                    " target_conversation_id, status) VALUES ('req-minimal', 'a', 'b', 'ready')"
+                )
+            )
+
+        await migrate(engine, "head")
+        columns = ", ".join(LEGACY_REPLY)
+        async with engine.connect() as connection:
+            row = (
+                await connection.execute(
+                    sa.text(
+                        f"SELECT {columns}, original_request FROM reply_requests"
+                        " WHERE request_id = 'req-legacy-1'"
+                    )
+                )
+            ).one()
+            minimal = (
+                await connection.execute(
+                    sa.text(
+                        "SELECT hop_count, source_auto_run, created_at, original_request"
+                        " FROM reply_requests WHERE request_id = 'req-minimal'"
+                    )
+                )
+            ).one()
+        kept = {k: row._mapping[k] for k in LEGACY_REPLY}
+        kept["source_auto_run"] = bool(kept["source_auto_run"])  # SQLite answers 1
+        assert kept == LEGACY_REPLY
+        assert row._mapping["original_request"] is None
+        assert minimal.hop_count == 0 and bool(minimal.source_auto_run) is True
+        assert minimal.created_at is not None and minimal.original_request is None
+
+        await downgrade(engine, "0001")
+        assert "original_request" not in (await _tables_and_reply_columns(empty_database_url))[1]
+        async with engine.connect() as connection:
+            after = (
+                await connection.execute(
+                    sa.text(
+                        f"SELECT {columns} FROM reply_requests WHERE request_id = 'req-legacy-1'"
+                    )
+                )
+            ).one()
+        assert after._mapping["last_error"] == "none yet"
+        assert after._mapping["target_title"] == "Target B"
+        assert after._mapping["hop_count"] == 1
+    finally:
+        await engine.dispose()
+
+
+async def test_models_and_migrations_do_not_drift(database_url: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+
+            def check(sync: Connection) -> None:
+                config = alembic_config()
+                config.attributes["connection"] = sync
+                command.check(config)  # raises AutogenerateDiffsDetected on drift
+
+            await connection.run_sync(check)
+    finally:
+        await engine.dispose()
+
+
+async def test_a_database_at_head_reports_the_newest_revision(database_url: str) -> None:
+    from ccweb_store.db import head_revision
+
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            assert await current_revision(connection) == await head_revision()
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize("revision", ["0001", "base"])
+async def test_downgrading_an_empty_schema_then_upgrading_again_is_clean(
+    empty_database_url: str, revision: str
+) -> None:
+    engine = create_engine(empty_database_url)
+    try:
+        await migrate(engine)
+        await downgrade(engine, revision)
+        await migrate(engine)
+        async with engine.connect() as connection:
+            count = (await connection.execute(sa.text("SELECT count(*) FROM sessions"))).scalar()
+        assert count == 0
+    finally:
+        await engine.dispose()

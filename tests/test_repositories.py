@@ -1,0 +1,345 @@
+"""Repositories on real databases: CRUD, keyset pages, concurrency, and refused input."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from ccweb_store import errors
+from ccweb_store.config import Settings
+from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
+from ccweb_store.models import ReplyRequest, new_id, utcnow
+from ccweb_store.uow import Store
+
+
+async def _make_sessions(store: Store, *ids: str) -> None:
+    async with store.uow() as uow:
+        for session_id in ids:
+            await uow.sessions.create(session_id, title=f"Title {session_id}")
+        await uow.commit()
+
+
+async def test_a_created_session_reads_back_with_aware_utc_timestamps(store: Store) -> None:
+    async with store.uow() as uow:
+        await uow.sessions.create("s1", title="First", agent="codex", cwd="/w", extra={"k": [1]})
+        await uow.commit()
+    async with store.read_uow() as uow:
+        row = await uow.sessions.require("s1")
+    assert (row.title, row.agent, row.cwd, row.extra) == ("First", "codex", "/w", {"k": [1]})
+    assert row.created_at.utcoffset() == timedelta(0)
+    assert row.archived_at is None
+
+
+async def test_creating_a_taken_id_is_conversation_exists(store: Store) -> None:
+    await _make_sessions(store, "dup")
+    with pytest.raises(Conflict) as caught:
+        await _make_sessions(store, "dup")
+    assert caught.value.code == errors.CONVERSATION_EXISTS
+
+
+async def test_a_session_without_an_id_gets_a_generated_one(store: Store) -> None:
+    async with store.uow() as uow:
+        row = await uow.sessions.create(title="anonymous")
+        await uow.commit()
+    assert row.id.startswith("conv_")
+
+
+@pytest.mark.parametrize("bad_id", ["", "-leading-dash", "has space", "sl/ash", "x" * 129, "é"])
+async def test_malformed_conversation_ids_are_refused(store: Store, bad_id: str) -> None:
+    async with store.uow() as uow:
+        with pytest.raises(InvalidInput) as caught:
+            await uow.sessions.create(bad_id)
+        with pytest.raises(InvalidInput):
+            await uow.sessions.require(bad_id)
+    assert caught.value.code == errors.INVALID_CONVERSATION_ID
+
+
+async def test_an_unknown_conversation_is_conversation_not_found(store: Store) -> None:
+    async with store.read_uow() as uow:
+        with pytest.raises(NotFound) as caught:
+            await uow.sessions.require("nobody")
+    assert caught.value.code == errors.CONVERSATION_NOT_FOUND
+
+
+async def test_session_pages_follow_the_keyset_cursor_without_repeats(store: Store) -> None:
+    await _make_sessions(store, *(f"p{i:02d}" for i in range(7)))
+    seen: list[str] = []
+    cursor = None
+    async with store.read_uow() as uow:
+        while True:
+            rows, cursor = await uow.sessions.list_page(limit=3, cursor=cursor)
+            seen += [row.id for row in rows]
+            if cursor is None:
+                break
+    assert seen == [f"p{i:02d}" for i in reversed(range(7))]
+
+
+async def test_a_garbled_cursor_is_invalid_cursor(store: Store) -> None:
+    async with store.read_uow() as uow:
+        with pytest.raises(InvalidInput) as caught:
+            await uow.sessions.list_page(cursor="not-a-cursor")
+    assert caught.value.code == errors.INVALID_CURSOR
+
+
+async def test_messages_get_increasing_seqs_and_bump_the_session(store: Store) -> None:
+    await _make_sessions(store, "chat")
+    async with store.read_uow() as uow:
+        before = (await uow.sessions.require("chat")).updated_at
+    async with store.uow() as uow:
+        first = await uow.messages.append("chat", "user", "hello", metadata={"a": 1})
+        second = await uow.messages.append("chat", "assistant", "hi")
+        await uow.commit()
+    async with store.read_uow() as uow:
+        rows = await uow.messages.list_after("chat")
+        after = (await uow.sessions.require("chat")).updated_at
+        tail = await uow.messages.list_after("chat", after_seq=1)
+    assert [(m.seq, m.role, m.content) for m in rows] == [
+        (1, "user", "hello"),
+        (2, "assistant", "hi"),
+    ]
+    assert rows[0].metadata_ == {"a": 1}
+    assert (first.seq, second.seq) == (1, 2)
+    assert [m.id for m in tail] == [second.id]
+    assert after >= before
+
+
+async def test_appending_to_a_missing_session_is_conversation_not_found(store: Store) -> None:
+    async with store.uow() as uow:
+        with pytest.raises(NotFound) as caught:
+            await uow.messages.append("ghost", "user", "hello")
+    assert caught.value.code == errors.CONVERSATION_NOT_FOUND
+
+
+@pytest.mark.parametrize("role", ["owner", "USER", "", None])
+async def test_an_unknown_role_is_invalid_role(store: Store, role: str) -> None:
+    await _make_sessions(store, "chat")
+    async with store.uow() as uow:
+        with pytest.raises(InvalidInput) as caught:
+            await uow.messages.append("chat", role, "text")
+    assert caught.value.code == errors.INVALID_ROLE
+
+
+async def test_twenty_concurrent_appends_get_twenty_gap_free_seqs(settings: Settings) -> None:
+    stores = [Store.from_settings(settings) for _ in range(2)]  # two "processes"
+    try:
+        await _make_sessions(stores[0], "busy")
+
+        async def append(i: int) -> int:
+            async with stores[i % 2].uow() as uow:
+                message = await uow.messages.append("busy", "user", f"message {i}")
+                await uow.commit()
+                return message.seq
+
+        seqs = await asyncio.gather(*(append(i) for i in range(20)))
+        async with stores[0].read_uow() as uow:
+            stored = [m.seq for m in await uow.messages.list_after("busy")]
+    finally:
+        for active in stores:
+            await active.dispose()
+    assert sorted(seqs) == list(range(1, 21))
+    assert stored == list(range(1, 21))
+
+
+async def test_the_database_refuses_a_second_running_run_even_by_hand(store: Store) -> None:
+    await _make_sessions(store, "one")
+    async with store.uow() as uow:
+        await uow.runs.start("one", "user_turn")
+        await uow.commit()
+    async with store.uow() as uow:
+        with pytest.raises(IntegrityError):
+            await uow.session.execute(
+                sa.text(
+                    "INSERT INTO runs (id, session_id, kind, status)"
+                    " VALUES ('run_by_hand', 'one', 'user_turn', 'running')"
+                )
+            )
+    async with store.uow() as uow:
+        with pytest.raises(Conflict) as caught:
+            await uow.runs.start("one", "user_turn")
+    assert caught.value.code == errors.CONVERSATION_BUSY
+
+
+async def test_claims_take_the_oldest_run_of_an_idle_session_with_a_lease(store: Store) -> None:
+    await _make_sessions(store, "a", "b")
+    async with store.uow() as uow:
+        first = await uow.runs.enqueue("a", "user_turn", runtime_text="first")
+        second = await uow.runs.enqueue("a", "cross_conversation", hop_count=1)
+        third = await uow.runs.enqueue("b", "reply_auto_run")
+        await uow.commit()
+    async with store.uow() as uow:
+        claimed = await uow.runs.claim("w1", lease_seconds=60)
+        assert claimed is not None and claimed.id == first.id
+        # Session a now runs, so its second run waits; b's run is next.
+        again = await uow.runs.claim("w2", lease_seconds=60)
+        assert again is not None and again.id == third.id
+        assert await uow.runs.claim("w3", lease_seconds=60) is None
+        await uow.commit()
+    assert claimed.status == "running" and claimed.worker_id == "w1"
+    assert claimed.lease_expires_at is not None and claimed.started_at is not None
+    async with store.uow() as uow:
+        assert await uow.runs.finish(first.id, "completed", output="done")
+        assert not await uow.runs.finish(first.id, "failed")  # already closed
+        nxt = await uow.runs.claim("w1", lease_seconds=60, kinds=["cross_conversation"])
+        await uow.commit()
+    assert nxt is not None and nxt.id == second.id
+
+
+async def test_two_concurrent_claimers_never_get_the_same_run(settings: Settings) -> None:
+    stores = [Store.from_settings(settings) for _ in range(2)]
+    try:
+        sessions = [f"c{i}" for i in range(12)]
+        await _make_sessions(stores[0], *sessions)
+        async with stores[0].uow() as uow:
+            for session_id in sessions:
+                for _ in range(2):
+                    await uow.runs.enqueue(session_id, "user_turn")
+            await uow.commit()
+
+        async def claimer(worker: int) -> list[tuple[str, str]]:
+            won: list[tuple[str, str]] = []
+            for _ in range(10):
+                async with stores[worker % 2].uow() as uow:
+                    run = await uow.runs.claim(f"w{worker}", lease_seconds=60)
+                    await uow.commit()
+                if run is not None:
+                    won.append((run.id, run.session_id))
+            return won
+
+        results = await asyncio.gather(*(claimer(w) for w in range(4)))
+    finally:
+        for active in stores:
+            await active.dispose()
+    claimed = [item for result in results for item in result]
+    assert len(claimed) == len({run_id for run_id, _ in claimed})
+    assert sorted(session for _, session in claimed) == sorted(sessions)  # one per session
+
+
+async def test_heartbeats_and_requeues_only_touch_the_holders_run(store: Store) -> None:
+    await _make_sessions(store, "h")
+    async with store.uow() as uow:
+        run = await uow.runs.enqueue("h", "user_turn")
+        await uow.runs.claim("w1", lease_seconds=1)
+        await uow.commit()
+    async with store.uow() as uow:
+        assert await uow.runs.heartbeat(run.id, "w1", lease_seconds=600)
+        assert not await uow.runs.heartbeat(run.id, "intruder", lease_seconds=600)
+        expired = await uow.runs.expired(now=utcnow() + timedelta(hours=1))
+        assert [r.id for r in expired] == [run.id]
+        assert await uow.runs.requeue(run.id)
+        assert not await uow.runs.requeue(run.id)  # no longer running
+        await uow.commit()
+    async with store.read_uow() as uow:
+        row = await uow.runs.require(run.id)
+    assert (row.status, row.worker_id, row.attempts) == ("queued", None, 1)
+
+
+async def test_reply_transitions_are_conditional_on_the_current_status(store: Store) -> None:
+    async with store.uow() as uow:
+        await uow.replies.add(
+            ReplyRequest(
+                request_id="req1",
+                source_conversation_id="a",
+                target_conversation_id="b",
+                status="waiting",
+            )
+        )
+        await uow.commit()
+    async with store.uow() as uow:
+        assert await uow.replies.transition("req1", ["waiting"], "ready", reply_text="done")
+        assert not await uow.replies.transition("req1", ["waiting"], "ready", reply_text="twice")
+        await uow.commit()
+    async with store.read_uow() as uow:
+        row = await uow.replies.require("req1")
+    assert (row.status, row.reply_text) == ("ready", "done")
+
+
+async def test_two_writers_racing_on_one_reply_only_one_wins(settings: Settings) -> None:
+    stores = [Store.from_settings(settings) for _ in range(2)]
+    try:
+        async with stores[0].uow() as uow:
+            await uow.replies.add(
+                ReplyRequest(
+                    request_id="race",
+                    source_conversation_id="a",
+                    target_conversation_id="b",
+                    status="ready",
+                )
+            )
+            await uow.commit()
+
+        async def deliver(i: int) -> bool:
+            async with stores[i % 2].uow() as uow:
+                moved = await uow.replies.transition(
+                    "race", ["ready"], "returned", reply_text=f"{i}"
+                )
+                await uow.commit()
+                return moved
+
+        outcomes = await asyncio.gather(*(deliver(i) for i in range(8)))
+    finally:
+        for active in stores:
+            await active.dispose()
+    assert outcomes.count(True) == 1
+
+
+async def test_reply_pages_filter_by_status_and_session(store: Store) -> None:
+    async with store.uow() as uow:
+        for i, status in enumerate(["waiting", "ready", "returned", "failed", "waiting"]):
+            await uow.replies.add(
+                ReplyRequest(
+                    request_id=new_id("req"),
+                    source_conversation_id="src" if i % 2 == 0 else "other",
+                    target_conversation_id="tgt",
+                    status=status,
+                )
+            )
+        await uow.commit()
+    async with store.read_uow() as uow:
+        waiting, _ = await uow.replies.list_page(statuses=["waiting"])
+        mine, _ = await uow.replies.list_page(session_id="src", as_target=False)
+        first, cursor = await uow.replies.list_page(limit=2)
+        rest, end = await uow.replies.list_page(limit=10, cursor=cursor)
+    assert len(waiting) == 2
+    assert {r.source_conversation_id for r in mine} == {"src"} and len(mine) == 3
+    assert len(first) == 2 and len(rest) == 3 and end is None
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda uow: uow.replies.transition("x", ["waiting"], "done"),
+        lambda uow: uow.replies.list_page(statuses=["pending"]),
+        lambda uow: uow.runs.list_recent(statuses=["sleeping"]),
+        lambda uow: uow.runs.finish("x", "queued"),
+    ],
+    ids=["reply-transition", "reply-filter", "run-filter", "run-finish"],
+)
+async def test_statuses_outside_the_enum_are_invalid_status(store: Store, call: object) -> None:
+    async with store.uow() as uow:
+        with pytest.raises(DomainError) as caught:
+            await call(uow)  # type: ignore[operator]
+    assert caught.value.code == errors.INVALID_STATUS
+
+
+async def test_an_unknown_run_kind_is_invalid_kind(store: Store) -> None:
+    await _make_sessions(store, "k")
+    async with store.uow() as uow:
+        with pytest.raises(InvalidInput) as caught:
+            await uow.runs.enqueue("k", "nap")
+    assert caught.value.code == errors.INVALID_KIND
+
+
+async def test_the_check_constraints_refuse_bad_enums_written_by_hand(store: Store) -> None:
+    await _make_sessions(store, "raw")
+    async with store.uow() as uow:
+        with pytest.raises(IntegrityError):
+            await uow.session.execute(
+                sa.text(
+                    "INSERT INTO messages (id, session_id, seq, role, content)"
+                    " VALUES ('m1', 'raw', 1, 'owner', 'x')"
+                )
+            )
