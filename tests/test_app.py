@@ -1,0 +1,117 @@
+"""The service answers /healthz, in-process and as a real ``python server.py``."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import sqlalchemy as sa
+
+from ccweb_store.app import create_app
+from ccweb_store.db import head_revision
+from ccweb_store.uow import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_healthz_reports_the_database_kind_and_schema_revision(store: Store) -> None:
+    app = create_app(store=store, migrate_on_start=False)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as client:
+        response = await client.get("/healthz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["database"] == ("sqlite" if store.dialect == "sqlite" else "postgresql")
+    assert body["revision"] == await head_revision()
+
+
+def test_python_server_py_migrates_a_new_sqlite_file_and_serves_healthz(tmp_path: Path) -> None:
+    port = free_port()
+    database = tmp_path / "fresh.db"
+    env = {
+        **os.environ,
+        "CCWEB_DATABASE_URL": f"sqlite+aiosqlite:///{database}",
+        "CCWEB_PORT": str(port),
+        "PYTHONPATH": str(ROOT),
+    }
+    env.pop("CCWEB_TOKEN", None)
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "server.py")],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        body = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                body = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).json()
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert body is not None, process.stderr.read().decode() if process.poll() else "no answer"
+        assert body["status"] == "ok" and body["database"] == "sqlite"
+        engine = sa.create_engine(f"sqlite:///{database}")
+        with engine.connect() as connection:
+            revision = connection.execute(
+                sa.text("SELECT version_num FROM alembic_version")
+            ).scalar()
+        engine.dispose()
+        assert body["revision"] == revision
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=10)
+    assert b"Uvicorn running on http://127.0.0.1" in stderr  # logs go to stderr
+
+
+def test_serve_refuses_a_public_host_without_a_token(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("CCWEB_TOKEN", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "ccweb_store", "serve", "--host", "0.0.0.0"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "CCWEB_TOKEN" in result.stderr and "127.0.0.1" in result.stderr
+    assert not (tmp_path / "ccweb.db").exists()
+
+
+def test_migrate_command_upgrades_and_downgrades(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    url = f"sqlite+aiosqlite:///{tmp_path / 'm.db'}"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ccweb_store", "migrate", *args, "--database-url", url],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    up = run()
+    assert up.returncode == 0, up.stderr
+    assert "revision" in up.stdout and "sqlite" in up.stdout
+    down = run("0001", "--downgrade")
+    assert down.returncode == 0, down.stderr
+    assert "0001" in down.stdout

@@ -1,0 +1,82 @@
+"""Settings come from CCWEB_* variables with safe defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from ccweb_store.config import (
+    DEFAULT_DATABASE_URL,
+    Settings,
+    database_kind,
+    is_loopback_host,
+    normalize_database_url,
+)
+
+
+def test_defaults_are_sqlite_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("CCWEB_DATABASE_URL", "CCWEB_HOST", "CCWEB_PORT", "CCWEB_TOKEN", "CCWEB_MAX_HOPS"):
+        monkeypatch.delenv(name, raising=False)
+    settings = Settings()
+    assert settings.database_url == DEFAULT_DATABASE_URL
+    assert (settings.host, settings.port, settings.max_hops) == ("127.0.0.1", 8787, 4)
+    assert settings.max_content_chars == 200_000
+    assert settings.token is None
+    assert settings.database_kind == "sqlite"
+
+
+def test_environment_variables_override_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CCWEB_DATABASE_URL", "postgresql+asyncpg://u@db/x")
+    monkeypatch.setenv("CCWEB_MAX_HOPS", "7")
+    monkeypatch.setenv("CCWEB_ALLOWED_ORIGINS", "https://ui.example, http://localhost:3000/")
+    monkeypatch.setenv("CCWEB_TOKEN", "")
+    settings = Settings()
+    assert settings.database_kind == "postgresql"
+    assert settings.max_hops == 7
+    assert settings.allowed_origins == ("https://ui.example", "http://localhost:3000")
+    assert settings.token is None
+
+
+def test_a_bad_port_is_refused_with_a_validation_error() -> None:
+    with pytest.raises(ValueError, match="port"):
+        Settings(port=70000)
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("sqlite:///x.db", "sqlite"),
+        ("sqlite+aiosqlite:///x.db", "sqlite"),
+        ("postgresql://u@h/d", "postgresql"),
+        ("postgres://u@h/d", "postgresql"),
+    ],
+)
+def test_database_kinds_are_recognised(url: str, kind: str) -> None:
+    assert database_kind(url) == kind
+
+
+def test_an_unsupported_database_says_what_to_use_instead() -> None:
+    with pytest.raises(ValueError, match="postgresql\\+asyncpg"):
+        database_kind("mysql://u@h/d")
+
+
+def test_plain_urls_get_the_async_drivers() -> None:
+    assert normalize_database_url("sqlite:///x.db") == "sqlite+aiosqlite:///x.db"
+    assert normalize_database_url("postgresql://u@h/d") == "postgresql+asyncpg://u@h/d"
+    assert normalize_database_url("postgresql+asyncpg://u@h/d") == "postgresql+asyncpg://u@h/d"
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.1.2.3", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("192.168.1.4", False),
+        ("example.com", False),
+    ],
+)
+def test_loopback_hosts_are_recognised(host: str, loopback: bool) -> None:
+    assert is_loopback_host(host) is loopback
