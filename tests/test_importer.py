@@ -393,6 +393,53 @@ def test_broken_files_are_skipped_and_reported_and_the_rest_goes_in(
     assert file_states(state) == before
 
 
+def test_broken_messages_and_reply_entries_are_skipped_and_reported(
+    database_url: str, tmp_path: Path
+) -> None:
+    state = write_state(tmp_path / "state")
+    beta = beta_session()
+    beta["messages"].insert(1, "just a string")
+    write_json(state / "sessions" / "beta.json", beta)
+    broken = [
+        *REPLIES,
+        {"requestId": "req-x", "status": "waiting"},
+        {
+            "requestId": "r",
+            **{"sourceConversationId": "a", "targetConversationId": "b", "status": "lost"},
+        },
+    ]
+    write_json(state / "config" / "cross-conversation-replies.json", broken)
+
+    code, summary, _ = run_import(state, database_url)
+
+    assert code == 1
+    assert summary["messages"]["skipped"] == 1
+    assert summary["replies"]["skipped"] == 2
+    assert summary["replies"]["imported"] == 3
+    reasons = sorted(s["reason"] for s in summary["skipped"])
+    assert reasons == [
+        "message 1 is a string, not an object",
+        "reply 3: missing 'sourceConversationId'",
+        "reply 4: unknown status 'lost'",
+    ]
+    beta_ids = [m["id"] for m in dump(database_url)["messages"] if m["session_id"] == "beta"]
+    assert sorted(beta_ids) == ["b-1", "b-2"]
+
+
+def test_a_reply_file_that_is_not_json_is_skipped_and_sessions_still_go_in(
+    database_url: str, tmp_path: Path
+) -> None:
+    state = write_state(tmp_path / "state")
+    (state / "config" / "cross-conversation-replies.json").write_text("{", encoding="utf-8")
+
+    code, summary, _ = run_import(state, database_url)
+
+    assert code == 1
+    assert summary["sessions"]["imported"] == 2
+    assert summary["replies"]["skipped"] == 1
+    assert dump(database_url)["reply_requests"] == []
+
+
 def test_a_message_id_held_by_another_session_gets_a_stable_derived_id(
     database_url: str, tmp_path: Path
 ) -> None:
