@@ -222,12 +222,9 @@ def plan_session(
     for message in legacy.messages:
         message_id = message.wanted_id
         metadata = message.metadata
-        if (
-            message_id is None
-            or message_id in used
-            or owners.get(message_id, legacy.id) != (legacy.id)
-        ):
-            if message_id is not None:
+        taken = message_id in used or owners.get(message_id or "", legacy.id) != legacy.id
+        if message_id is None or taken:
+            if taken:
                 metadata = message.metadata_with_replaced_id()
             message_id = message.positional_id(legacy.id)
         used.add(message_id)
