@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -118,6 +119,46 @@ def migrate(
 
     current = asyncio.run(run())
     typer.echo(f"database at revision {current or 'base'} ({settings.database_kind})")
+
+
+@app.command("import-json")
+def import_json(
+    directory: Annotated[
+        Path,
+        typer.Argument(
+            help="cc-web's state directory (holding sessions/*.json and config/)",
+            show_default=False,
+        ),
+    ],
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Parse, validate and count; write nothing, not even a migration"
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as JSON on stdout")
+    ] = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Import cc-web's JSON state (sessions, messages, replies); safe to run again to sync.
+
+    Exits 1 when any file, message or reply was skipped (each is reported with its reason).
+    """
+    from ccweb_store.import_console import run_import
+
+    if (
+        not (directory / "sessions").is_dir()
+        and not directory.joinpath("config", "cross-conversation-replies.json").is_file()
+    ):
+        fail(
+            f"{directory} does not look like a cc-web state directory: "
+            "expected sessions/*.json or config/cross-conversation-replies.json in it"
+        )
+    settings = load_settings(database_url=database_url)
+    setup_logging("warning")
+    summary = asyncio.run(run_import(settings, directory, dry_run=dry_run, as_json=as_json))
+    raise typer.Exit(0 if summary.ok else 1)
 
 
 def main(argv: list[str] | None = None) -> None:

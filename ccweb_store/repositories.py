@@ -208,6 +208,11 @@ class SessionRepository(_Repository):
         rows = list((await self.session.scalars(stmt.limit(limit + 1))).all())
         return rows[:limit], len(rows) > limit
 
+    async def update_columns(self, session_id: str, values: dict[str, Any]) -> None:
+        """Overwrite the given columns of one session (the importer's final sync)."""
+        stmt = sa.update(Session).where(Session.id == session_id).values(**values)
+        await self.session.execute(stmt.execution_options(synchronize_session=False))
+
 
 class MessageRepository(_Repository):
     async def append(
@@ -298,6 +303,63 @@ class MessageRepository(_Repository):
             .limit(1)
         )
         return (await self.session.scalars(stmt)).first()
+
+    async def find_reply_request_message(self, session_id: str, request_id: str) -> Message | None:
+        """The message of the session that carried reply request ``request_id``.
+
+        cc-web marks it with ``metadata.crossConversation.replyRequestId`` (older rows with a
+        top-level ``metadata.replyRequestId``).
+        """
+        nested = Message.metadata_[("crossConversation", "replyRequestId")].as_string()
+        top = Message.metadata_["replyRequestId"].as_string()
+        stmt = (
+            sa.select(Message)
+            .where(
+                Message.session_id == session_id, sa.or_(nested == request_id, top == request_id)
+            )
+            .order_by(Message.seq)
+            .limit(1)
+        )
+        return (await self.session.scalars(stmt)).first()
+
+    async def snapshot(self, session_id: str) -> list[sa.Row[Any]]:
+        """Every message of the session as ``(id, seq, role, content, created_at, metadata)``."""
+        stmt = sa.select(
+            Message.id,
+            Message.seq,
+            Message.role,
+            Message.content,
+            Message.created_at,
+            Message.metadata_,
+        ).where(Message.session_id == session_id)
+        return list((await self.session.execute(stmt)).all())
+
+    async def owners(self, message_ids: Sequence[str], *, chunk: int = 500) -> dict[str, str]:
+        """``{message_id: session_id}`` for those of ``message_ids`` that exist."""
+        owners: dict[str, str] = {}
+        for start in range(0, len(message_ids), chunk):
+            stmt = sa.select(Message.id, Message.session_id).where(
+                Message.id.in_(message_ids[start : start + chunk])
+            )
+            owners.update({mid: sid for mid, sid in (await self.session.execute(stmt)).all()})
+        return owners
+
+    async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert rows (attribute names as keys) in batches: one executemany, not N adds.
+
+        A Core insert, so an explicit ``created_at: None`` stays NULL (legacy rows) instead of
+        taking the server default as the ORM would.
+        """
+        if rows:
+            columns = {attr.key: attr.columns[0].name for attr in Message.__mapper__.column_attrs}
+            params = [{columns[key]: value for key, value in row.items()} for row in rows]
+            table = Message.metadata.tables[Message.__tablename__]
+            await self.session.execute(sa.insert(table), params)
+
+    async def update_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Update rows by primary key (each dict holds ``id`` and the new values)."""
+        if rows:
+            await self.session.execute(sa.update(Message), list(rows))
 
 
 class ReplyRepository(_Repository):
@@ -397,6 +459,28 @@ class ReplyRepository(_Repository):
             .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
         )
         return list((await self.session.scalars(stmt)).all())
+
+    async def get_many(
+        self, request_ids: Sequence[str], *, chunk: int = 500
+    ) -> dict[str, ReplyRequest]:
+        """The existing requests among ``request_ids``, by id."""
+        found: dict[str, ReplyRequest] = {}
+        for start in range(0, len(request_ids), chunk):
+            stmt = sa.select(ReplyRequest).where(
+                ReplyRequest.request_id.in_(request_ids[start : start + chunk])
+            )
+            found.update({row.request_id: row for row in (await self.session.scalars(stmt))})
+        return found
+
+    async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert request rows in one batch (keys are column names)."""
+        if rows:
+            await self.session.execute(sa.insert(ReplyRequest), list(rows))
+
+    async def update_columns(self, request_id: str, values: dict[str, Any]) -> None:
+        """Overwrite the given columns of one request (the importer's forward-only sync)."""
+        stmt = sa.update(ReplyRequest).where(ReplyRequest.request_id == request_id).values(**values)
+        await self.session.execute(stmt.execution_options(synchronize_session=False))
 
 
 class RunRepository(_Repository):

@@ -1,0 +1,350 @@
+"""``import-json``: bring a cc-web JSON state into the database, idempotently.
+
+``legacy_json`` reads and normalises the files; this module compares them with what the
+database holds and writes the difference. Each session file is one transaction, so a killed
+import leaves whole sessions only and running it again completes the job:
+
+- a session that is not there is inserted with all its messages (one executemany);
+- a session that is there gets its columns synced and the messages it lacks appended with the
+  next ``seq`` (matched by message id); messages whose text or metadata changed are updated;
+- reply states are inserted, or moved forward only (``waiting`` → ``ready`` → ``returned``,
+  ``waiting|ready`` → ``failed`` → ``ready|returned``), never back.
+
+Files are streamed one by one, so memory is bounded by the largest file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from ccweb_store.legacy_json import (
+    REPLIES_FILE,
+    LegacyFileError,
+    LegacyReply,
+    LegacySession,
+    read_replies_file,
+    read_session_file,
+    session_files,
+)
+from ccweb_store.models import ReplyRequest
+from ccweb_store.uow import Store, UnitOfWork
+
+#: Reply status → the statuses the importer may move it to.
+FORWARD_STATUSES: dict[str, frozenset[str]] = {
+    "waiting": frozenset({"ready", "returned", "failed"}),
+    "ready": frozenset({"returned", "failed"}),
+    "failed": frozenset({"ready", "returned"}),
+    "returned": frozenset(),
+}
+MESSAGE_COLUMNS = ("role", "content", "created_at", "metadata_")
+
+
+@dataclass
+class Counts:
+    """How many things were imported, updated, left unchanged or skipped."""
+
+    imported: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "imported": self.imported,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "skipped": self.skipped,
+        }
+
+
+@dataclass
+class Skipped:
+    """Something left out of the import, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class ImportSummary:
+    """What an import did (or, in a dry run, would do)."""
+
+    dry_run: bool
+    sessions: Counts = field(default_factory=Counts)
+    messages: Counts = field(default_factory=Counts)
+    replies: Counts = field(default_factory=Counts)
+    original_requests_recovered: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """False when anything (a file, a message, a reply) was skipped."""
+        return not self.skipped
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dryRun": self.dry_run,
+            "sessions": self.sessions.as_dict(),
+            "messages": self.messages.as_dict(),
+            "replies": {
+                **self.replies.as_dict(),
+                "originalRequestRecovered": self.original_requests_recovered,
+            },
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "warnings": list(self.warnings),
+        }
+
+
+#: Called after each file with (path, what happened); the CLI draws progress with it.
+ProgressCallback = Callable[[Path, str], None]
+
+
+@dataclass
+class SessionPlan:
+    """What one session file changes in the database."""
+
+    insert_session: dict[str, Any] | None = None
+    update_session: dict[str, Any] | None = None
+    new_messages: list[dict[str, Any]] = field(default_factory=list)
+    changed_messages: list[dict[str, Any]] = field(default_factory=list)
+    unchanged_messages: int = 0
+
+    @property
+    def outcome(self) -> str:
+        if self.insert_session is not None:
+            return "imported"
+        if self.update_session or self.new_messages or self.changed_messages:
+            return "updated"
+        return "unchanged"
+
+
+def import_files_total(directory: Path) -> int:
+    """How many files an import of ``directory`` reads (for a progress bar)."""
+    return len(session_files(directory)) + int((directory / REPLIES_FILE).is_file())
+
+
+async def import_state(
+    store: Store | None,
+    directory: Path,
+    *,
+    dry_run: bool = False,
+    on_file: ProgressCallback | None = None,
+) -> ImportSummary:
+    """Import ``directory`` (a cc-web state) into ``store``.
+
+    With ``dry_run`` nothing is written: plans are made in read-only transactions, or against
+    an empty database when ``store`` is None (the database does not exist or is not migrated).
+    """
+    summary = ImportSummary(dry_run=dry_run)
+    for path in session_files(directory):
+        outcome = await _import_session_file(store, path, summary)
+        if on_file is not None:
+            on_file(path, outcome)
+    replies_path = directory / REPLIES_FILE
+    if replies_path.is_file():
+        outcome = await _import_replies_file(store, replies_path, summary)
+        if on_file is not None:
+            on_file(replies_path, outcome)
+    return summary
+
+
+async def _import_session_file(store: Store | None, path: Path, summary: ImportSummary) -> str:
+    try:
+        legacy = read_session_file(path)
+    except LegacyFileError as exc:
+        summary.sessions.skipped += 1
+        summary.skipped.append(Skipped(str(path), exc.reason))
+        return "skipped"
+    for reason in legacy.skipped_messages:
+        summary.messages.skipped += 1
+        summary.skipped.append(Skipped(str(path), reason))
+
+    try:
+        if store is None:
+            plan = plan_session(legacy, None, [], {})
+        elif summary.dry_run:
+            async with store.read_uow() as uow:
+                plan = await _plan_in(uow, legacy)
+        else:
+            async with store.uow() as uow:
+                plan = await _plan_in(uow, legacy)
+                await _apply(uow, legacy.id, plan)
+                await uow.commit()
+    except SQLAlchemyError as exc:
+        summary.sessions.skipped += 1
+        summary.skipped.append(Skipped(str(path), f"the database refused it: {_reason(exc)}"))
+        return "skipped"
+
+    setattr(summary.sessions, plan.outcome, getattr(summary.sessions, plan.outcome) + 1)
+    summary.messages.imported += len(plan.new_messages)
+    summary.messages.updated += len(plan.changed_messages)
+    summary.messages.unchanged += plan.unchanged_messages
+    return plan.outcome
+
+
+async def _plan_in(uow: UnitOfWork, legacy: LegacySession) -> SessionPlan:
+    existing = await uow.sessions.get(legacy.id)
+    stored = await uow.messages.snapshot(legacy.id) if existing is not None else []
+    own_ids = {row.id for row in stored}
+    candidates = [
+        m.wanted_id for m in legacy.messages if m.wanted_id and m.wanted_id not in own_ids
+    ]
+    owners = await uow.messages.owners(candidates)
+    current = None if existing is None else {k: getattr(existing, k) for k in legacy.columns()}
+    return plan_session(legacy, current, stored, owners)
+
+
+def plan_session(
+    legacy: LegacySession,
+    current: dict[str, Any] | None,
+    stored: list[Any],
+    owners: dict[str, str],
+) -> SessionPlan:
+    """Compare a parsed session with its stored state (``current`` row values, ``stored``
+    message rows, ``owners`` of its wanted ids elsewhere) and decide what to write."""
+    plan = SessionPlan()
+    columns = legacy.columns()
+    if current is None:
+        plan.insert_session = columns
+    else:
+        changed = {k: v for k, v in columns.items() if k != "id" and current.get(k) != v}
+        plan.update_session = changed or None
+
+    by_id = {row.id: row for row in stored}
+    next_seq = max((row.seq for row in stored), default=0) + 1
+    used: set[str] = set()
+    for message in legacy.messages:
+        message_id = message.wanted_id
+        metadata = message.metadata
+        taken = message_id in used or owners.get(message_id or "", legacy.id) != legacy.id
+        if message_id is None or taken:
+            if taken:
+                metadata = message.metadata_with_replaced_id()
+            message_id = message.positional_id(legacy.id)
+        used.add(message_id)
+        values = {
+            "role": message.role,
+            "content": message.content,
+            "created_at": message.created_at,
+            "metadata_": metadata or None,
+        }
+        row = by_id.get(message_id)
+        if row is None:
+            plan.new_messages.append(
+                {"id": message_id, "session_id": legacy.id, "seq": next_seq, **values}
+            )
+            next_seq += 1
+        elif any(getattr(row, key) != values[key] for key in MESSAGE_COLUMNS):
+            plan.changed_messages.append({"id": message_id, **values})
+        else:
+            plan.unchanged_messages += 1
+    return plan
+
+
+async def _apply(uow: UnitOfWork, session_id: str, plan: SessionPlan) -> None:
+    if plan.insert_session is not None:
+        values = dict(plan.insert_session)
+        await uow.sessions.create(values.pop("id"), **values)
+    elif plan.update_session:
+        await uow.sessions.update_columns(session_id, plan.update_session)
+    await uow.messages.insert_many(plan.new_messages)
+    await uow.messages.update_many(plan.changed_messages)
+
+
+async def _import_replies_file(store: Store | None, path: Path, summary: ImportSummary) -> str:
+    try:
+        replies, skipped = read_replies_file(path)
+    except LegacyFileError as exc:
+        summary.replies.skipped += 1
+        summary.skipped.append(Skipped(str(path), exc.reason))
+        return "skipped"
+    for reason in skipped:
+        summary.replies.skipped += 1
+        summary.skipped.append(Skipped(str(path), reason))
+    dropped = sorted({key for reply in replies for key in reply.unmapped_keys})
+    if dropped:
+        summary.warnings.append(
+            f"{path}: reply fields with no column were not imported: {', '.join(dropped)}"
+        )
+    replies = list({reply.request_id: reply for reply in replies}.values())
+    try:
+        if store is None:
+            summary.replies.imported += len(replies)
+        elif summary.dry_run:
+            async with store.read_uow() as uow:
+                await _sync_replies(uow, replies, summary)
+        else:
+            async with store.uow() as uow:
+                await _sync_replies(uow, replies, summary)
+                await uow.commit()
+    except SQLAlchemyError as exc:
+        summary.replies.skipped += len(replies)
+        summary.skipped.append(Skipped(str(path), f"the database refused it: {_reason(exc)}"))
+        return "skipped"
+    return "imported"
+
+
+def _count_reply(summary: ImportSummary, outcome: str, *, recovered: bool) -> None:
+    setattr(summary.replies, outcome, getattr(summary.replies, outcome) + 1)
+    summary.original_requests_recovered += int(recovered)
+
+
+async def _sync_replies(
+    uow: UnitOfWork, replies: list[LegacyReply], summary: ImportSummary
+) -> None:
+    """Insert new reply states and move existing ones forward (writes only outside dry runs)."""
+    existing = await uow.replies.get_many([reply.request_id for reply in replies])
+    new_rows: list[dict[str, Any]] = []
+    for reply in replies:
+        values = dict(reply.columns)
+        row = existing.get(reply.request_id)
+        recovered = False
+        if values.get("original_request") is None and (row is None or row.original_request is None):
+            recovered_text = await _recover_original_request(uow, values)
+            if recovered_text is not None:
+                values["original_request"] = recovered_text
+                recovered = True
+        if row is None:
+            new_rows.append(values)
+            _count_reply(summary, "imported", recovered=recovered)
+            continue
+        changes = _forward_changes(row, values)
+        if changes:
+            if not summary.dry_run:
+                await uow.replies.update_columns(reply.request_id, changes)
+            _count_reply(summary, "updated", recovered=recovered)
+        else:
+            _count_reply(summary, "unchanged", recovered=False)
+    if not summary.dry_run:
+        await uow.replies.insert_many(new_rows)
+
+
+async def _recover_original_request(uow: UnitOfWork, values: dict[str, Any]) -> str | None:
+    message = await uow.messages.find_reply_request_message(
+        values["target_conversation_id"], values["request_id"]
+    )
+    return None if message is None else message.content
+
+
+def _forward_changes(row: ReplyRequest, values: dict[str, Any]) -> dict[str, Any]:
+    """The columns to write for a stored request: everything that differs if the status stays
+    or moves forward, nothing if the file is behind the database."""
+    if values["status"] != row.status and values["status"] not in FORWARD_STATUSES[row.status]:
+        return {}
+    return {
+        key: value
+        for key, value in values.items()
+        if key != "request_id" and getattr(row, key) != value
+    }
+
+
+def _reason(exc: SQLAlchemyError) -> str:
+    """The driver's own message, without SQLAlchemy's statement dump."""
+    orig = getattr(exc, "orig", None)
+    return str(orig if orig is not None else exc).splitlines()[0]

@@ -1,0 +1,425 @@
+"""Reading cc-web's JSON state and normalising it into row values, without losing a byte.
+
+Pure code, no database: ``importer`` plans and writes what this module reads. Files are only
+ever opened for reading (``Path.read_bytes``).
+
+Session file (``DIR/sessions/*.json``) → ``sessions``:
+  ``id`` → ``id``; ``title``/``agent``/``cwd`` → their columns; ``createdAt``/``updatedAt``/
+  ``archivedAt`` → timestamps (``archived: true`` without ``archivedAt`` archives at
+  ``updated_at``); ``messages`` → ``messages`` rows. Every other key goes to ``extra``
+  verbatim, and so does a mapped key whose value its column cannot hold exactly (a ``null``,
+  a non-string title, an epoch-ms or differently formatted timestamp).
+
+Message → ``messages``:
+  ``id`` (or ``messageId``) → ``id``; ``role`` → ``role``; ``content`` → ``content`` (a block
+  list is joined to text and kept whole in ``metadata.contentBlocks``); ``timestamp`` (or
+  ``createdAt``) → ``created_at`` (NULL when absent); the message's own ``metadata`` object
+  is the base of ``metadata``, and every other top-level key is merged into it, listed in
+  ``metadata.legacyFields``. ``metadata.legacy`` holds the source values no column reproduces
+  exactly: an id under ``messageId`` or one replaced by a derived id, an unknown role, a
+  non-text content, an epoch-ms timestamp, a top-level key clashing with a metadata key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ccweb_store.content import join_text_blocks, text_of
+from ccweb_store.errors import InvalidInput
+from ccweb_store.models import REPLY_STATUSES, ROLES, SESSION_ID_MAX_LENGTH
+from ccweb_store.repositories import validate_session_id
+from ccweb_store.schemas import iso
+
+SESSIONS_DIR = "sessions"
+REPLIES_FILE = Path("config") / "cross-conversation-replies.json"
+
+MESSAGE_ID_KEYS = ("id", "messageId")
+MESSAGE_TIME_KEYS = ("timestamp", "createdAt")
+#: Keys of ``messages.metadata`` the importer itself writes.
+RESERVED_METADATA_KEYS = frozenset({"contentBlocks", "legacy", "legacyFields"})
+MAX_ID_LENGTH = 128
+
+#: cc-web reply-state field → ``reply_requests`` column (seed 001, "pending 持久化").
+REPLY_COLUMNS = {
+    "requestId": "request_id",
+    "messageId": "message_id",
+    "sourceConversationId": "source_conversation_id",
+    "sourceTitle": "source_title",
+    "targetConversationId": "target_conversation_id",
+    "targetTitle": "target_title",
+    "status": "status",
+    "createdAt": "created_at",
+    "hopCount": "hop_count",
+    "sourceAutoRun": "source_auto_run",
+    "replyText": "reply_text",
+    "completedAt": "completed_at",
+    "returnedAt": "returned_at",
+    "replyMessageId": "reply_message_id",
+    "lastError": "last_error",
+    "originalRequest": "original_request",
+}
+REPLY_TIME_FIELDS = frozenset({"createdAt", "completedAt", "returnedAt"})
+REPLY_ID_FIELDS = frozenset(
+    {"requestId", "messageId", "sourceConversationId", "targetConversationId", "replyMessageId"}
+)
+REPLY_STATUS_ALIASES = {"pending": "waiting"}
+
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: Numbers below this are epoch seconds, not milliseconds (1e11 ms is March 1973).
+_SECONDS_BELOW = 1e11
+
+
+class LegacyFileError(Exception):
+    """A source file that cannot be imported; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class LegacyMessage:
+    """One source message, normalised; ``wanted_id`` is None when it brought no usable id."""
+
+    index: int
+    id_key: str | None
+    wanted_id: str | None
+    role: str
+    content: str
+    created_at: datetime | None
+    metadata: dict[str, Any]
+
+    def positional_id(self, session_id: str) -> str:
+        """The stable id of a message that has none (or whose id another message holds)."""
+        return f"{session_id}:{self.index}"
+
+    def metadata_with_replaced_id(self) -> dict[str, Any]:
+        """The metadata of this message once its own id was replaced by a derived one."""
+        if self.id_key != "id":
+            return self.metadata
+        legacy = dict(self.metadata.get("legacy") or {})
+        legacy.setdefault("id", self.wanted_id)
+        return {**self.metadata, "legacy": legacy}
+
+
+@dataclass
+class LegacySession:
+    """One session file, normalised into column values and its messages."""
+
+    id: str
+    title: str | None
+    agent: str | None
+    cwd: str | None
+    created_at: datetime
+    updated_at: datetime
+    archived_at: datetime | None
+    extra: dict[str, Any] | None
+    messages: list[LegacyMessage]
+    #: Message entries that are not objects: ``"message 3: …"``.
+    skipped_messages: list[str] = field(default_factory=list)
+
+    def columns(self) -> dict[str, Any]:
+        """The ``sessions`` row values."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "agent": self.agent,
+            "cwd": self.cwd,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "archived_at": self.archived_at,
+            "extra": self.extra,
+        }
+
+
+@dataclass
+class LegacyReply:
+    """One reply state: its ``reply_requests`` column values and the keys nothing maps."""
+
+    columns: dict[str, Any]
+    unmapped_keys: list[str]
+
+    @property
+    def request_id(self) -> str:
+        return str(self.columns["request_id"])
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """ISO 8601 text (naive means UTC) or epoch milliseconds (number or numeric text)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if _NUMBER.match(text):
+            value = float(text) if "." in text else int(text)
+        else:
+            try:
+                parsed = datetime.fromisoformat(text)
+            except ValueError:
+                return None
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    if isinstance(value, int | float):
+        try:
+            if abs(value) < _SECONDS_BELOW:
+                return _EPOCH + timedelta(seconds=value)
+            return _EPOCH + timedelta(milliseconds=value)
+        except OverflowError:
+            return None
+    return None
+
+
+def _exact_timestamp(raw: Any, parsed: datetime | None) -> bool:
+    """Whether writing ``parsed`` back the way cc-web does gives ``raw`` again."""
+    return parsed is not None and isinstance(raw, str) and iso(parsed) == raw
+
+
+def load_json(path: Path) -> Any:
+    """The JSON value of a file, opened read-only; ``LegacyFileError`` if it is not JSON."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise LegacyFileError(f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError as exc:
+        raise LegacyFileError(f"not UTF-8 text: {exc.reason}") from exc
+    except json.JSONDecodeError as exc:
+        raise LegacyFileError(
+            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from exc
+
+
+def session_files(directory: Path) -> list[Path]:
+    """The session files of a cc-web state directory, in a stable order."""
+    return sorted((directory / SESSIONS_DIR).glob("*.json"))
+
+
+def read_session_file(path: Path, *, fallback_time: datetime | None = None) -> LegacySession:
+    """Parse one session file; ``LegacyFileError`` when it cannot be imported at all."""
+    document = load_json(path)
+    if not isinstance(document, dict):
+        raise LegacyFileError(f"expected a JSON object, found {_json_kind(document)}")
+    if "id" not in document:
+        raise LegacyFileError("the session has no 'id'")
+    try:
+        session_id = validate_session_id(document["id"])
+    except InvalidInput as exc:
+        raise LegacyFileError(exc.message) from exc
+    raw_messages = document.get("messages", [])
+    if not isinstance(raw_messages, list):
+        raise LegacyFileError(f"'messages' is {_json_kind(raw_messages)}, expected a list")
+
+    messages: list[LegacyMessage] = []
+    skipped: list[str] = []
+    for index, raw in enumerate(raw_messages):
+        if isinstance(raw, dict):
+            messages.append(normalise_message(index, raw))
+        else:
+            skipped.append(f"message {index} is {_json_kind(raw)}, not an object")
+
+    extra: dict[str, Any] = {}
+    for key, value in document.items():
+        if key not in ("id", "messages", "title", "agent", "cwd"):
+            extra[key] = value
+    title = _text_column(document, "title", extra)
+    agent = _text_column(document, "agent", extra, max_length=64)
+    cwd = _text_column(document, "cwd", extra)
+
+    times = [m.created_at for m in messages if m.created_at is not None]
+    mtime = fallback_time or datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    created_at = _time_column(document, "createdAt", extra) or (min(times) if times else mtime)
+    updated_at = _time_column(document, "updatedAt", extra) or (max(times) if times else mtime)
+    archived_at = _time_column(document, "archivedAt", extra)
+    if archived_at is None and document.get("archived") is True:
+        archived_at = updated_at
+    return LegacySession(
+        id=session_id,
+        title=title,
+        agent=agent,
+        cwd=cwd,
+        created_at=created_at,
+        updated_at=updated_at,
+        archived_at=archived_at,
+        extra=extra or None,
+        messages=messages,
+        skipped_messages=skipped,
+    )
+
+
+def _text_column(
+    document: dict[str, Any], key: str, extra: dict[str, Any], max_length: int | None = None
+) -> str | None:
+    """A string column; a value it cannot hold exactly stays in ``extra`` instead."""
+    if key not in document:
+        return None
+    value = document[key]
+    if isinstance(value, str) and (max_length is None or len(value) <= max_length):
+        return value
+    extra[key] = value
+    return None
+
+
+def _time_column(document: dict[str, Any], key: str, extra: dict[str, Any]) -> datetime | None:
+    """A timestamp column; its source value stays in ``extra`` unless ``iso()`` gives it back."""
+    if key not in document:
+        return None
+    parsed = parse_timestamp(document[key])
+    if _exact_timestamp(document[key], parsed):
+        del extra[key]
+    return parsed
+
+
+def normalise_message(index: int, raw: dict[str, Any]) -> LegacyMessage:
+    """Column values and metadata of one source message (see the module docstring)."""
+    metadata: dict[str, Any] = {}
+    legacy: dict[str, Any] = {}
+    own = raw.get("metadata")
+    if isinstance(own, dict) and own and not RESERVED_METADATA_KEYS & own.keys():
+        metadata.update(own)
+    elif "metadata" in raw:
+        legacy["metadata"] = own
+
+    id_key = next((key for key in MESSAGE_ID_KEYS if key in raw), None)
+    wanted_id: str | None = None
+    if id_key is not None:
+        value = raw[id_key]
+        if isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH:
+            wanted_id = value
+        if wanted_id is None or id_key != "id":
+            legacy[id_key] = value
+
+    role = raw.get("role")
+    if role not in ROLES:
+        legacy["role"] = role
+        role = "system"
+
+    content = raw.get("content")
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = join_text_blocks(content)
+        metadata["contentBlocks"] = content
+    else:
+        text = text_of(content)
+        legacy["content"] = content
+
+    time_key = next((key for key in MESSAGE_TIME_KEYS if key in raw), None)
+    created_at = parse_timestamp(raw[time_key]) if time_key else None
+    mapped = {"metadata", "role", "content"}
+    if id_key:
+        mapped.add(id_key)
+    if time_key:
+        mapped.add(time_key)
+        if time_key != MESSAGE_TIME_KEYS[0] or not _exact_timestamp(raw[time_key], created_at):
+            legacy[time_key] = raw[time_key]
+
+    fields: list[str] = []
+    for key, value in raw.items():
+        if key in mapped:
+            continue
+        if key in metadata or key in RESERVED_METADATA_KEYS:
+            legacy[key] = value
+        else:
+            metadata[key] = value
+            fields.append(key)
+    if fields:
+        metadata["legacyFields"] = fields
+    if legacy:
+        metadata["legacy"] = legacy
+    return LegacyMessage(
+        index=index,
+        id_key=id_key,
+        wanted_id=wanted_id,
+        role=str(role),
+        content=text,
+        created_at=created_at,
+        metadata=metadata,
+    )
+
+
+def read_replies_file(path: Path) -> tuple[list[LegacyReply], list[str]]:
+    """The reply states of the reply file and the reasons some entries were skipped.
+
+    The file may be a list, ``{"replies": [...]}`` or an object keyed by request id.
+    """
+    document = load_json(path)
+    if isinstance(document, dict) and isinstance(document.get("replies"), list | dict):
+        document = document["replies"]
+    if not isinstance(document, list | dict):
+        raise LegacyFileError(
+            f"expected a list or an object of replies, found {_json_kind(document)}"
+        )
+    replies: list[LegacyReply] = []
+    skipped: list[str] = []
+    for label, entry in _reply_entries(document):
+        try:
+            replies.append(normalise_reply(entry))
+        except LegacyFileError as exc:
+            skipped.append(f"{label}: {exc.reason}")
+    return replies, skipped
+
+
+def _reply_entries(document: list[Any] | dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    if isinstance(document, list):
+        for index, entry in enumerate(document):
+            yield f"reply {index}", entry
+        return
+    for key, entry in document.items():
+        if isinstance(entry, dict) and "requestId" not in entry:
+            entry = {"requestId": key, **entry}
+        yield f"reply {key!r}", entry
+
+
+def normalise_reply(entry: Any) -> LegacyReply:
+    """Column values of one reply state; ``LegacyFileError`` when a required field is bad."""
+    if not isinstance(entry, dict):
+        raise LegacyFileError(f"is {_json_kind(entry)}, not an object")
+    columns: dict[str, Any] = {}
+    for key, column in REPLY_COLUMNS.items():
+        value = entry.get(key)
+        if value is None:
+            continue
+        if key in REPLY_TIME_FIELDS:
+            value = parse_timestamp(value)
+        elif key == "hopCount":
+            value = value if isinstance(value, int) and not isinstance(value, bool) else None
+        elif key == "sourceAutoRun":
+            value = bool(value)
+        elif not isinstance(value, str):
+            value = json.dumps(value) if isinstance(value, dict | list) else str(value)
+        if value is not None:
+            columns[column] = value
+    for key in ("requestId", "sourceConversationId", "targetConversationId", "status"):
+        if not columns.get(REPLY_COLUMNS[key]):
+            raise LegacyFileError(f"missing {key!r}")
+    for key in REPLY_ID_FIELDS:
+        value = columns.get(REPLY_COLUMNS[key])
+        if value is not None and len(value) > SESSION_ID_MAX_LENGTH:
+            raise LegacyFileError(f"{key!r} is longer than {SESSION_ID_MAX_LENGTH} characters")
+    status = REPLY_STATUS_ALIASES.get(columns["status"], columns["status"])
+    if status not in REPLY_STATUSES:
+        raise LegacyFileError(f"unknown status {columns['status']!r}")
+    columns["status"] = status
+    unmapped = [key for key in entry if key not in REPLY_COLUMNS]
+    return LegacyReply(columns=columns, unmapped_keys=unmapped)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null"
