@@ -142,7 +142,7 @@ app.add_typer(runs_app, name="runs")
 
 T = TypeVar("T")
 
-AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts)")]
 OlderThan = Annotated[
     str | None,
     typer.Option(
