@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from ccweb_store.debugging import PendingReply, ReplyStory
+    from ccweb_store.debugging import ConversationActivity, PendingReply, ReplyStory
     from ccweb_store.models import Run
     from ccweb_store.uow import Store
 
@@ -366,25 +366,59 @@ def replies_list(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Open requests (waiting, ready, failed), oldest first, from the pending_replies view."""
-    from ccweb_store.debugging import list_pending_replies
+    from ccweb_store.debugging import activity_of, list_pending_replies
 
     seconds = _seconds(older_than)
-    pending = _with_store(
-        database_url,
-        lambda store: list_pending_replies(
+
+    async def read(store: Store) -> tuple[list[PendingReply], ConversationActivity | None]:
+        pending = await list_pending_replies(
             store,
             statuses=status,
             conversation_id=conversation,
             older_than_seconds=seconds,
             limit=limit,
-        ),
-    )
+        )
+        activity = await activity_of(store, conversation) if conversation else None
+        return pending, activity
+
+    pending, activity = _with_store(database_url, read)
     if as_json:
-        _print_json({"replies": [item.to_json() for item in pending], "count": len(pending)})
-    elif not pending:
+        payload: dict[str, Any] = {
+            "replies": [item.to_json() for item in pending],
+            "count": len(pending),
+        }
+        if conversation:
+            payload["conversation"] = activity.to_json() if activity else None
+        _print_json(payload)
+        return
+    if activity is not None:
+        typer.echo(_activity_line(activity))
+    if not pending:
         typer.echo("No open reply requests match.")
     else:
         _print_table(_pending_table(pending, limit))
+
+
+def _activity_line(activity: ConversationActivity) -> str:
+    """One line saying what a conversation is doing, above the table of its requests."""
+    from ccweb_store.debugging import format_duration
+    from ccweb_store.models import utcnow
+
+    def counts(open_requests: dict[str, int]) -> str:
+        return ", ".join(f"{n} {status}" for status, n in open_requests.items() if n) or "none"
+
+    last = "never"
+    if activity.last_message_at is not None:
+        last = format_duration((utcnow() - activity.last_message_at).total_seconds()) + " ago"
+    run = "none"
+    if activity.active_run_id is not None:
+        run = f"{activity.active_run_status} {activity.active_run_kind} {activity.active_run_id}"
+    return (
+        f"{activity.title or activity.session_id} ({activity.session_id}): "
+        f"{activity.message_count} messages, last {last}; active run: {run}; "
+        f"open requests it made: {counts(activity.open_as_source)}; "
+        f"it must answer: {counts(activity.open_as_target)}"
+    )
 
 
 @replies_app.command("show")

@@ -155,6 +155,61 @@ class ReplyStory:
         }
 
 
+@dataclass(frozen=True)
+class ConversationActivity:
+    """One row of ``conversation_activity``: what a conversation is doing right now."""
+
+    session_id: str
+    title: str | None
+    message_count: int
+    last_message_at: datetime | None
+    active_run_id: str | None
+    active_run_kind: str | None
+    active_run_status: str | None
+    open_as_source: dict[str, int]
+    open_as_target: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        active_run = None
+        if self.active_run_id is not None:
+            active_run = {
+                "id": self.active_run_id,
+                "kind": self.active_run_kind,
+                "status": self.active_run_status,
+            }
+        return {
+            "conversationId": self.session_id,
+            "title": self.title,
+            "messageCount": self.message_count,
+            "lastMessageAt": iso(self.last_message_at),
+            "activeRun": active_run,
+            "openAsSource": self.open_as_source,
+            "openAsTarget": self.open_as_target,
+        }
+
+
+async def activity_of(store: Store, session_id: str) -> ConversationActivity | None:
+    """The conversation's row of ``conversation_activity``, or None when it does not exist."""
+    validate_session_id(session_id)
+    view = conversation_activity.c
+    stmt = sa.select(conversation_activity).where(view.session_id == session_id)
+    async with store.read_uow() as uow:
+        row = (await uow.session.execute(stmt)).mappings().first()
+    if row is None:
+        return None
+    return ConversationActivity(
+        session_id=row["session_id"],
+        title=row["title"],
+        message_count=int(row["message_count"]),
+        last_message_at=row["last_message_at"],
+        active_run_id=row["active_run_id"],
+        active_run_kind=row["active_run_kind"],
+        active_run_status=row["active_run_status"],
+        open_as_source={s: int(row[f"{s}_as_source"]) for s in OPEN_REPLY_STATUSES},
+        open_as_target={s: int(row[f"{s}_as_target"]) for s in OPEN_REPLY_STATUSES},
+    )
+
+
 def _cutoff(older_than_seconds: int | None, now: datetime | None) -> datetime | None:
     if older_than_seconds is None:
         return None

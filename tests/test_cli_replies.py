@@ -102,6 +102,36 @@ def test_replies_list_prints_a_readable_table(database_url: str) -> None:
     assert "w-delta (lease" in lines[data.LEGACY]
 
 
+def test_replies_list_for_a_conversation_says_what_it_is_doing(database_url: str) -> None:
+    runs = seeded(database_url)
+
+    payload = as_json(
+        ccweb_store(database_url, "replies", "list", "--conversation", "delta", "--json")
+    )
+    table = ccweb_store(database_url, "replies", "list", "--conversation", "delta")
+
+    assert payload["conversation"] == {
+        "conversationId": "delta",
+        "title": "Delta",
+        "messageCount": 2,
+        "lastMessageAt": payload["conversation"]["lastMessageAt"],
+        "activeRun": {
+            "id": runs["legacy_target"],
+            "kind": "cross_conversation",
+            "status": "running",
+        },
+        "openAsSource": {"waiting": 0, "ready": 0, "failed": 0},
+        "openAsTarget": {"waiting": 1, "ready": 1, "failed": 0},
+    }
+    assert payload["conversation"]["lastMessageAt"].endswith("Z")
+    summary = table.stdout.splitlines()[0]
+    assert summary.startswith("Delta (delta): 2 messages, last ")
+    assert summary.endswith(
+        f"ago; active run: running cross_conversation {runs['legacy_target']}; "
+        "open requests it made: none; it must answer: 1 waiting, 1 ready"
+    )
+
+
 def test_replies_list_says_so_when_nothing_is_open(database_url: str) -> None:
     result = ccweb_store(database_url, "replies", "list")
 
