@@ -717,12 +717,15 @@ class RunRepository(_Repository):
         *,
         session_id: str | None = None,
         statuses: Sequence[str] | None = None,
+        created_before: datetime | None = None,
         limit: int = 50,
     ) -> list[Run]:
         """Newest first."""
         stmt = sa.select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
         if session_id is not None:
             stmt = stmt.where(Run.session_id == session_id)
+        if created_before is not None:
+            stmt = stmt.where(Run.created_at < created_before)
         if statuses:
             for status in statuses:
                 validate_choice(status, RUN_STATUSES, errors.INVALID_STATUS, "run status")

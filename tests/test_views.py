@@ -1,0 +1,310 @@
+"""The debugging views (migration 0003) and the README's ready-to-paste queries, on both engines."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from sqlalchemy.engine import Connection
+
+from ccweb_store.db import alembic_config, create_engine, current_revision, downgrade, migrate
+from ccweb_store.debugging import (
+    format_duration,
+    list_pending_replies,
+    parse_duration,
+    reply_story,
+)
+from ccweb_store.errors import InvalidInput, NotFound
+from ccweb_store.uow import Store
+from tests import debugging_data as data
+from tests.conftest import migrate_url
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERIES_FILE = ROOT / "ccweb_store" / "debug_queries.sql"
+
+PENDING_COLUMNS = [
+    "request_id",
+    "status",
+    "source_conversation_id",
+    "source_title",
+    "target_conversation_id",
+    "target_title",
+    "age_seconds",
+    "hop_count",
+    "source_auto_run",
+    "original_request_known",
+    "last_error",
+    "created_at",
+    "target_run_id",
+    "target_run_status",
+    "target_run_worker_id",
+    "target_run_lease_expires_at",
+    "target_run_attempts",
+    "source_running",
+]
+ACTIVITY_COLUMNS = [
+    "session_id",
+    "title",
+    "message_count",
+    "last_message_at",
+    "active_run_id",
+    "active_run_kind",
+    "active_run_status",
+    "waiting_as_source",
+    "ready_as_source",
+    "failed_as_source",
+    "waiting_as_target",
+    "ready_as_target",
+    "failed_as_target",
+]
+
+
+async def select(url: str, sql: str) -> tuple[list[str], list[dict[str, Any]]]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            result = await connection.execute(sa.text(sql))
+            keys = list(result.keys())
+            return keys, [dict(zip(keys, row, strict=True)) for row in result.all()]
+    finally:
+        await engine.dispose()
+
+
+def debug_queries() -> dict[str, str]:
+    """The named queries of ``debug_queries.sql``: name -> SQL text (comment line included)."""
+    queries: dict[str, str] = {}
+    for block in re.split(r"^-- name: ", QUERIES_FILE.read_text(), flags=re.MULTILINE)[1:]:
+        name, _, body = block.partition("\n")
+        queries[name.strip()] = body.strip()
+    return queries
+
+
+async def test_pending_replies_shows_each_open_request_with_its_target_run(
+    database_url: str,
+) -> None:
+    runs = await data.seed(database_url)
+
+    columns, rows = await select(database_url, "SELECT * FROM pending_replies")
+    by_id = {row["request_id"]: row for row in rows}
+
+    assert columns == PENDING_COLUMNS
+    assert sorted(by_id) == sorted(data.OPEN_REQUESTS)
+    waiting = by_id[data.WAITING]
+    assert (waiting["status"], waiting["source_title"], waiting["target_title"]) == (
+        "waiting",
+        "Alpha",
+        "Beta",
+    )
+    assert 7200 - 5 <= waiting["age_seconds"] <= 7200 + 60
+    assert waiting["hop_count"] == 3
+    assert bool(waiting["source_auto_run"]) and bool(waiting["original_request_known"])
+    # the latest cross-conversation run, not the cancelled one before it
+    assert waiting["target_run_id"] == runs["waiting_target"]
+    assert (waiting["target_run_status"], waiting["target_run_attempts"]) == ("queued", 1)
+    assert waiting["target_run_worker_id"] is None
+    assert not waiting["source_running"]
+
+
+async def test_pending_replies_tells_ready_failed_and_legacy_requests_apart(
+    database_url: str,
+) -> None:
+    runs = await data.seed(database_url)
+
+    _, rows = await select(database_url, "SELECT * FROM pending_replies")
+    by_id = {row["request_id"]: row for row in rows}
+
+    ready = by_id[data.READY]
+    assert ready["status"] == "ready" and bool(ready["source_running"])
+    assert ready["target_run_status"] == "completed"
+    failed = by_id[data.FAILED]
+    assert failed["last_error"] == "target run failed: boom"
+    assert (failed["target_run_id"], failed["target_run_status"]) == (
+        runs["failed_target"],
+        "failed",
+    )
+    legacy = by_id[data.LEGACY]
+    assert not legacy["original_request_known"] and not legacy["source_auto_run"]
+    assert legacy["source_title"] == "Ghost"  # the stored title, its session being gone
+    assert legacy["age_seconds"] >= 2 * 86400
+    assert (legacy["target_run_status"], legacy["target_run_worker_id"]) == ("running", "w-delta")
+    assert legacy["target_run_lease_expires_at"] is not None
+    assert data.RETURNED not in by_id
+
+
+async def test_conversation_activity_counts_messages_runs_and_open_requests(
+    database_url: str,
+) -> None:
+    runs = await data.seed(database_url)
+
+    columns, rows = await select(database_url, "SELECT * FROM conversation_activity")
+    by_id = {row["session_id"]: row for row in rows}
+
+    assert columns == ACTIVITY_COLUMNS
+    assert sorted(by_id) == ["alpha", "beta", "delta", "eps", "gamma", "quiet"]
+    counts = {sid: row["message_count"] for sid, row in by_id.items()}
+    assert counts == {"alpha": 2, "beta": 1, "gamma": 1, "delta": 2, "eps": 1, "quiet": 0}
+    assert by_id["quiet"]["last_message_at"] is None
+    assert by_id["alpha"]["last_message_at"] is not None
+    # running beats an older queued run; else the oldest queued; else nothing
+    assert (by_id["gamma"]["active_run_id"], by_id["gamma"]["active_run_status"]) == (
+        runs["gamma_running"],
+        "running",
+    )
+    assert (by_id["beta"]["active_run_id"], by_id["beta"]["active_run_kind"]) == (
+        runs["waiting_target"],
+        "cross_conversation",
+    )
+    assert by_id["alpha"]["active_run_id"] is None
+    open_counts = {
+        sid: tuple(row[name] for name in ACTIVITY_COLUMNS[7:]) for sid, row in by_id.items()
+    }
+    assert open_counts == {
+        "alpha": (1, 0, 1, 0, 0, 0),
+        "beta": (0, 0, 0, 1, 0, 0),
+        "gamma": (0, 1, 0, 0, 0, 0),
+        "delta": (0, 0, 0, 1, 1, 0),
+        "eps": (0, 0, 0, 0, 0, 1),
+        "quiet": (0, 0, 0, 0, 0, 0),
+    }
+
+
+async def test_views_survive_downgrade_to_0002_and_upgrade_to_head(
+    empty_database_url: str,
+) -> None:
+    await migrate_url(empty_database_url)
+    await data.seed(empty_database_url)
+    _, before = await select(empty_database_url, "SELECT * FROM conversation_activity")
+    engine = create_engine(empty_database_url)
+    try:
+        await downgrade(engine, "0002")
+        async with engine.connect() as connection:
+            views = await connection.run_sync(lambda c: sa.inspect(c).get_view_names())
+            assert await current_revision(connection) == "0002"
+        assert "pending_replies" not in views and "conversation_activity" not in views
+        _, requests = await select(empty_database_url, "SELECT request_id FROM reply_requests")
+        assert len(requests) == 5
+
+        await migrate(engine)
+    finally:
+        await engine.dispose()
+    _, pending = await select(empty_database_url, "SELECT request_id FROM pending_replies")
+    _, after = await select(empty_database_url, "SELECT * FROM conversation_activity")
+    assert sorted(row["request_id"] for row in pending) == sorted(data.OPEN_REQUESTS)
+    assert after == before
+
+
+async def test_alembic_check_stays_clean_with_the_views_in_place(database_url: str) -> None:
+    def check(connection: Connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.check(config)  # raises when the models and the database differ
+
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(check)
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["stuck-waiting", "ready-blocked", "failures-by-error", "hop-limit-chains", "request-story"],
+)
+def test_each_readme_query_is_printed_verbatim_in_the_readme(name: str) -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert debug_queries()[name] in readme
+
+
+async def test_the_readme_queries_answer_on_this_engine(database_url: str) -> None:
+    runs = await data.seed(database_url)
+    queries = debug_queries()
+    assert len(queries) == 5
+
+    _, stuck = await select(database_url, queries["stuck-waiting"])
+    assert [row["request_id"] for row in stuck] == [data.LEGACY, data.WAITING]
+
+    _, blocked = await select(database_url, queries["ready-blocked"])
+    assert [(row["request_id"], row["source_run_id"]) for row in blocked] == [
+        (data.READY, runs["gamma_running"])
+    ]
+
+    _, failures = await select(database_url, queries["failures-by-error"])
+    assert [(row["error"], row["requests"]) for row in failures] == [("target run failed: boom", 1)]
+
+    _, chains = await select(database_url, queries["hop-limit-chains"])
+    assert [(row["request_id"], row["chain"]) for row in chains] == [
+        (data.FAILED, "Alpha (alpha) -> Eps (eps)"),
+        (data.WAITING, "Alpha (alpha) -> Beta (beta)"),
+    ]
+
+    _, story = await select(database_url, queries["request-story"])
+    assert [row["part"] for row in story] == [
+        "request",
+        "request message (target)",
+        "run cross_conversation",
+        "reply message (source)",
+        "run reply_auto_run",
+    ]
+    assert story[-2]["detail"] == "All reviewed"
+
+
+async def test_list_pending_replies_filters_by_status_conversation_and_age(
+    store: Store,
+) -> None:
+    await data.seed(store.settings.database_url)
+
+    everything = await list_pending_replies(store)
+    ready = await list_pending_replies(store, statuses=["ready"])
+    for_delta = await list_pending_replies(store, conversation_id="delta")
+    old = await list_pending_replies(store, older_than_seconds=2 * 3600 + 600)
+
+    assert [p.reply.request_id for p in everything] == list(data.OPEN_REQUESTS)
+    assert [p.reply.request_id for p in ready] == [data.READY]
+    assert ready[0].source_running and ready[0].to_json()["sourceRunning"] is True
+    assert [p.reply.request_id for p in for_delta] == [data.LEGACY, data.READY]
+    assert [p.reply.request_id for p in old] == [data.LEGACY, data.FAILED]
+    with pytest.raises(InvalidInput, match="returned"):
+        await list_pending_replies(store, statuses=["returned"])
+
+
+async def test_reply_story_gathers_the_request_its_runs_and_both_messages(store: Store) -> None:
+    runs = await data.seed(store.settings.database_url)
+
+    story = await reply_story(store, data.RETURNED)
+
+    assert [run.id for run in story.runs] == [runs["returned_target"], runs["returned_follow_up"]]
+    assert story.request_message is not None and story.request_message.session_id == "alpha"
+    assert story.reply_message is not None and story.reply_message.id == data.REPLY_MESSAGE
+    with pytest.raises(NotFound) as raised:
+        await reply_story(store, "req_missing")
+    assert raised.value.code == "request_not_found"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("10m", 600), ("2h", 7200), ("1d", 86400), ("1h30m", 5400), (" 45 ", 45)],
+)
+def test_durations_read_as_seconds(text: str, seconds: int) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "ten minutes", "10x", "-5m", "1.5h", "m10", "10m5"])
+def test_malformed_durations_are_refused_with_an_example(text: str) -> None:
+    with pytest.raises(ValueError, match=r"e\.g\. 90s, 10m"):
+        parse_duration(text)
+
+
+def test_ages_print_in_their_two_largest_units() -> None:
+    assert [format_duration(s) for s in (0, 45, 605, 7380, 277_200, None)] == [
+        "0s",
+        "45s",
+        "10m 5s",
+        "2h 3m",
+        "3d 5h",
+        "-",
+    ]
