@@ -82,14 +82,17 @@ class BearerAuth:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self.OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        given = Headers(scope=scope).get("authorization", "").encode("latin-1")
-        if hmac.compare_digest(given, self.expected):
+        given = Headers(scope=scope).get("authorization", "")
+        scheme, _, credentials = given.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            credentials.strip().encode("latin-1"), self.expected
+        ):
             await self.app(scope, receive, send)
             return
         message = (
