@@ -48,11 +48,9 @@ def tool_result(payload: Mapping[str, Any], *, is_error: bool = False) -> dict[s
 
 def negotiate_version(requested: object) -> str:
     """Echo a supported protocol version, else answer the latest."""
-    return (
-        requested
-        if isinstance(requested, str) and requested in SUPPORTED_VERSIONS
-        else (LATEST_VERSION)
-    )
+    if isinstance(requested, str) and requested in SUPPORTED_VERSIONS:
+        return requested
+    return LATEST_VERSION
 
 
 def dispatcher(store: Store, source: Source) -> jsonrpc.Dispatch:

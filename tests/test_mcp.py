@@ -10,6 +10,8 @@ import httpx
 import pytest
 
 from ccweb_store import __version__, errors, jsonrpc
+from ccweb_store.context import Source
+from ccweb_store.mcp import SourceError, source_from_query
 from ccweb_store.models import utcnow
 from ccweb_store.uow import Store
 from tests.http_client import app_client, call_tool, mcp
@@ -333,3 +335,14 @@ async def test_list_conversations_hides_archived_unless_asked_and_shows_running(
             await call_tool(client, "ccweb_list_conversations", {"includeArchived": True})
         )["structuredContent"]
         assert "gamma" in [c["conversationId"] for c in everything["conversations"]]
+
+
+def test_the_source_comes_from_the_query_string_with_its_alias_and_hop_count() -> None:
+    assert source_from_query({}) == Source(None, 0)
+    assert source_from_query({"sourceSessionId": "a", "sourceHopCount": "3"}) == Source("a", 3)
+    assert source_from_query({"sourceConversationId": "b"}) == Source("b", 0)
+    assert source_from_query({"sourceSessionId": "a", "sourceConversationId": "b"}).session_id == (
+        "a"
+    )
+    with pytest.raises(SourceError, match="non-negative integer"):
+        source_from_query({"sourceHopCount": "٣"})  # a non-ASCII digit is not a hop count
