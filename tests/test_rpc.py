@@ -219,3 +219,21 @@ async def test_tools_call_errors(store: Store) -> None:
             {"tool": "ccweb_list_conversations", "sourceHopCount": -2},
         )
         assert _domain_code(hops) == errors.INVALID_ARGUMENTS
+
+
+async def test_a_queued_run_is_the_active_run_but_not_running(store: Store) -> None:
+    async with app_client(store) as client:
+        await rpc_result(client, "session.create", {"id": "q"})
+        await rpc_result(client, "session.create", {"id": "idle"})
+        async with store.uow() as uow:
+            queued = await uow.runs.enqueue("q", "cross_conversation")
+            await uow.commit()
+        listed = await rpc_result(client, "session.list", {})
+        by_id = {session["id"]: session for session in listed["sessions"]}
+        assert (by_id["q"]["running"], by_id["q"]["activeRunId"]) == (False, queued.id)
+        assert (by_id["idle"]["running"], by_id["idle"]["activeRunId"]) == (False, None)
+        async with store.uow() as uow:
+            running = await uow.runs.start("q", "user_turn")
+            await uow.commit()
+        session = await rpc_result(client, "session.get", {"id": "q"})
+        assert (session["running"], session["activeRunId"]) == (True, running.id)
