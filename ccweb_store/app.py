@@ -1,19 +1,25 @@
-"""The ASGI application: ``/healthz`` now, ``/mcp`` and ``/rpc`` as they land."""
+"""The ASGI application: ``/mcp`` (agents), ``/rpc`` (the host) and ``/healthz``."""
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ccweb_store import __version__
+from ccweb_store import __version__, jsonrpc
 from ccweb_store.config import Settings
 from ccweb_store.db import current_revision, migrate
+from ccweb_store.mcp import mcp_endpoint
+from ccweb_store.rpc import rpc_endpoint
 from ccweb_store.uow import Store
 
 log = logging.getLogger("ccweb_store")
@@ -39,7 +45,13 @@ def create_app(
             if owned:
                 await active.dispose()
 
-    app = Starlette(routes=[Route("/healthz", healthz, methods=["GET"])], lifespan=lifespan)
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"]),
+        Route("/rpc", rpc_endpoint, methods=["POST"]),
+    ]
+    middleware = [Middleware(BearerAuth, token=settings.token)] if settings.token else []
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.settings = settings
     if store is not None:
         app.state.store = store
@@ -61,3 +73,34 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse(
         {"status": "ok", "database": store.dialect, "revision": revision, "version": __version__}
     )
+
+
+class BearerAuth:
+    """With ``CCWEB_TOKEN`` set, every path but ``/healthz`` needs ``Authorization: Bearer``."""
+
+    OPEN_PATHS = frozenset({"/healthz"})
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        given = Headers(scope=scope).get("authorization", "")
+        scheme, _, credentials = given.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            credentials.strip().encode("latin-1"), self.expected
+        ):
+            await self.app(scope, receive, send)
+            return
+        message = (
+            "missing bearer token: send 'Authorization: Bearer <CCWEB_TOKEN>'"
+            if not given
+            else "invalid bearer token: check the token configured as CCWEB_TOKEN"
+        )
+        response = jsonrpc.http_error(
+            401, jsonrpc.UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"}
+        )
+        await response(scope, receive, send)

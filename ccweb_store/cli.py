@@ -604,6 +604,43 @@ def runs_requeue(
         )
 
 
+@app.command("mcp-stdio")
+def mcp_stdio(
+    source_session: Annotated[
+        str,
+        typer.Option(
+            "--source-session",
+            help="Id of the conversation whose agent uses these tools",
+            show_default=False,
+        ),
+    ],
+    hop_count: Annotated[
+        int, typer.Option("--hop-count", min=0, help="Hops that led to the current run")
+    ] = 0,
+    url: Annotated[
+        str | None,
+        typer.Option(help="Forward to a running server (e.g. http://127.0.0.1:8787)"),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="Bearer token of that server [env: CCWEB_TOKEN]")
+    ] = None,
+    database_url: DatabaseUrl = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "warning",
+) -> None:
+    """Serve the ccweb MCP tools on stdin/stdout (logs go to stderr)."""
+    from ccweb_store import stdio
+    from ccweb_store.context import Source
+
+    setup_logging(log_level)
+    source = Source(source_session, hop_count)
+    if url:
+        settings = load_settings(token=token)
+        asyncio.run(stdio.serve_bridge(url, settings.token, source))
+    else:
+        settings = load_settings(database_url=database_url)
+        asyncio.run(stdio.serve_database(settings, source))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ccweb-store`` console script."""
     app(args=argv, prog_name="ccweb-store")

@@ -575,6 +575,23 @@ class RunRepository(_Repository):
         stmt = sa.select(Run).where(Run.session_id.in_(ids), Run.status == "running")
         return {run.session_id: run for run in (await self.session.scalars(stmt)).all()}
 
+    async def active_for_sessions(self, session_ids: Iterable[str]) -> dict[str, Run]:
+        """Each session's active run: its running run, else its oldest queued one."""
+        ids = list(session_ids)
+        if not ids:
+            return {}
+        stmt = (
+            sa.select(Run)
+            .where(Run.session_id.in_(ids), Run.status.in_(("queued", "running")))
+            .order_by(Run.created_at, Run.id)
+        )
+        active: dict[str, Run] = {}
+        for run in (await self.session.scalars(stmt)).all():
+            current = active.get(run.session_id)
+            if current is None or (run.status == "running" and current.status != "running"):
+                active[run.session_id] = run
+        return active
+
     async def claim(
         self,
         worker_id: str,

@@ -1,0 +1,44 @@
+"""The ``Origin`` check that keeps web pages (DNS rebinding) away from ``/mcp`` and ``/rpc``.
+
+Requests without an ``Origin`` (agents, CLIs, servers) pass. An allowed origin written
+without a port (the defaults: ``http://localhost``, ``http://127.0.0.1``…) matches any
+port; one with a port matches only that port; ``*`` allows every origin.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+
+from ccweb_store.config import Settings
+
+
+def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
+    """Whether a browser ``Origin`` value matches one of ``allowed``."""
+    try:
+        given = urlsplit(origin.strip())
+        given_port = given.port
+    except ValueError:
+        return False
+    if not given.scheme or not given.hostname:
+        return False
+    for entry in allowed:
+        if entry == "*":
+            return True
+        try:
+            rule = urlsplit(entry)
+            rule_port = rule.port
+        except ValueError:
+            continue
+        if rule.scheme.lower() != given.scheme.lower() or rule.hostname != given.hostname:
+            continue
+        if rule_port is None or rule_port == given_port:
+            return True
+    return False
+
+
+def forbidden_origin(request: Request, settings: Settings) -> bool:
+    """True when the request carries an ``Origin`` that is not allowed."""
+    origin = request.headers.get("origin")
+    return origin is not None and not origin_allowed(origin, settings.allowed_origins)

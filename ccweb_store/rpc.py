@@ -1,0 +1,106 @@
+"""``POST /rpc``: the host API (SPEC §3), JSON-RPC 2.0 over one method table.
+
+Every entry of ``METHODS`` is ``async def fn(store, params) -> result``; a ``DomainError`` it
+raises becomes ``{"code": -32000, "message": …, "data": {"code": "<snake_case>"}}``.
+Add a method by adding a row that points at the service function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ccweb_store import conversations, jsonrpc, tools
+from ccweb_store.config import Settings
+from ccweb_store.context import Source
+from ccweb_store.errors import InvalidInput
+from ccweb_store.origins import forbidden_origin
+from ccweb_store.params import optional_int, optional_str
+from ccweb_store.uow import Store
+
+RpcMethod = Callable[[Store, Mapping[str, Any]], Awaitable[Any]]
+
+
+async def list_tools(store: Store, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``tools.list``: the public tools, exactly as MCP ``tools/list`` shows them."""
+    return tools.public_tools()
+
+
+async def list_dynamic_tools(store: Store, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``tools.dynamic``: the communication tools with ``namespace: "ccweb"``."""
+    return tools.dynamic_tools()
+
+
+async def list_composer_items(store: Store, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``tools.composerItems``: ``[{id: "mcp:ccweb/<name>", name, description}]``."""
+    return tools.composer_items()
+
+
+async def call_tool(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``tools.call`` / ``tools.callDynamic``: run a tool for a source conversation.
+
+    Accepts ``tool`` or ``name``, ``args`` or ``arguments``, ``sourceSessionId`` and
+    ``sourceHopCount``; hidden aliases are callable here too.
+    """
+    name = params.get("tool", params.get("name"))
+    args = params.get("args", params.get("arguments"))
+    source_id = optional_str(params, "sourceSessionId") or optional_str(
+        params, "sourceConversationId"
+    )
+    hop_count = optional_int(params, "sourceHopCount", minimum=0) or 0
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("tool (or name) is required: the name of the tool to call")
+    try:
+        return await tools.call_tool(store, Source(source_id or None, hop_count), name, args)
+    except tools.UnknownTool as exc:
+        raise jsonrpc.RpcError(jsonrpc.INVALID_PARAMS, str(exc), {"tool": name}) from exc
+
+
+METHODS: dict[str, RpcMethod] = {
+    "session.create": conversations.create_session,
+    "session.get": conversations.get_session,
+    "session.list": conversations.list_sessions,
+    "message.append": conversations.append_message,
+    "message.list": conversations.list_messages,
+    "tools.list": list_tools,
+    "tools.dynamic": list_dynamic_tools,
+    "tools.composerItems": list_composer_items,
+    "tools.call": call_tool,
+    "tools.callDynamic": call_tool,
+}
+
+
+def dispatcher(store: Store) -> jsonrpc.Dispatch:
+    """Route a JSON-RPC method to its ``METHODS`` entry."""
+
+    async def dispatch(method: str, params: Mapping[str, Any]) -> Any:
+        handler = METHODS.get(method)
+        if handler is None:
+            raise jsonrpc.RpcError(
+                jsonrpc.METHOD_NOT_FOUND, f"method not found: {method!r}", {"method": method}
+            )
+        return await handler(store, params)
+
+    return dispatch
+
+
+async def rpc_endpoint(request: Request) -> Response:
+    """``POST /rpc``: answer a JSON-RPC request or batch."""
+    settings: Settings = request.app.state.settings
+    if forbidden_origin(request, settings):
+        return jsonrpc.http_error(403, jsonrpc.INVALID_REQUEST, "origin not allowed")
+    try:
+        body = await jsonrpc.read_body(request, settings.max_body_bytes)
+    except jsonrpc.BodyTooLarge:
+        return jsonrpc.too_large(settings.max_body_bytes)
+    try:
+        payload = jsonrpc.parse(body)
+    except jsonrpc.RpcError as error:
+        return JSONResponse(jsonrpc.error_response(None, error))
+    answer = await jsonrpc.handle_payload(payload, dispatcher(request.app.state.store))
+    if answer is None:
+        return Response(status_code=204)
+    return JSONResponse(answer)

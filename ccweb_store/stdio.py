@@ -1,0 +1,115 @@
+"""MCP over stdio: newline-delimited JSON-RPC on stdin/stdout, logs on stderr only.
+
+Two ways to answer: straight on the database (the same ``handle_mcp_payload`` as
+``POST /mcp``), or bridged to a running server's ``/mcp`` with the same source context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, BinaryIO
+
+import httpx
+
+from ccweb_store import jsonrpc
+from ccweb_store.config import Settings
+from ccweb_store.context import Source
+from ccweb_store.db import migrate
+from ccweb_store.mcp import handle_mcp_payload
+from ccweb_store.uow import Store
+
+log = logging.getLogger("ccweb_store.stdio")
+
+#: Answers one decoded payload; ``None`` when no response is due.
+Answer = Callable[[Any], Awaitable[Any | None]]
+
+
+async def serve_lines(answer: Answer, stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """Read one JSON-RPC payload per line until EOF, writing one response line for each."""
+    while True:
+        line = await asyncio.to_thread(stdin.readline)
+        if not line:
+            return
+        if not line.strip():
+            continue
+        try:
+            payload = jsonrpc.parse(line)
+        except jsonrpc.RpcError as error:
+            response: Any = jsonrpc.error_response(None, error)
+        else:
+            response = await answer(payload)
+        if response is not None:
+            stdout.write(json.dumps(response, ensure_ascii=False).encode() + b"\n")
+            stdout.flush()
+
+
+async def serve_database(settings: Settings, source: Source) -> None:
+    """Answer from the database itself, migrating it to head first."""
+    store = Store.from_settings(settings)
+    try:
+        await migrate(store.engine)
+        log.info("mcp-stdio on %s for source %s", store.dialect, source.session_id)
+
+        async def answer(payload: Any) -> Any | None:
+            return await handle_mcp_payload(store, source, payload)
+
+        await serve_lines(answer, sys.stdin.buffer, sys.stdout.buffer)
+    finally:
+        await store.dispose()
+
+
+def mcp_url(url: str) -> str:
+    """The server's ``/mcp`` endpoint, whether ``url`` names the server or the endpoint."""
+    url = url.rstrip("/")
+    return url if url.endswith("/mcp") else f"{url}/mcp"
+
+
+async def serve_bridge(url: str, token: str | None, source: Source) -> None:
+    """Forward every message to a running server's ``/mcp`` with the source context."""
+    headers = {"Accept": "application/json", "Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    query: dict[str, str | int] = {"sourceHopCount": source.hop_count}
+    if source.session_id:
+        query["sourceSessionId"] = source.session_id
+    endpoint = mcp_url(url)
+    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(60.0)) as client:
+
+        async def answer(payload: Any) -> Any | None:
+            return await forward(client, endpoint, query, payload)
+
+        log.info("mcp-stdio bridging to %s for source %s", endpoint, source.session_id)
+        await serve_lines(answer, sys.stdin.buffer, sys.stdout.buffer)
+
+
+async def forward(
+    client: httpx.AsyncClient, endpoint: str, query: dict[str, str | int], payload: Any
+) -> Any | None:
+    """POST one payload; the server's JSON-RPC answer, or an error naming what went wrong."""
+    request_id = payload.get("id") if isinstance(payload, dict) else None
+    try:
+        response = await client.post(endpoint, params=query, json=payload)
+    except httpx.HTTPError as exc:
+        log.error("cannot reach %s: %s", endpoint, exc)
+        return _unanswered(payload, request_id, f"cannot reach the ccweb-store server: {exc}")
+    if response.status_code == 202 or not response.content:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return _unanswered(
+            payload, request_id, f"the server answered HTTP {response.status_code} without JSON"
+        )
+    if isinstance(body, dict) and "error" in body and body.get("id") is None:
+        body["id"] = request_id  # HTTP-level errors carry no id; pair them with the request
+    return body
+
+
+def _unanswered(payload: Any, request_id: Any, message: str) -> dict[str, Any] | None:
+    if not isinstance(payload, dict) or "id" not in payload:
+        return None  # a notification (or batch) expects no answer we could pair
+    return jsonrpc.error_response(request_id, jsonrpc.RpcError(jsonrpc.INTERNAL_ERROR, message))

@@ -1,0 +1,202 @@
+"""The JSON-RPC core, seen through ``POST /rpc`` on the real app (and its pure dispatch)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from ccweb_store import errors, jsonrpc, rpc
+from ccweb_store.errors import DomainError
+from ccweb_store.uow import Store
+from tests.http_client import app_client, rpc_result
+
+
+async def _echo(method: str, params: Mapping[str, Any]) -> Any:
+    if method == "echo":
+        return dict(params)
+    raise jsonrpc.RpcError(jsonrpc.METHOD_NOT_FOUND, f"method not found: {method!r}")
+
+
+async def test_a_request_gets_its_result_under_its_own_id() -> None:
+    answer = await jsonrpc.handle_payload(
+        {"jsonrpc": "2.0", "id": "abc", "method": "echo", "params": {"x": 1}}, _echo
+    )
+    assert answer == {"jsonrpc": "2.0", "id": "abc", "result": {"x": 1}}
+
+
+async def test_a_notification_gets_no_response_even_when_it_fails() -> None:
+    assert await jsonrpc.handle_payload({"jsonrpc": "2.0", "method": "echo"}, _echo) is None
+    assert await jsonrpc.handle_payload({"jsonrpc": "2.0", "method": "nope"}, _echo) is None
+
+
+async def test_a_batch_gets_an_array_without_the_notifications() -> None:
+    answer = await jsonrpc.handle_payload(
+        [
+            {"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {"n": 1}},
+            {"jsonrpc": "2.0", "method": "echo"},
+            {"jsonrpc": "2.0", "id": 2, "method": "nope"},
+        ],
+        _echo,
+    )
+    assert [item["id"] for item in answer] == [1, 2]
+    assert answer[0]["result"] == {"n": 1}
+    assert answer[1]["error"]["code"] == jsonrpc.METHOD_NOT_FOUND
+
+
+async def test_a_batch_of_only_notifications_gets_no_response() -> None:
+    assert await jsonrpc.handle_payload([{"jsonrpc": "2.0", "method": "echo"}], _echo) is None
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        ([], jsonrpc.INVALID_REQUEST),
+        ("just a string", jsonrpc.INVALID_REQUEST),
+        ({"jsonrpc": "1.0", "id": 1, "method": "echo"}, jsonrpc.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1}, jsonrpc.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1, "method": 7}, jsonrpc.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": {"x": 1}, "method": "echo"}, jsonrpc.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": [1, 2]}, jsonrpc.INVALID_PARAMS),
+    ],
+)
+async def test_malformed_messages_get_the_documented_error(message: Any, code: int) -> None:
+    answer = await jsonrpc.handle_payload(message, _echo)
+    assert answer["error"]["code"] == code
+    assert answer["jsonrpc"] == "2.0"
+
+
+async def test_an_invalid_message_without_an_id_is_still_answered() -> None:
+    answer = await jsonrpc.handle_payload({"jsonrpc": "2.0"}, _echo)
+    assert answer == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": jsonrpc.INVALID_REQUEST, "message": answer["error"]["message"]},
+    }
+
+
+async def test_client_responses_are_accepted_silently() -> None:
+    assert await jsonrpc.handle_payload({"jsonrpc": "2.0", "id": 9, "result": {}}, _echo) is None
+
+
+# Over HTTP, on the real app.
+
+
+async def test_rpc_answers_malformed_json_with_a_parse_error(store: Store) -> None:
+    async with app_client(store) as client:
+        response = await client.post("/rpc", content=b"{not json")
+        assert response.json()["error"]["code"] == jsonrpc.PARSE_ERROR
+        assert response.json()["id"] is None
+        assert await rpc_result(client, "tools.list")  # still serving
+
+
+async def test_rpc_answers_an_empty_batch_with_invalid_request(store: Store) -> None:
+    async with app_client(store) as client:
+        response = await client.post("/rpc", json=[])
+        assert response.json()["error"]["code"] == jsonrpc.INVALID_REQUEST
+
+
+async def test_rpc_answers_a_batch_with_an_array(store: Store) -> None:
+    async with app_client(store) as client:
+        response = await client.post(
+            "/rpc",
+            json=[
+                {"jsonrpc": "2.0", "id": 1, "method": "tools.list"},
+                {"jsonrpc": "2.0", "id": 2, "method": "no.such"},
+                {"jsonrpc": "2.0", "method": "tools.list"},
+            ],
+        )
+        body = response.json()
+        assert isinstance(body, list)
+        assert [item["id"] for item in body] == [1, 2]
+        assert body[1]["error"]["code"] == jsonrpc.METHOD_NOT_FOUND
+
+
+async def test_rpc_answers_a_lone_notification_with_no_content(store: Store) -> None:
+    async with app_client(store) as client:
+        response = await client.post("/rpc", json={"jsonrpc": "2.0", "method": "tools.list"})
+        assert response.status_code == 204
+        assert response.content == b""
+
+
+async def test_an_unknown_method_is_method_not_found(store: Store) -> None:
+    async with app_client(store) as client:
+        response = await client.post(
+            "/rpc", json={"jsonrpc": "2.0", "id": 5, "method": "session.explode"}
+        )
+        assert response.json()["error"]["code"] == jsonrpc.METHOD_NOT_FOUND
+        assert response.json()["id"] == 5
+
+
+async def test_a_domain_error_carries_its_snake_case_code(store: Store) -> None:
+    async with app_client(store) as client:
+        response = await client.post(
+            "/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "session.get", "params": {"id": "x"}}
+        )
+        error = response.json()["error"]
+        assert error["code"] == jsonrpc.DOMAIN_ERROR
+        assert error["data"] == {"code": errors.CONVERSATION_NOT_FOUND}
+        assert "'x'" in error["message"]
+
+
+async def test_an_internal_error_leaks_no_traceback_but_logs_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(store: Store, params: Mapping[str, Any]) -> Any:
+        raise RuntimeError("secret detail from deep inside")
+
+    monkeypatch.setitem(rpc.METHODS, "test.broken", broken)
+    async with app_client(store) as client:
+        with caplog.at_level(logging.ERROR, logger="ccweb_store.jsonrpc"):
+            response = await client.post(
+                "/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "test.broken"}
+            )
+        assert response.status_code == 200
+        error = response.json()["error"]
+        assert error["code"] == jsonrpc.INTERNAL_ERROR
+        assert "secret" not in response.text
+        assert "Traceback" not in response.text
+        assert "secret detail" in caplog.text
+        assert "Traceback" in caplog.text
+        assert await rpc_result(client, "tools.list")  # still serving
+
+
+async def test_a_domain_error_from_a_method_keeps_its_message(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def refuses(store: Store, params: Mapping[str, Any]) -> Any:
+        raise DomainError("the target is busy; try later", code=errors.TARGET_BUSY)
+
+    monkeypatch.setitem(rpc.METHODS, "test.refuses", refuses)
+    async with app_client(store) as client:
+        response = await client.post(
+            "/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "test.refuses"}
+        )
+        assert response.json()["error"] == {
+            "code": -32000,
+            "message": "the target is busy; try later",
+            "data": {"code": "target_busy"},
+        }
+
+
+async def test_an_oversized_body_is_refused_with_413_and_the_server_keeps_serving(
+    store: Store,
+) -> None:
+    async with app_client(store, max_body_bytes=2048) as client:
+        big = {"jsonrpc": "2.0", "id": 1, "method": "tools.list", "params": {"x": "a" * 4096}}
+        response = await client.post("/rpc", json=big)
+        assert response.status_code == 413
+        assert "2048" in response.json()["error"]["message"]
+        assert await rpc_result(client, "tools.list")
+
+
+async def test_a_streamed_body_without_length_is_cut_at_the_limit(store: Store) -> None:
+    async def chunks() -> Any:
+        for _ in range(10):
+            yield b" " * 1024
+
+    async with app_client(store, max_body_bytes=4096) as client:
+        response = await client.post("/rpc", content=chunks())
+        assert response.status_code == 413

@@ -1,0 +1,185 @@
+"""Real MCP clients: the official ``mcp`` package against a real ``uvicorn`` process over
+Streamable HTTP (with a bearer token), and against ``ccweb-store mcp-stdio`` (straight on the
+database, and bridged to the running server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "client-test-token"
+PUBLIC = {
+    "ccweb_send_message",
+    "ccweb_create_conversation",
+    "ccweb_list_conversations",
+    "ccweb_get_pending_reply",
+    "ccweb_list_user_inputs",
+    "ccweb_prompt_user",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _env(database_url: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "CCWEB_DATABASE_URL": database_url}
+    env.pop("CCWEB_TOKEN", None)
+    return env
+
+
+class Server:
+    def __init__(self, url: str, database_url: str) -> None:
+        self.url = url
+        self.database_url = database_url
+
+    def rpc(self, method: str, params: dict[str, Any]) -> Any:
+        response = httpx.post(
+            f"{self.url}/rpc",
+            json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        body = response.json()
+        assert "result" in body, body
+        return body["result"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``ccweb-store serve`` in a real uvicorn process on a free port, a temp SQLite file."""
+    database_url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('srv') / 'ccweb.db'}"
+    port = _free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ccweb_store",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO_ROOT,
+        env={**_env(database_url), "CCWEB_TOKEN": TOKEN},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, process.communicate()[1].decode()
+            try:
+                if httpx.get(f"{url}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not start within 30s"
+            time.sleep(0.1)
+        started = Server(url, database_url)
+        started.rpc("session.create", {"id": "client-src", "title": "Client source"})
+        started.rpc("session.create", {"id": "other", "title": "Other"})
+        yield started
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout:
+            process.stdout.close()
+        if process.stderr:
+            process.stderr.close()
+
+
+def _payload(result: Any) -> dict[str, Any]:
+    assert result.is_error is False
+    text = result.content[0].text
+    payload: dict[str, Any] = json.loads(text)
+    assert result.structured_content == payload
+    return payload
+
+
+async def _exercise(client: Client) -> None:
+    """What every transport must do: list the tools and call ccweb_list_conversations."""
+    assert client.server_info is not None
+    assert client.server_info.name == "ccweb-store"
+    assert client.protocol_version in ("2025-03-26", "2025-06-18", "2025-11-25")
+    listed = await client.list_tools()
+    assert {tool.name for tool in listed.tools} == PUBLIC
+    send = next(tool for tool in listed.tools if tool.name == "ccweb_send_message")
+    assert send.input_schema["properties"]["replyMode"]["enum"] == [
+        "one_way",
+        "return_and_continue",
+    ]
+    payload = _payload(await client.call_tool("ccweb_list_conversations", {}))
+    by_id = {c["conversationId"]: c for c in payload["conversations"]}
+    assert set(by_id) >= {"client-src", "other"}
+    assert by_id["client-src"]["isSource"] is True
+    assert by_id["other"]["isSource"] is False
+    # The hidden alias is callable although it is listed nowhere.
+    alias = await client.call_tool(
+        "ccweb_request_reply", {"targetConversationId": "other", "content": "hi"}
+    )
+    assert isinstance(alias.is_error, bool)
+
+
+async def test_the_official_client_works_over_streamable_http_with_a_token(
+    server: Server,
+) -> None:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+    transport = streamable_http_client(
+        f"{server.url}/mcp?sourceSessionId=client-src", http_client=http
+    )
+    async with http, Client(transport) as client:
+        await _exercise(client)
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+async def test_the_official_client_is_refused_without_the_token(server: Server) -> None:
+    with pytest.raises(BaseException) as caught:
+        async with Client(f"{server.url}/mcp?sourceSessionId=client-src") as client:
+            await client.list_tools()
+    messages = [str(leaf) for leaf in _leaves(caught.value)]
+    assert any("missing bearer token" in message for message in messages), messages
+
+
+def _stdio(args: list[str], database_url: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "ccweb_store", "mcp-stdio", "--source-session", "client-src", *args],
+        env=_env(database_url),
+        cwd=REPO_ROOT,
+    )
+
+
+async def test_the_official_client_works_over_stdio_on_the_database(server: Server) -> None:
+    params = _stdio(["--database-url", server.database_url], server.database_url)
+    async with Client(params) as client:
+        await _exercise(client)
+
+
+async def test_the_official_client_works_over_stdio_bridged_to_the_server(server: Server) -> None:
+    params = _stdio(["--url", server.url, "--token", TOKEN], "sqlite+aiosqlite:///unused.db")
+    async with Client(params) as client:
+        await _exercise(client)

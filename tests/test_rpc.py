@@ -1,0 +1,239 @@
+"""``POST /rpc``: session, message and tools methods, over HTTP on both backends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ccweb_store import errors, jsonrpc, tools
+from ccweb_store.uow import Store
+from tests.http_client import app_client, rpc, rpc_result
+
+
+def _domain_code(answer: dict[str, Any]) -> str:
+    assert answer["error"]["code"] == jsonrpc.DOMAIN_ERROR, answer
+    code: str = answer["error"]["data"]["code"]
+    return code
+
+
+async def test_session_create_returns_the_session_shape(store: Store) -> None:
+    async with app_client(store) as client:
+        session = await rpc_result(
+            client, "session.create", {"id": "conv-1", "title": "T", "agent": "codex", "cwd": "/w"}
+        )
+        assert session == {
+            "id": "conv-1",
+            "title": "T",
+            "agent": "codex",
+            "cwd": "/w",
+            "createdAt": session["createdAt"],
+            "updatedAt": session["createdAt"],
+            "archived": False,
+            "running": False,
+            "activeRunId": None,
+        }
+        assert session["createdAt"].endswith("Z")
+
+
+async def test_session_create_without_an_id_makes_one(store: Store) -> None:
+    async with app_client(store) as client:
+        session = await rpc_result(client, "session.create", {})
+        assert session["id"].startswith("conv_")
+
+
+async def test_session_create_refuses_a_taken_or_malformed_id(store: Store) -> None:
+    async with app_client(store) as client:
+        await rpc_result(client, "session.create", {"id": "dup"})
+        assert _domain_code(await rpc(client, "session.create", {"id": "dup"})) == (
+            errors.CONVERSATION_EXISTS
+        )
+        assert _domain_code(await rpc(client, "session.create", {"id": "../etc"})) == (
+            errors.INVALID_CONVERSATION_ID
+        )
+        assert _domain_code(await rpc(client, "session.create", {"title": 5})) == (
+            errors.INVALID_ARGUMENTS
+        )
+
+
+async def test_session_get_shows_the_running_run(store: Store) -> None:
+    async with app_client(store) as client:
+        await rpc_result(client, "session.create", {"id": "s"})
+        async with store.uow() as uow:
+            run = await uow.runs.start("s", "user_turn")
+            await uow.commit()
+        session = await rpc_result(client, "session.get", {"id": "s"})
+        assert session["running"] is True
+        assert session["activeRunId"] == run.id
+        assert _domain_code(await rpc(client, "session.get", {"id": "nope"})) == (
+            errors.CONVERSATION_NOT_FOUND
+        )
+        assert _domain_code(await rpc(client, "session.get", {})) == errors.INVALID_ARGUMENTS
+
+
+async def test_session_list_pages_with_a_cursor(store: Store) -> None:
+    async with app_client(store) as client:
+        for n in range(5):
+            await rpc_result(client, "session.create", {"id": f"s{n}"})
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = await rpc_result(client, "session.list", {"limit": 2, "cursor": cursor})
+            seen += [session["id"] for session in page["sessions"]]
+            cursor = page["nextCursor"]
+            if cursor is None:
+                break
+        assert seen == ["s4", "s3", "s2", "s1", "s0"]
+        bad = await rpc(client, "session.list", {"cursor": "garbage!"})
+        assert _domain_code(bad) == errors.INVALID_CURSOR
+
+
+async def test_message_append_and_list_round_trip(store: Store) -> None:
+    async with app_client(store) as client:
+        await rpc_result(client, "session.create", {"id": "s"})
+        first = await rpc_result(
+            client,
+            "message.append",
+            {"sessionId": "s", "role": "user", "content": "hello", "metadata": {"k": 1}},
+        )
+        assert first == {
+            "id": first["id"],
+            "sessionId": "s",
+            "seq": 1,
+            "role": "user",
+            "content": "hello",
+            "createdAt": first["createdAt"],
+            "metadata": {"k": 1},
+        }
+        second = await rpc_result(
+            client,
+            "message.append",
+            {"sessionId": "s", "role": "assistant", "content": "hi", "id": "m-2"},
+        )
+        assert (second["id"], second["seq"]) == ("m-2", 2)
+        page = await rpc_result(client, "message.list", {"sessionId": "s"})
+        assert [m["content"] for m in page["messages"]] == ["hello", "hi"]
+        assert page["nextAfterSeq"] == 2
+        later = await rpc_result(client, "message.list", {"sessionId": "s", "afterSeq": 1})
+        assert [m["id"] for m in later["messages"]] == ["m-2"]
+        empty = await rpc_result(client, "message.list", {"sessionId": "s", "afterSeq": 2})
+        assert empty == {"messages": [], "nextAfterSeq": 2}
+        limited = await rpc_result(client, "message.list", {"sessionId": "s", "limit": 1})
+        assert [m["seq"] for m in limited["messages"]] == [1]
+        assert limited["nextAfterSeq"] == 1
+
+
+async def test_message_append_joins_text_blocks_and_keeps_them(store: Store) -> None:
+    blocks = [{"type": "text", "text": "one"}, {"type": "image", "data": "…"}, "two"]
+    async with app_client(store) as client:
+        await rpc_result(client, "session.create", {"id": "s"})
+        message = await rpc_result(
+            client, "message.append", {"sessionId": "s", "role": "user", "content": blocks}
+        )
+        assert message["content"] == "one\ntwo"
+        assert message["metadata"]["contentBlocks"] == blocks
+
+
+@pytest.mark.parametrize(
+    ("params", "code"),
+    [
+        ({"sessionId": "s", "role": "robot", "content": "x"}, errors.INVALID_ROLE),
+        ({"sessionId": "s", "role": "user"}, errors.INVALID_ARGUMENTS),
+        ({"sessionId": "s", "role": "user", "content": "x", "metadata": []}, "invalid_arguments"),
+        ({"sessionId": "ghost", "role": "user", "content": "x"}, errors.CONVERSATION_NOT_FOUND),
+        ({"sessionId": "bad id", "role": "user", "content": "x"}, "invalid_conversation_id"),
+    ],
+)
+async def test_message_append_refuses_bad_input(
+    store: Store, params: dict[str, Any], code: str
+) -> None:
+    async with app_client(store) as client:
+        await rpc_result(client, "session.create", {"id": "s"})
+        assert _domain_code(await rpc(client, "message.append", params)) == code
+
+
+async def test_message_list_of_a_missing_session_is_not_found(store: Store) -> None:
+    async with app_client(store) as client:
+        answer = await rpc(client, "message.list", {"sessionId": "ghost"})
+        assert _domain_code(answer) == errors.CONVERSATION_NOT_FOUND
+        answer = await rpc(client, "message.list", {"sessionId": "ghost", "afterSeq": -1})
+        assert _domain_code(answer) == errors.INVALID_ARGUMENTS
+
+
+async def test_tools_methods_are_derived_from_the_registry(store: Store) -> None:
+    async with app_client(store) as client:
+        assert await rpc_result(client, "tools.list") == tools.public_tools()
+        assert await rpc_result(client, "tools.dynamic") == tools.dynamic_tools()
+        items = await rpc_result(client, "tools.composerItems")
+        assert items == tools.composer_items()
+        assert "mcp:ccweb/ccweb_send_message" in [item["id"] for item in items]
+        mcp_tools = (
+            await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        ).json()["result"]["tools"]
+        assert await rpc_result(client, "tools.list") == mcp_tools
+
+
+@pytest.mark.parametrize("method", ["tools.call", "tools.callDynamic"])
+async def test_tools_call_returns_the_payload_for_the_source(store: Store, method: str) -> None:
+    async with app_client(store) as client:
+        await rpc_result(client, "session.create", {"id": "me"})
+        for params in (
+            {"tool": "ccweb_list_conversations", "args": {}, "sourceSessionId": "me"},
+            {"name": "ccweb_list_conversations", "arguments": {}, "sourceSessionId": "me"},
+        ):
+            payload = await rpc_result(client, method, params)
+            assert payload["conversations"][0]["conversationId"] == "me"
+            assert payload["conversations"][0]["isSource"] is True
+
+
+@pytest.mark.parametrize("method", ["tools.call", "tools.callDynamic"])
+async def test_tools_call_accepts_the_hidden_alias(store: Store, method: str) -> None:
+    async with app_client(store) as client:
+        answer = await rpc(
+            client,
+            method,
+            {
+                "tool": "ccweb_request_reply",
+                "args": {"targetConversationId": "t", "content": "x"},
+                "sourceSessionId": "me",
+                "sourceHopCount": 1,
+            },
+        )
+        # Accepted and dispatched: whatever the send answers, it is never "unknown tool".
+        assert answer.get("error", {}).get("code") != jsonrpc.INVALID_PARAMS
+
+
+async def test_tools_call_errors(store: Store) -> None:
+    async with app_client(store) as client:
+        unknown = await rpc(client, "tools.call", {"tool": "ccweb_nope", "sourceSessionId": "me"})
+        assert unknown["error"]["code"] == jsonrpc.INVALID_PARAMS
+        typed = await rpc(
+            client, "tools.call", {"tool": "ccweb_list_conversations", "args": {"limit": "x"}}
+        )
+        assert _domain_code(typed) == errors.INVALID_ARGUMENTS
+        nameless = await rpc(client, "tools.call", {"args": {}})
+        assert _domain_code(nameless) == errors.INVALID_ARGUMENTS
+        hops = await rpc(
+            client,
+            "tools.call",
+            {"tool": "ccweb_list_conversations", "sourceHopCount": -2},
+        )
+        assert _domain_code(hops) == errors.INVALID_ARGUMENTS
+
+
+async def test_a_queued_run_is_the_active_run_but_not_running(store: Store) -> None:
+    async with app_client(store) as client:
+        await rpc_result(client, "session.create", {"id": "q"})
+        await rpc_result(client, "session.create", {"id": "idle"})
+        async with store.uow() as uow:
+            queued = await uow.runs.enqueue("q", "cross_conversation")
+            await uow.commit()
+        listed = await rpc_result(client, "session.list", {})
+        by_id = {session["id"]: session for session in listed["sessions"]}
+        assert (by_id["q"]["running"], by_id["q"]["activeRunId"]) == (False, queued.id)
+        assert (by_id["idle"]["running"], by_id["idle"]["activeRunId"]) == (False, None)
+        async with store.uow() as uow:
+            running = await uow.runs.start("q", "user_turn")
+            await uow.commit()
+        session = await rpc_result(client, "session.get", {"id": "q"})
+        assert (session["running"], session["activeRunId"]) == (True, running.id)

@@ -1,0 +1,109 @@
+"""``ccweb-store mcp-stdio``: newline-delimited JSON-RPC on stdin/stdout, logs on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ccweb_store.stdio import mcp_url
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(args: list[str], lines: list[str], database_url: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "CCWEB_DATABASE_URL": database_url}
+    return subprocess.run(
+        [sys.executable, "-m", "ccweb_store", "mcp-stdio", *args],
+        input="".join(line + "\n" for line in lines),
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _request(method: str, params: dict[str, Any] | None = None, id: int = 1) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params or {}})
+
+
+def test_stdio_answers_each_line_and_writes_only_json_on_stdout(database_url: str) -> None:
+    completed = _run(
+        ["--source-session", "me", "--hop-count", "1", "--log-level", "debug"],
+        [
+            _request("initialize", {"protocolVersion": "2025-03-26"}, id=1),
+            json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            "",
+            "{broken json",
+            _request("tools/list", id=2),
+            _request("tools/call", {"name": "ccweb_list_conversations", "arguments": {}}, id=3),
+            _request("tools/call", {"name": "ccweb_unknown", "arguments": {}}, id=4),
+            _request("tools/call", {"name": "ccweb_request_reply", "arguments": {}}, id=5),
+        ],
+        database_url,
+    )
+    assert completed.returncode == 0, completed.stderr
+    answers = [json.loads(line) for line in completed.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [1, None, 2, 3, 4, 5]
+    assert answers[0]["result"]["protocolVersion"] == "2025-03-26"
+    assert answers[1]["error"]["code"] == -32700
+    names = [tool["name"] for tool in answers[2]["result"]["tools"]]
+    assert "ccweb_send_message" in names and "ccweb_request_reply" not in names
+    assert answers[3]["result"]["structuredContent"] == {"conversations": [], "hasMore": False}
+    assert answers[4]["error"]["code"] == -32602
+    assert "error" not in answers[5]  # the hidden alias is a known tool
+    assert "DEBUG" in completed.stderr or "INFO" in completed.stderr  # logs went to stderr
+
+
+def test_stdio_requires_a_source_session(database_url: str) -> None:
+    completed = _run([], [], database_url)
+    assert completed.returncode == 2
+    assert "--source-session" in completed.stderr
+    assert completed.stdout == ""
+
+
+def test_stdio_refuses_a_negative_hop_count(database_url: str) -> None:
+    completed = _run(["--source-session", "me", "--hop-count", "-1"], [], database_url)
+    assert completed.returncode == 2
+    assert "--hop-count" in completed.stderr
+
+
+def test_a_bridge_to_an_unreachable_server_answers_with_an_error(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    completed = _run(
+        ["--source-session", "me", "--url", f"http://127.0.0.1:{port}"],
+        [_request("ping", id=7), json.dumps({"jsonrpc": "2.0", "method": "notifications/x"})],
+        f"sqlite+aiosqlite:///{tmp_path / 'unused.db'}",
+    )
+    assert completed.returncode == 0, completed.stderr
+    answers = [json.loads(line) for line in completed.stdout.splitlines()]
+    assert len(answers) == 1
+    assert answers[0]["id"] == 7
+    assert "cannot reach the ccweb-store server" in answers[0]["error"]["message"]
+    assert not (tmp_path / "unused.db").exists()  # the bridge never opens a database
+
+
+def test_the_bridge_url_may_name_the_server_or_the_endpoint() -> None:
+    assert mcp_url("http://127.0.0.1:8787") == "http://127.0.0.1:8787/mcp"
+    assert mcp_url("http://127.0.0.1:8787/") == "http://127.0.0.1:8787/mcp"
+    assert mcp_url("http://127.0.0.1:8787/mcp") == "http://127.0.0.1:8787/mcp"
+
+
+def test_stdio_migrates_a_new_database_before_answering(tmp_path: Path) -> None:
+    database = tmp_path / "fresh.db"
+    completed = _run(
+        ["--source-session", "me", "--database-url", f"sqlite+aiosqlite:///{database}"],
+        [_request("tools/call", {"name": "ccweb_list_conversations", "arguments": {}})],
+        "sqlite+aiosqlite:///ignored-because-the-flag-wins.db",
+    )
+    assert completed.returncode == 0, completed.stderr
+    answer = json.loads(completed.stdout)
+    assert answer["result"]["isError"] is False
+    assert database.exists()

@@ -1,0 +1,172 @@
+"""The one registry: definitions, what is derived from them, and argument checking."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ccweb_store import errors, messaging, tools
+from ccweb_store.context import Source
+from ccweb_store.errors import DomainError
+from ccweb_store.uow import Store
+
+PUBLIC = [
+    "ccweb_send_message",
+    "ccweb_create_conversation",
+    "ccweb_list_conversations",
+    "ccweb_get_pending_reply",
+    "ccweb_list_user_inputs",
+    "ccweb_prompt_user",
+]
+
+
+def _send_message() -> dict[str, Any]:
+    return next(t for t in tools.public_tools() if t["name"] == "ccweb_send_message")
+
+
+def test_the_public_tools_are_exactly_the_six_of_the_spec() -> None:
+    assert [tool["name"] for tool in tools.public_tools()] == PUBLIC
+
+
+def test_every_public_tool_has_a_title_description_schema_and_annotations() -> None:
+    for tool in tools.public_tools():
+        assert tool["title"] and tool["description"]
+        assert tool["inputSchema"]["type"] == "object"
+        assert tool["annotations"]["title"] == tool["title"]
+        assert isinstance(tool["annotations"]["readOnlyHint"], bool)
+
+
+def test_read_only_tools_say_so_and_writing_tools_do_not() -> None:
+    hints = {t["name"]: t["annotations"]["readOnlyHint"] for t in tools.public_tools()}
+    assert hints == {
+        "ccweb_send_message": False,
+        "ccweb_create_conversation": False,
+        "ccweb_list_conversations": True,
+        "ccweb_get_pending_reply": True,
+        "ccweb_list_user_inputs": True,
+        "ccweb_prompt_user": False,
+    }
+
+
+def test_send_message_requires_target_content_and_reply_mode() -> None:
+    schema = _send_message()["inputSchema"]
+    assert sorted(schema["required"]) == ["content", "replyMode", "targetConversationId"]
+    assert schema["properties"]["targetConversationId"]["type"] == "string"
+    assert schema["properties"]["content"]["type"] == "string"
+
+
+def test_reply_mode_is_an_enum_of_exactly_the_two_modes_with_no_default() -> None:
+    schema = _send_message()["inputSchema"]
+    reply_mode = schema["properties"]["replyMode"]
+    assert reply_mode["type"] == "string"
+    assert reply_mode["enum"] == ["one_way", "return_and_continue"]
+    assert "default" not in reply_mode
+    assert '"default"' not in str(schema).replace("'", '"')
+
+
+def test_send_message_description_states_the_selection_rule() -> None:
+    description = _send_message()["description"]
+    assert "one_way" in description and "return_and_continue" in description
+    assert "ONLY when this conversation does not need the target's result" in description
+    for need in ("analysis", "implementation", "testing", "acceptance", "report back"):
+        assert need in description
+    assert "depends on the target's result" in description
+    assert "MUST" in description
+    assert "returns at once and never waits" in description
+
+
+def test_the_hidden_alias_appears_in_no_list() -> None:
+    listed = [
+        *(t["name"] for t in tools.public_tools()),
+        *(t["name"] for t in tools.dynamic_tools()),
+        *(item["name"] for item in tools.composer_items()),
+        *(item["id"] for item in tools.composer_items()),
+    ]
+    assert not any("ccweb_request_reply" in name for name in listed)
+    assert tools.get_tool("ccweb_request_reply").public is False
+
+
+def test_dynamic_tools_are_the_public_communication_tools_plus_namespace() -> None:
+    public = {t["name"]: t for t in tools.public_tools()}
+    dynamic = tools.dynamic_tools()
+    assert [t["name"] for t in dynamic] == [n for n in PUBLIC if n != "ccweb_prompt_user"]
+    for tool in dynamic:
+        assert tool["namespace"] == "ccweb"
+        original = public[tool["name"]]
+        assert {k: v for k, v in tool.items() if k != "namespace"} == original
+        # Derived, not copied: the very same description and schema objects.
+        assert tool["description"] is original["description"]
+        assert tool["inputSchema"] is original["inputSchema"]
+
+
+def test_composer_items_name_every_public_tool_under_mcp_ccweb() -> None:
+    items = tools.composer_items()
+    assert items == [
+        {"id": f"mcp:ccweb/{t['name']}", "name": t["name"], "description": t["description"]}
+        for t in tools.public_tools()
+    ]
+
+
+def test_an_unknown_tool_name_is_unknown_tool() -> None:
+    with pytest.raises(tools.UnknownTool):
+        tools.get_tool("ccweb_delete_everything")
+    with pytest.raises(tools.UnknownTool):
+        tools.get_tool(42)
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "fragment"),
+    [
+        ("ccweb_send_message", {"content": 5}, "content must be a string, got integer"),
+        ("ccweb_send_message", {"replyMode": True}, "replyMode must be a string"),
+        ("ccweb_list_conversations", {"limit": "5"}, "limit must be an integer, got string"),
+        ("ccweb_list_conversations", {"limit": True}, "limit must be an integer, got boolean"),
+        ("ccweb_list_conversations", {"includeArchived": "yes"}, "must be a boolean"),
+        ("ccweb_prompt_user", {"questions": "one"}, "questions must be an array"),
+        ("ccweb_prompt_user", {"questions": [{"id": 1}]}, "questions[0].id must be a string"),
+        ("ccweb_request_reply", {"content": []}, "content must be a string, got array"),
+    ],
+)
+async def test_wrong_argument_types_are_invalid_arguments(
+    name: str, arguments: dict[str, Any], fragment: str
+) -> None:
+    store: Any = None  # refused before any handler touches the database
+    with pytest.raises(DomainError) as caught:
+        await tools.call_tool(store, Source("a"), name, arguments)
+    assert caught.value.code == errors.INVALID_ARGUMENTS
+    assert fragment in caught.value.message
+
+
+async def test_arguments_that_are_not_an_object_are_invalid_arguments() -> None:
+    store: Any = None
+    with pytest.raises(DomainError) as caught:
+        await tools.call_tool(store, Source("a"), "ccweb_list_conversations", ["limit", 5])
+    assert caught.value.code == errors.INVALID_ARGUMENTS
+
+
+async def test_the_hidden_alias_sends_with_return_and_continue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    async def fake_send(
+        store: Store, source: Source, args: Any, *, reply_mode: str | None = None
+    ) -> dict[str, Any]:
+        seen.update(args=dict(args), reply_mode=reply_mode, source=source)
+        return {"ok": True}
+
+    monkeypatch.setattr(messaging, "send_message", fake_send)
+    store: Any = None
+    payload = await tools.call_tool(
+        store,
+        Source("src", 2),
+        "ccweb_request_reply",
+        {"targetConversationId": "t", "content": "hi", "extra": 1},
+    )
+    assert payload == {"ok": True}
+    assert seen == {
+        "args": {"targetConversationId": "t", "content": "hi", "extra": 1},
+        "reply_mode": "return_and_continue",
+        "source": Source("src", 2),
+    }
