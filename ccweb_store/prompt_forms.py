@@ -133,6 +133,24 @@ def check_answers(questions: list[dict[str, Any]], raw: object) -> dict[str, str
     return answers
 
 
+def stored_questions(prompt: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A card's questions as stored, with the defaults a card imported from cc-web may omit."""
+    questions: list[dict[str, Any]] = []
+    for raw in prompt.get("questions") or []:
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("id"), str):
+            continue
+        options = [str(option) for option in raw.get("options") or []]
+        questions.append(
+            {
+                "id": raw["id"],
+                "question": str(raw.get("question") or raw["id"]),
+                "options": options,
+                "allowFreeText": bool(raw.get("allowFreeText", not options)),
+            }
+        )
+    return questions
+
+
 def _prompt_of(card: Message) -> dict[str, Any]:
     prompt = (card.metadata_ or {}).get(PROMPT_KEY)
     if not isinstance(prompt, dict):
@@ -179,7 +197,7 @@ async def respond(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
         prompt = _prompt_of(card)
         if prompt.get("status") != "pending":
             raise _already_answered(prompt_id)
-        questions = prompt.get("questions") or []
+        questions = stored_questions(prompt)
         answers = check_answers(questions, params.get("answers"))
         title = prompt.get("title")
         message_id = new_id("msg")
