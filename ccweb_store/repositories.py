@@ -11,7 +11,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -301,10 +301,10 @@ class MessageRepository(_Repository):
 
     async def latest_nonblank_by_role(
         self, session_id: str, role: str, *, limit: int, before_seq: int | None = None
-    ) -> list[Message]:
+    ) -> list[MessageText]:
         """The newest ``limit`` non-blank ``role`` messages below ``before_seq``, newest first."""
         stmt = latest_nonblank_by_role_query(session_id, role, limit=limit, before_seq=before_seq)
-        return list((await self.session.scalars(stmt)).all())
+        return [MessageText._make(row) for row in (await self.session.execute(stmt)).all()]
 
     async def find_prompt_card(self, prompt_id: str) -> Message | None:
         """The assistant message carrying ``metadata.ccwebPrompt.promptId == prompt_id``.
@@ -355,15 +355,24 @@ def _prompt_id_of(row: Message) -> object:
     return prompt.get("promptId") if isinstance(prompt, dict) else None
 
 
+class MessageText(NamedTuple):
+    """The columns a reader of message text needs (no metadata, no ORM identity)."""
+
+    id: str
+    seq: int
+    content: str
+    created_at: datetime | None
+
+
 def latest_nonblank_by_role_query(
     session_id: str, role: str, *, limit: int, before_seq: int | None = None
-) -> sa.Select[Message]:
+) -> sa.Select[str, int, str, datetime | None]:
     """SELECT the newest ``limit`` messages of ``role`` whose content is not blank.
 
     A backward range scan of ``ix_messages_session_id_role_seq``: the blank test is a filter
     on the rows the index yields, so it reads ``limit`` rows plus any blank ones among them.
     """
-    stmt = sa.select(Message).where(
+    stmt = sa.select(Message.id, Message.seq, Message.content, Message.created_at).where(
         Message.session_id == session_id,
         Message.role == role,
         sa.func.trim(Message.content, _BLANK_CHARACTERS) != "",

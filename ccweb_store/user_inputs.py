@@ -23,8 +23,7 @@ from ccweb_store import errors
 from ccweb_store.content import text_of
 from ccweb_store.context import Source
 from ccweb_store.errors import InvalidInput
-from ccweb_store.models import Message
-from ccweb_store.repositories import validate_session_id
+from ccweb_store.repositories import MessageText, validate_session_id
 from ccweb_store.schemas import iso
 from ccweb_store.uow import Store, UnitOfWork
 
@@ -90,9 +89,11 @@ def target_conversation(source: Source, args: Mapping[str, Any]) -> str:
     return validate_session_id(source.session_id)
 
 
-async def newest_inputs(uow: UnitOfWork, session_id: str, count: int) -> list[tuple[Message, str]]:
+async def newest_inputs(
+    uow: UnitOfWork, session_id: str, count: int
+) -> list[tuple[MessageText, str]]:
     """Up to ``count`` newest user messages with non-blank text, newest first, with that text."""
-    found: list[tuple[Message, str]] = []
+    found: list[tuple[MessageText, str]] = []
     before_seq: int | None = None
     while len(found) < count:
         wanted = count - len(found)
@@ -115,8 +116,9 @@ async def list_user_inputs(store: Store, source: Source, args: Mapping[str, Any]
     max_chars = bounded_int(args, "maxChars", DEFAULT_MAX_CHARS, MAX_MAX_CHARS)
     session_id = target_conversation(source, args)
     async with store.read_uow() as uow:
-        await uow.sessions.require(session_id)
         candidates = await newest_inputs(uow, session_id, limit + 1)
+        if not candidates:  # an input proves the conversation exists; no input proves nothing
+            await uow.sessions.require(session_id)
     older_beyond_limit = len(candidates) > limit
     candidates = candidates[:limit]
     kept, cut = apply_budget([text for _, text in candidates], max_chars)
