@@ -11,7 +11,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -322,6 +322,31 @@ class MessageRepository(_Repository):
         )
         return (await self.session.scalars(stmt)).first()
 
+    async def latest_nonblank_by_role(
+        self, session_id: str, role: str, *, limit: int, before_seq: int | None = None
+    ) -> list[MessageText]:
+        """The newest ``limit`` non-blank ``role`` messages below ``before_seq``, newest first."""
+        stmt = latest_nonblank_by_role_query(session_id, role, limit=limit, before_seq=before_seq)
+        return [MessageText._make(row) for row in (await self.session.execute(stmt)).all()]
+
+    async def find_prompt_card(self, prompt_id: str) -> Message | None:
+        """The assistant message carrying ``metadata.ccwebPrompt.promptId == prompt_id``.
+
+        Cards written here use the prompt id as their message id, so this is a primary-key
+        read; cards imported from cc-web's JSON keep their own ids and are found by a JSON
+        lookup over assistant messages (a scan, run only when the key read misses).
+        """
+        row = await self.session.get(Message, prompt_id)
+        if row is not None and _prompt_id_of(row) == prompt_id:
+            return row
+        stmt = (
+            sa.select(Message)
+            .where(Message.role == "assistant", _prompt_field("promptId") == prompt_id)
+            .order_by(Message.seq)
+            .limit(1)
+        )
+        return (await self.session.scalars(stmt)).first()
+
     async def snapshot(self, session_id: str) -> list[sa.Row[Any]]:
         """Every message of the session as ``(id, seq, role, content, created_at, metadata)``."""
         stmt = sa.select(
@@ -360,6 +385,63 @@ class MessageRepository(_Repository):
         """Update rows by primary key (each dict holds ``id`` and the new values)."""
         if rows:
             await self.session.execute(sa.update(Message), list(rows))
+
+    async def answer_prompt_card(self, message_id: str, metadata: dict[str, Any]) -> bool:
+        """Replace the card's metadata only while its prompt is still pending; True if it won."""
+        stmt = (
+            sa.update(Message)
+            .where(Message.id == message_id, _prompt_field("status") == "pending")
+            .values({Message.metadata_: metadata})
+            .execution_options(synchronize_session=False)
+        )
+        won = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        if won:
+            row = await self.session.get(Message, message_id)
+            if row is not None:
+                await self.session.refresh(row)
+        return won
+
+
+#: Characters a blank message consists of, as far as SQL can tell (Python decides the rest).
+_BLANK_CHARACTERS = " \t\n\r\f\v"
+
+
+def _prompt_field(name: str) -> sa.ColumnElement[str]:
+    """``metadata.ccwebPrompt.<name>`` as text (SQLite ``json_extract``, PostgreSQL ``#>>``)."""
+    field: sa.ColumnElement[str] = Message.metadata_[("ccwebPrompt", name)].as_string()
+    return field
+
+
+def _prompt_id_of(row: Message) -> object:
+    prompt = (row.metadata_ or {}).get("ccwebPrompt")
+    return prompt.get("promptId") if isinstance(prompt, dict) else None
+
+
+class MessageText(NamedTuple):
+    """The columns a reader of message text needs (no metadata, no ORM identity)."""
+
+    id: str
+    seq: int
+    content: str
+    created_at: datetime | None
+
+
+def latest_nonblank_by_role_query(
+    session_id: str, role: str, *, limit: int, before_seq: int | None = None
+) -> sa.Select[str, int, str, datetime | None]:
+    """SELECT the newest ``limit`` messages of ``role`` whose content is not blank.
+
+    A backward range scan of ``ix_messages_session_id_role_seq``: the blank test is a filter
+    on the rows the index yields, so it reads ``limit`` rows plus any blank ones among them.
+    """
+    stmt = sa.select(Message.id, Message.seq, Message.content, Message.created_at).where(
+        Message.session_id == session_id,
+        Message.role == role,
+        sa.func.trim(Message.content, _BLANK_CHARACTERS) != "",
+    )
+    if before_seq is not None:
+        stmt = stmt.where(Message.seq < before_seq)
+    return stmt.order_by(Message.seq.desc()).limit(limit)
 
 
 class ReplyRepository(_Repository):

@@ -1,19 +1,145 @@
-"""``ccweb_list_user_inputs`` (SPEC §5): the user's own words, read-only.
+"""``ccweb_list_user_inputs`` (SPEC §5, seed 003): the user's own words, read-only.
 
-Placeholder until the user-inputs issue lands.
+The newest ``limit`` non-blank ``user`` messages of a conversation, trimmed to a shared
+budget of ``maxChars`` Unicode code points filled from the newest, returned oldest first.
+The query is a backward range scan of ``ix_messages_session_id_role_seq`` that reads
+``limit + 1`` candidates (the extra one tells whether older inputs exist); it never loads
+the conversation and runs in a read-only unit of work.
+
+Blank messages: SQL skips rows whose content is empty once ASCII whitespace is trimmed, as a
+filter on the index range, so they cost a row visit but no round trip. Python has the last
+word (``content.text_of`` joins a stored block list; Unicode whitespace counts as blank);
+when it rejects a row the next batch continues below the last seq read, so the work stays
+O(limit + blank rows among the newest inputs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ccweb_store import errors
+from ccweb_store.content import text_of
 from ccweb_store.context import Source
-from ccweb_store.errors import DomainError
-from ccweb_store.uow import Store
+from ccweb_store.errors import InvalidInput
+from ccweb_store.repositories import MessageText, validate_session_id
+from ccweb_store.schemas import iso
+from ccweb_store.uow import Store, UnitOfWork
+
+DEFAULT_LIMIT = 15
+MAX_LIMIT = 50
+DEFAULT_MAX_CHARS = 1000
+MAX_MAX_CHARS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Budgeted:
+    """One input after the budget: what is returned of it and how long it was."""
+
+    content: str
+    original_chars: int
+    truncated: bool
+
+
+def apply_budget(texts_newest_first: Sequence[str], max_chars: int) -> tuple[list[Budgeted], bool]:
+    """Spend ``max_chars`` code points from the newest text on; return the kept ones and a cut flag.
+
+    The first text that does not fit keeps its beginning (``truncated``) and every older one
+    is dropped. When the budget is already spent exactly, that text is dropped rather than
+    returned empty. Python ``str`` length counts code points, so no code point is ever split.
+    """
+    kept: list[Budgeted] = []
+    remaining = max_chars
+    for text in texts_newest_first:
+        if len(text) <= remaining:
+            kept.append(Budgeted(text, len(text), truncated=False))
+            remaining -= len(text)
+            continue
+        if remaining > 0:
+            kept.append(Budgeted(text[:remaining], len(text), truncated=True))
+        return kept, True
+    return kept, False
+
+
+def bounded_int(args: Mapping[str, Any], name: str, default: int, maximum: int) -> int:
+    """``args[name]`` clamped to 1..``maximum`` (``default`` when absent); non-integers refused."""
+    value = args.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(
+            f"{name} must be an integer from 1 to {maximum}, got {value!r}",
+            code=errors.INVALID_ARGUMENTS,
+        )
+    return max(1, min(maximum, value))
+
+
+def target_conversation(source: Source, args: Mapping[str, Any]) -> str:
+    """The explicit ``conversationId`` (never falling back when it is bad), else the source."""
+    explicit = args.get("conversationId")
+    if explicit is not None:
+        return validate_session_id(explicit)
+    if source.session_id is None:
+        raise InvalidInput(
+            "no conversation to read: pass conversationId, or call this tool from a "
+            "conversation (sourceSessionId)",
+            code=errors.MISSING_SOURCE_CONVERSATION,
+        )
+    return validate_session_id(source.session_id)
+
+
+async def newest_inputs(
+    uow: UnitOfWork, session_id: str, count: int
+) -> list[tuple[MessageText, str]]:
+    """Up to ``count`` newest user messages with non-blank text, newest first, with that text."""
+    found: list[tuple[MessageText, str]] = []
+    before_seq: int | None = None
+    while len(found) < count:
+        wanted = count - len(found)
+        batch = await uow.messages.latest_nonblank_by_role(
+            session_id, "user", limit=wanted, before_seq=before_seq
+        )
+        for row in batch:
+            text = text_of(row.content)
+            if text.strip():
+                found.append((row, text))
+        if len(batch) < wanted:
+            break
+        before_seq = batch[-1].seq
+    return found
 
 
 async def list_user_inputs(store: Store, source: Source, args: Mapping[str, Any]) -> dict[str, Any]:
-    """``ccweb_list_user_inputs``."""
-    raise DomainError("ccweb_list_user_inputs is not implemented yet", code=errors.NOT_IMPLEMENTED)
+    """``ccweb_list_user_inputs``: the conversation's newest user inputs within a budget."""
+    limit = bounded_int(args, "limit", DEFAULT_LIMIT, MAX_LIMIT)
+    max_chars = bounded_int(args, "maxChars", DEFAULT_MAX_CHARS, MAX_MAX_CHARS)
+    session_id = target_conversation(source, args)
+    async with store.read_uow() as uow:
+        candidates = await newest_inputs(uow, session_id, limit + 1)
+        if not candidates:  # an input proves the conversation exists; no input proves nothing
+            await uow.sessions.require(session_id)
+    older_beyond_limit = len(candidates) > limit
+    candidates = candidates[:limit]
+    kept, cut = apply_budget([text for _, text in candidates], max_chars)
+    inputs = [
+        {
+            "messageId": row.id,
+            "createdAt": iso(row.created_at),
+            "content": item.content,
+            "contentChars": len(item.content),
+            "originalChars": item.original_chars,
+            "truncated": item.truncated,
+        }
+        for (row, _), item in zip(candidates, kept, strict=False)
+    ]
+    inputs.reverse()
+    return {
+        "conversationId": session_id,
+        "limit": limit,
+        "maxChars": max_chars,
+        "totalChars": sum(item["contentChars"] for item in inputs),
+        "returned": len(inputs),
+        "hasMore": older_beyond_limit or cut,
+        "inputs": inputs,
+    }

@@ -1,0 +1,402 @@
+"""``ccweb_list_user_inputs`` (SPEC §5, seed 003) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from ccweb_store import errors
+from ccweb_store.context import Source
+from ccweb_store.errors import DomainError
+from ccweb_store.models import Base, Message, utcnow
+from ccweb_store.repositories import latest_nonblank_by_role_query
+from ccweb_store.uow import Store
+from ccweb_store.user_inputs import apply_budget, bounded_int, list_user_inputs
+
+INDEX = "ix_messages_session_id_role_seq"
+
+
+async def conversation(store: Store, session_id: str, *messages: tuple[str, str]) -> list[str]:
+    """Create a conversation holding ``(role, content)`` messages; return their ids."""
+    async with store.uow() as uow:
+        await uow.sessions.create(session_id, title=session_id)
+        ids = [(await uow.messages.append(session_id, role, text)).id for role, text in messages]
+        await uow.commit()
+    return ids
+
+
+async def listed(store: Store, source: str | None = "src", **args: Any) -> dict[str, Any]:
+    return await list_user_inputs(store, Source(source), args)
+
+
+async def refused(store: Store, source: str | None, args: Mapping[str, Any]) -> str:
+    with pytest.raises(DomainError) as caught:
+        await list_user_inputs(store, Source(source), args)
+    return caught.value.code
+
+
+def contents(payload: dict[str, Any]) -> list[str]:
+    return [item["content"] for item in payload["inputs"]]
+
+
+# --- the budget, as pure arithmetic ---------------------------------------------------------
+
+
+def test_budget_fills_from_the_newest_and_cuts_the_first_input_that_does_not_fit() -> None:
+    kept, cut = apply_budget(["newest", "middle input", "oldest"], 10)
+    assert [(k.content, k.original_chars, k.truncated) for k in kept] == [
+        ("newest", 6, False),
+        ("midd", 12, True),
+    ]
+    assert cut
+
+
+def test_budget_counts_cjk_and_emoji_as_one_code_point_each() -> None:
+    kept, cut = apply_budget(["你好世界", "😀👍🏽x"], 6)
+    assert [k.content for k in kept] == ["你好世界", "😀👍"]
+    assert kept[1].original_chars == 4
+    assert cut
+
+
+def test_budget_met_exactly_drops_the_next_older_input_and_reports_the_cut() -> None:
+    kept, cut = apply_budget(["abcde", "fghij", "older"], 10)
+    assert [k.content for k in kept] == ["abcde", "fghij"]
+    assert not any(k.truncated for k in kept)
+    assert cut
+
+
+def test_budget_met_exactly_with_nothing_older_is_not_a_cut() -> None:
+    kept, cut = apply_budget(["abcde", "fghij"], 10)
+    assert [k.content for k in kept] == ["abcde", "fghij"]
+    assert not cut
+
+
+def test_budget_with_no_inputs_returns_nothing() -> None:
+    assert apply_budget([], 1000) == ([], False)
+
+
+@pytest.mark.parametrize(("given", "expected"), [(0, 1), (-7, 1), (51, 50), (5000, 50), (20, 20)])
+def test_out_of_range_numbers_are_clamped(given: int, expected: int) -> None:
+    assert bounded_int({"limit": given}, "limit", 15, 50) == expected
+
+
+@pytest.mark.parametrize("given", [1.5, 15.0, "15", True, [15]])
+def test_non_integer_numbers_are_invalid_arguments(given: object) -> None:
+    with pytest.raises(DomainError) as caught:
+        bounded_int({"limit": given}, "limit", 15, 50)
+    assert caught.value.code == errors.INVALID_ARGUMENTS
+    assert "limit must be an integer" in caught.value.message
+
+
+# --- choosing the conversation ----------------------------------------------------------------
+
+
+async def test_without_conversation_id_the_source_conversation_is_read(store: Store) -> None:
+    ids = await conversation(store, "src", ("user", "build the parser"))
+    await conversation(store, "other", ("user", "something else"))
+    payload = await listed(store)
+    assert payload["conversationId"] == "src"
+    assert payload["inputs"][0]["messageId"] == ids[0]
+    assert contents(payload) == ["build the parser"]
+
+
+async def test_an_explicit_conversation_id_is_read_instead_of_the_source(store: Store) -> None:
+    await conversation(store, "src", ("user", "mine"))
+    await conversation(store, "other", ("user", "theirs"))
+    payload = await listed(store, conversationId="other")
+    assert payload["conversationId"] == "other"
+    assert contents(payload) == ["theirs"]
+
+
+async def test_an_explicit_conversation_id_works_without_a_source(store: Store) -> None:
+    await conversation(store, "other", ("user", "theirs"))
+    assert contents(await listed(store, None, conversationId="other")) == ["theirs"]
+
+
+async def test_no_source_and_no_conversation_id_is_missing_source_conversation(
+    store: Store,
+) -> None:
+    assert await refused(store, None, {}) == errors.MISSING_SOURCE_CONVERSATION
+
+
+@pytest.mark.parametrize("bad", ["", "has space", "../etc", "-lead", "x" * 129, 42])
+async def test_an_invalid_explicit_id_never_falls_back_to_the_source(
+    store: Store, bad: object
+) -> None:
+    await conversation(store, "src", ("user", "mine"))
+    assert await refused(store, "src", {"conversationId": bad}) == errors.INVALID_CONVERSATION_ID
+
+
+async def test_an_unknown_explicit_conversation_is_not_found(store: Store) -> None:
+    await conversation(store, "src", ("user", "mine"))
+    code = await refused(store, "src", {"conversationId": "nope"})
+    assert code == errors.CONVERSATION_NOT_FOUND
+
+
+async def test_an_unknown_source_conversation_is_not_found(store: Store) -> None:
+    assert await refused(store, "gone", {}) == errors.CONVERSATION_NOT_FOUND
+
+
+async def test_a_conversation_without_inputs_returns_an_empty_list(store: Store) -> None:
+    await conversation(store, "src", ("assistant", "hello"))
+    assert await listed(store) == {
+        "conversationId": "src",
+        "limit": 15,
+        "maxChars": 1000,
+        "totalChars": 0,
+        "returned": 0,
+        "hasMore": False,
+        "inputs": [],
+    }
+
+
+# --- which messages are inputs ------------------------------------------------------------------
+
+
+async def test_forty_inputs_return_the_newest_fifteen_oldest_first(store: Store) -> None:
+    await conversation(store, "src", *[("user", f"input {n}") for n in range(40)])
+    payload = await listed(store)
+    assert contents(payload) == [f"input {n}" for n in range(25, 40)]
+    assert payload["returned"] == 15
+    assert payload["limit"] == 15
+    assert payload["hasMore"] is True
+    assert payload["totalChars"] == sum(len(f"input {n}") for n in range(25, 40))
+    first = payload["inputs"][0]
+    assert first["contentChars"] == first["originalChars"] == len("input 25")
+    assert first["truncated"] is False
+    assert first["createdAt"].endswith("Z")
+
+
+async def test_exactly_limit_inputs_have_nothing_more(store: Store) -> None:
+    await conversation(store, "src", *[("user", f"input {n}") for n in range(15)])
+    payload = await listed(store)
+    assert payload["returned"] == 15
+    assert payload["hasMore"] is False
+
+
+async def test_only_user_messages_with_text_are_inputs(store: Store) -> None:
+    blocks = json.dumps([{"type": "text", "text": "from"}, {"type": "text", "text": "blocks"}])
+    images_only = json.dumps([{"type": "image", "source": "x.png"}])
+    prompt_card = {"ccwebPrompt": {"promptId": "p1", "questions": [], "status": "pending"}}
+    async with store.uow() as uow:
+        await uow.sessions.create("src")
+        for role, text in [
+            ("user", "first"),
+            ("assistant", "an answer"),
+            ("system", "a system note"),
+            ("tool", "tool output"),
+            ("user", ""),
+            ("user", "  \n\t "),
+            ("user", "\u3000\u00a0"),
+            ("user", images_only),
+            ("user", blocks),
+        ]:
+            await uow.messages.append("src", role, text)
+        await uow.messages.append("src", "assistant", "Pick one", metadata=prompt_card)
+        await uow.messages.append("src", "user", "last")
+        await uow.commit()
+    payload = await listed(store)
+    assert contents(payload) == ["first", "from\nblocks", "last"]
+    assert payload["hasMore"] is False
+
+
+async def test_blank_inputs_do_not_shorten_the_result(store: Store) -> None:
+    # Unicode blanks pass the SQL prefilter; the query must keep reading below them.
+    inputs = [("user", f"input {n}") for n in range(5)]
+    blanks = [("user", "\u3000")] * 30 + [("user", "   ")] * 30
+    await conversation(store, "src", *inputs, *blanks)
+    payload = await listed(store, limit=3)
+    assert contents(payload) == ["input 2", "input 3", "input 4"]
+    assert payload["hasMore"] is True
+    payload = await listed(store, limit=5)
+    assert payload["returned"] == 5
+    assert payload["hasMore"] is False
+
+
+async def test_messages_without_a_timestamp_have_a_null_created_at(store: Store) -> None:
+    await conversation(store, "src")
+    async with store.uow() as uow:
+        await uow.session.execute(
+            sa.insert(Message).values(
+                id="legacy-1", session_id="src", seq=1, role="user", content="old words"
+            )
+        )
+        await uow.session.execute(
+            sa.update(Message).where(Message.id == "legacy-1").values(created_at=None)
+        )
+        await uow.commit()
+    [item] = (await listed(store))["inputs"]
+    assert item["messageId"] == "legacy-1"
+    assert item["createdAt"] is None
+
+
+# --- the budget through the tool ----------------------------------------------------------------
+
+
+async def test_cjk_and_emoji_are_counted_as_code_points(store: Store) -> None:
+    await conversation(store, "src", ("user", "你好，世界"), ("user", "🎉🎉🎉👨‍👩‍👧"))
+    payload = await listed(store, maxChars=10)
+    newest = payload["inputs"][-1]
+    assert newest["content"] == "🎉🎉🎉👨‍👩‍👧"
+    assert newest["contentChars"] == newest["originalChars"] == 8
+    oldest = payload["inputs"][0]
+    assert oldest["content"] == "你好"
+    assert (oldest["contentChars"], oldest["originalChars"], oldest["truncated"]) == (2, 5, True)
+    assert payload["totalChars"] == 10
+    assert payload["hasMore"] is True
+
+
+async def test_a_budget_met_exactly_with_older_inputs_has_more(store: Store) -> None:
+    await conversation(store, "src", ("user", "older"), ("user", "abcde"), ("user", "fghij"))
+    payload = await listed(store, maxChars=10)
+    assert contents(payload) == ["abcde", "fghij"]
+    assert payload["totalChars"] == 10
+    assert not any(item["truncated"] for item in payload["inputs"])
+    assert payload["hasMore"] is True
+
+
+async def test_a_budget_met_exactly_without_older_inputs_has_nothing_more(store: Store) -> None:
+    await conversation(store, "src", ("user", "abcde"), ("user", "fghij"))
+    payload = await listed(store, maxChars=10)
+    assert contents(payload) == ["abcde", "fghij"]
+    assert payload["hasMore"] is False
+
+
+async def test_one_long_input_keeps_its_beginning(store: Store) -> None:
+    long_text = "Requirement: " + "x" * 3000
+    await conversation(store, "src", ("user", long_text))
+    payload = await listed(store)
+    [item] = payload["inputs"]
+    assert item["content"] == long_text[:1000]
+    assert (item["contentChars"], item["originalChars"], item["truncated"]) == (1000, 3013, True)
+    assert payload["totalChars"] == 1000
+    assert payload["hasMore"] is True
+
+
+@pytest.mark.parametrize(
+    ("limit", "max_chars", "expected"),
+    [(0, 0, (1, 1)), (51, 5000, (50, 1000)), (-3, -100, (1, 1)), (5000, 1001, (50, 1000))],
+)
+async def test_out_of_range_arguments_are_clamped_in_the_answer(
+    store: Store, limit: int, max_chars: int, expected: tuple[int, int]
+) -> None:
+    await conversation(store, "src", *[("user", f"input {n}") for n in range(60)])
+    payload = await listed(store, limit=limit, maxChars=max_chars)
+    assert (payload["limit"], payload["maxChars"]) == expected
+    # 60 inputs of 7-8 characters: the clamped limit decides how many come back.
+    assert payload["returned"] == expected[0]
+    assert payload["inputs"][-1]["content"] == "input 59"[: expected[1]]
+    assert payload["totalChars"] <= expected[1]
+    assert payload["hasMore"] is True
+
+
+@pytest.mark.parametrize("args", [{"limit": 2.5}, {"limit": "10"}, {"maxChars": False}])
+async def test_non_integer_arguments_are_invalid_arguments(
+    store: Store, args: dict[str, Any]
+) -> None:
+    await conversation(store, "src", ("user", "mine"))
+    assert await refused(store, "src", args) == errors.INVALID_ARGUMENTS
+
+
+# --- read-only --------------------------------------------------------------------------------
+
+
+async def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
+    async with store.read_uow() as uow:
+        return {
+            table.name: [
+                tuple(row)
+                for row in (
+                    await uow.session.execute(sa.select(table).order_by(*table.primary_key))
+                ).all()
+            ]
+            for table in Base.metadata.sorted_tables
+        }
+
+
+async def test_listing_writes_nothing_however_often_it_runs(store: Store) -> None:
+    await conversation(store, "src", *[("user", f"input {n}") for n in range(30)])
+    await conversation(store, "other", ("user", "x" * 2000), ("assistant", "ok"))
+    async with store.uow() as uow:
+        await uow.session.execute(
+            sa.update(Base.metadata.tables["sessions"]).values(
+                updated_at=utcnow() - timedelta(days=3)
+            )
+        )
+        await uow.commit()
+    before = await snapshot(store)
+    for _ in range(10):
+        await listed(store)
+        await listed(store, conversationId="other", limit=50, maxChars=1)
+        await refused(store, "src", {"conversationId": "missing"})
+    assert await snapshot(store) == before
+
+
+# --- scale: the query reads the index -----------------------------------------------------------
+
+
+async def bulk_conversation(store: Store, session_id: str, count: int) -> None:
+    """``count`` messages, alternating user and assistant, inserted in a few executemany."""
+    async with store.uow() as uow:
+        await uow.sessions.create(session_id)
+        await uow.commit()
+    now = utcnow()
+    rows = [
+        {
+            "id": f"{session_id}-{seq}",
+            "session_id": session_id,
+            "seq": seq,
+            "role": "user" if seq % 2 else "assistant",
+            "content": f"message {seq} " + "words " * 40,
+            "created_at": now,
+        }
+        for seq in range(1, count + 1)
+    ]
+    async with store.engine.begin() as connection:
+        for start in range(0, count, 20_000):
+            await connection.execute(sa.insert(Message), rows[start : start + 20_000])
+
+
+async def test_on_a_hundred_thousand_messages_the_query_reads_the_index(store: Store) -> None:
+    await bulk_conversation(store, "big", 100_000)
+    await bulk_conversation(store, "small", 50)
+    async with store.engine.begin() as connection:
+        await connection.exec_driver_sql("ANALYZE")
+
+    captured: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if "FROM messages" in statement:
+            captured.append((statement, parameters))
+
+    sa.event.listen(store.engine.sync_engine, "before_cursor_execute", capture)
+    try:
+        payload = await listed(store, "big")
+    finally:
+        sa.event.remove(store.engine.sync_engine, "before_cursor_execute", capture)
+    assert payload["inputs"][-1]["messageId"] == "big-99999"
+    assert payload["hasMore"] is True
+    assert len(captured) == 1, "one indexed read when there are no blank inputs"
+
+    # The statement the tool ran is the one the query builder makes…
+    statement, _ = captured[0]
+    built = latest_nonblank_by_role_query("big", "user", limit=16)
+    assert statement == str(built.compile(store.engine))
+    # …and its plan is a range scan of the index, not a scan of the session.
+    literal = str(built.compile(store.engine, compile_kwargs={"literal_binds": True}))
+    async with store.engine.connect() as connection:
+        if store.dialect == "sqlite":
+            rows = await connection.exec_driver_sql("EXPLAIN QUERY PLAN " + literal)
+            plan = "\n".join(str(row[-1]) for row in rows)
+            assert f"SEARCH messages USING INDEX {INDEX} (session_id=? AND role=?)" in plan
+            assert "SCAN" not in plan and "TEMP B-TREE" not in plan
+        else:
+            rows = await connection.exec_driver_sql("EXPLAIN " + literal)
+            plan = "\n".join(str(row[0]) for row in rows)
+            assert f"Index Scan Backward using {INDEX} on messages" in plan
+            assert "Seq Scan" not in plan and "Sort" not in plan
