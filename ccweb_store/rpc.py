@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ccweb_store import conversations, jsonrpc, tools
+from ccweb_store import conversations, jsonrpc, prompt_forms, tools
 from ccweb_store.config import Settings
 from ccweb_store.context import Source
 from ccweb_store.errors import InvalidInput
@@ -65,6 +65,7 @@ METHODS: dict[str, RpcMethod] = {
     "session.list": conversations.list_sessions,
     "message.append": conversations.append_message,
     "message.list": conversations.list_messages,
+    "prompt.respond": prompt_forms.respond,
     "tools.list": list_tools,
     "tools.dynamic": list_dynamic_tools,
     "tools.composerItems": list_composer_items,
