@@ -1,19 +1,20 @@
-"""The ``ccweb-store`` command: serve, migrate, and the operator tools."""
+"""Operator commands: ``replies`` (list, show, retry, fail, expire) and ``runs`` (list, requeue).
+
+Reads go through ``debugging.py``; every change goes through the same service functions as the
+host API, so a transition behaves the same wherever it starts.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from ccweb_store.config import Settings
+from ccweb_store.cli.common import DatabaseUrl, fail, load_settings
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,163 +24,10 @@ if TYPE_CHECKING:
     from ccweb_store.models import Run
     from ccweb_store.uow import Store
 
-app = typer.Typer(
-    name="ccweb-store",
-    help="Durable SQL storage and cross-conversation messaging for cc-web.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-DatabaseUrl = Annotated[
-    str | None,
-    typer.Option(
-        "--database-url",
-        help="sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB "
-        "[env: CCWEB_DATABASE_URL; default: sqlite+aiosqlite:///./ccweb.db]",
-        show_default=False,
-    ),
-]
-
-
-def load_settings(**overrides: object) -> Settings:
-    """Environment settings with the CLI flags that were given laid on top."""
-    given = {key: value for key, value in overrides.items() if value is not None}
-    try:
-        return Settings(**given)  # type: ignore[arg-type]
-    except ValueError as exc:
-        fail(f"invalid settings: {exc}")
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print ``message`` to stderr and exit with ``code``."""
-    typer.echo(f"ccweb-store: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def setup_logging(level: str = "info") -> None:
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
-
-
-@app.command()
-def serve(
-    host: Annotated[
-        str | None, typer.Option(help="Bind address [env: CCWEB_HOST; default: 127.0.0.1]")
-    ] = None,
-    port: Annotated[int | None, typer.Option(help="Port [env: CCWEB_PORT; default: 8787]")] = None,
-    database_url: DatabaseUrl = None,
-    token: Annotated[
-        str | None,
-        typer.Option(help="Bearer token required on /mcp and /rpc [env: CCWEB_TOKEN]"),
-    ] = None,
-    log_level: Annotated[str | None, typer.Option(help="debug, info, warning, error")] = None,
-) -> None:
-    """Serve /mcp, /rpc and /healthz, migrating the database to head first."""
-    import uvicorn
-
-    from ccweb_store.app import create_app
-
-    settings = load_settings(
-        host=host, port=port, database_url=database_url, token=token, log_level=log_level
-    )
-    setup_logging(settings.log_level)
-    if not settings.host_is_loopback and not settings.token:
-        fail(
-            f"refusing to listen on non-loopback host {settings.host!r} without a token: "
-            "set CCWEB_TOKEN (or --token) so other machines must authenticate, "
-            "or bind to 127.0.0.1"
-        )
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
-    )
-
-
-@app.command()
-def migrate(
-    revision: Annotated[str, typer.Argument(help="Target revision")] = "head",
-    downgrade: Annotated[
-        bool, typer.Option("--downgrade", help="Downgrade to REVISION instead")
-    ] = False,
-    database_url: DatabaseUrl = None,
-) -> None:
-    """Upgrade (or downgrade) the database schema."""
-    from ccweb_store import db
-
-    settings = load_settings(database_url=database_url)
-    setup_logging("warning")
-
-    async def run() -> str | None:
-        engine = db.create_engine(settings.database_url)
-        try:
-            if downgrade:
-                await db.downgrade(engine, revision)
-            else:
-                await db.migrate(engine, revision)
-            async with engine.connect() as connection:
-                return await db.current_revision(connection)
-        finally:
-            await engine.dispose()
-
-    current = asyncio.run(run())
-    typer.echo(f"database at revision {current or 'base'} ({settings.database_kind})")
-
-
-@app.command("import-json")
-def import_json(
-    directory: Annotated[
-        Path,
-        typer.Argument(
-            help="cc-web's state directory (holding sessions/*.json and config/)",
-            show_default=False,
-        ),
-    ],
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run", help="Parse, validate and count; write nothing, not even a migration"
-        ),
-    ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the summary as JSON on stdout")
-    ] = False,
-    database_url: DatabaseUrl = None,
-) -> None:
-    """Import cc-web's JSON state (sessions, messages, replies); safe to run again to sync.
-
-    Exits 1 when any file, message or reply was skipped (each is reported with its reason).
-    """
-    from ccweb_store.import_console import run_import
-
-    if (
-        not (directory / "sessions").is_dir()
-        and not directory.joinpath("config", "cross-conversation-replies.json").is_file()
-    ):
-        fail(
-            f"{directory} does not look like a cc-web state directory: "
-            "expected sessions/*.json or config/cross-conversation-replies.json in it"
-        )
-    settings = load_settings(database_url=database_url)
-    setup_logging("warning")
-    summary = asyncio.run(run_import(settings, directory, dry_run=dry_run, as_json=as_json))
-    raise typer.Exit(0 if summary.ok else 1)
-
-
-# --- Operator tools: `replies` and `runs` -------------------------------------------------
-
 replies_app = typer.Typer(
     help="Debug and repair cross-conversation reply requests.", no_args_is_help=True
 )
 runs_app = typer.Typer(help="Inspect the run queue and recover runs.", no_args_is_help=True)
-app.add_typer(replies_app, name="replies")
-app.add_typer(runs_app, name="runs")
 
 T = TypeVar("T")
 
@@ -602,45 +450,3 @@ def runs_requeue(
             f"run {result.get('id')}: now {result.get('status')} "
             f"(attempts {result.get('attempts')})"
         )
-
-
-@app.command("mcp-stdio")
-def mcp_stdio(
-    source_session: Annotated[
-        str,
-        typer.Option(
-            "--source-session",
-            help="Id of the conversation whose agent uses these tools",
-            show_default=False,
-        ),
-    ],
-    hop_count: Annotated[
-        int, typer.Option("--hop-count", min=0, help="Hops that led to the current run")
-    ] = 0,
-    url: Annotated[
-        str | None,
-        typer.Option(help="Forward to a running server (e.g. http://127.0.0.1:8787)"),
-    ] = None,
-    token: Annotated[
-        str | None, typer.Option(help="Bearer token of that server [env: CCWEB_TOKEN]")
-    ] = None,
-    database_url: DatabaseUrl = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "warning",
-) -> None:
-    """Serve the ccweb MCP tools on stdin/stdout (logs go to stderr)."""
-    from ccweb_store import stdio
-    from ccweb_store.context import Source
-
-    setup_logging(log_level)
-    source = Source(source_session, hop_count)
-    if url:
-        settings = load_settings(token=token)
-        asyncio.run(stdio.serve_bridge(url, settings.token, source))
-    else:
-        settings = load_settings(database_url=database_url)
-        asyncio.run(stdio.serve_database(settings, source))
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``ccweb-store`` console script."""
-    app(args=argv, prog_name="ccweb-store")
