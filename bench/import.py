@@ -28,10 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
-from ccweb_store.db import create_engine, migrate
+from ccweb_store.db import create_database, create_engine, drop_database, migrate
 from ccweb_store.importer import import_state
 from ccweb_store.uow import Store
 
@@ -154,23 +152,13 @@ def plain_sqlite_insert(source: Path, target: Path) -> tuple[float, int]:
     return spent, rows
 
 
-async def postgres_database(server_url: str, statement: str) -> None:
-    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(sa.text(statement))
-    finally:
-        await engine.dispose()
-
-
 def run_postgres(server_url: str, state: Path) -> float:
     name = f"ccweb_bench_{uuid.uuid4().hex[:8]}"
-    asyncio.run(postgres_database(server_url, f'CREATE DATABASE "{name}"'))
-    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    url = asyncio.run(create_database(server_url, name))
     try:
         return asyncio.run(run_importer(url, state))
     finally:
-        asyncio.run(postgres_database(server_url, f'DROP DATABASE "{name}" WITH (FORCE)'))
+        asyncio.run(drop_database(server_url, name))
 
 
 def main() -> None:

@@ -33,6 +33,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ccweb_store.db import create_database, drop_database  # noqa: E402
+
 CEILING_APP = """
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
@@ -175,10 +177,10 @@ def serve_ccweb(database_url: str, port: int) -> subprocess.Popen[bytes]:
 
 
 def postgres_database(server_url: str) -> tuple[str, Any]:
-    from tests.conftest import create_postgres_database, drop_postgres_database
-
-    url = create_postgres_database(server_url)
-    return url, lambda: drop_postgres_database(server_url, url)
+    """A scratch database on the server, and a function that drops it."""
+    name = f"ccweb_bench_{uuid.uuid4().hex[:8]}"
+    url = asyncio.run(create_database(server_url, name))
+    return url, lambda: asyncio.run(drop_database(server_url, name))
 
 
 def main() -> None:

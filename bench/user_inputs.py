@@ -28,14 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ccweb_store.config import Settings
 from ccweb_store.content import text_of
 from ccweb_store.context import Source
-from ccweb_store.db import create_engine, migrate
+from ccweb_store.db import create_database, create_engine, drop_database, migrate
 from ccweb_store.models import Message, utcnow
 from ccweb_store.uow import Store
 from ccweb_store.user_inputs import (
@@ -204,15 +203,6 @@ def _verdict(met: bool) -> str:
     return "met" if met else "MISSED"
 
 
-async def _admin(server_url: str, statement: str) -> None:
-    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(sa.text(statement))
-    finally:
-        await engine.dispose()
-
-
 async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ccweb-bench-") as tmp:
         directory = Path(tmp)
@@ -222,12 +212,11 @@ async def main() -> None:
             print("\n(PostgreSQL skipped: set CCWEB_BENCH_POSTGRES_URL to a server URL)")
             return
         name = f"ccweb_bench_{uuid.uuid4().hex[:8]}"
-        await _admin(server_url, f'CREATE DATABASE "{name}"')
+        url = await create_database(server_url, name)
         try:
-            url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
             await bench_backend("PostgreSQL", url, directory)
         finally:
-            await _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            await drop_database(server_url, name)
 
 
 if __name__ == "__main__":

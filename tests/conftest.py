@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from ccweb_store.config import Settings
-from ccweb_store.db import create_engine, migrate
+from ccweb_store.db import create_database, create_engine, drop_database, migrate
 from ccweb_store.models import Base
 from ccweb_store.uow import Store
 
@@ -41,25 +41,14 @@ def postgres_server_url() -> str | None:
     return url
 
 
-async def _admin(server_url: str, statement: str) -> None:
-    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(sa.text(statement))
-    finally:
-        await engine.dispose()
-
-
 def create_postgres_database(server_url: str) -> str:
     """Create an empty, uniquely named database on the server; return its URL."""
     name = f"ccweb_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    asyncio.run(_admin(server_url, f'CREATE DATABASE "{name}"'))
-    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    return asyncio.run(create_database(server_url, name))
 
 
 def drop_postgres_database(server_url: str, database_url: str) -> None:
-    name = make_url(database_url).database
-    asyncio.run(_admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    asyncio.run(drop_database(server_url, str(make_url(database_url).database)))
 
 
 async def migrate_url(url: str, revision: str = "head") -> None:
