@@ -187,7 +187,7 @@ def _validate_send(
             f"content is {len(content)} characters; the limit is {limit}. "
             "Send a shorter message or point to a file instead"
         )
-    hop_count = source.hop_count + 1
+    hop_count = max(source.hop_count, 0) + 1
     if hop_count > store.settings.max_hops:
         raise Conflict(
             f"hop limit reached: this send would be hop {hop_count}, the limit is "

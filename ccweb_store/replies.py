@@ -2,9 +2,12 @@
 
 Delivery puts a ready reply (or a failed request's notice) into the source conversation as a
 display-only assistant message and, when the request asked for it, queues the source's
-``reply_auto_run``. Every state change is a conditional UPDATE that only one writer can win,
-and the winner alone appends the message and queues the run, in the same transaction; so no
-reply is delivered twice and none is lost, even across several server processes.
+``reply_auto_run``. A failed request reaches its source the same way, as a notice (metadata
+``replyFailed: true``; its id is kept in ``reply_message_id`` so it goes out once), with an
+auto-run so the source is not left waiting. Every state change is a conditional UPDATE that
+only one writer can win, and the winner alone appends the message and queues the run, in the
+same transaction; so no reply is delivered twice and none is lost, even across several server
+processes.
 
 Lock order (PostgreSQL): a run row, then session rows in id order, then reply rows. Whoever
 updates a reply row first locks the session of that reply's source; this orders a target's

@@ -372,3 +372,34 @@ async def test_concurrent_workers_return_every_reply_exactly_once(
             assert delivered[0].content == f"done {row.target_conversation_id}"
             assert [r.reply_request_id for r in auto_runs].count(row.request_id) == 1
         assert len(auto_runs) == 5
+
+
+async def test_crossed_replies_completing_at_once_are_both_delivered(
+    store: Store, settings: Settings
+) -> None:
+    """A asks B and B asks A; both runs complete concurrently: no deadlock, nothing stuck."""
+    for round_ in range(8):
+        a, b = f"a-{round_}", f"b-{round_}"
+        await make_conversation(store, a)
+        await make_conversation(store, b)
+        a_asks = (await ask(store, a, b, "from a"))["requestId"]
+        b_asks = (await ask(store, b, a, "from b"))["requestId"]
+        claimed = [await claim(store, w, kinds=["cross_conversation"]) for w in ("w1", "w2")]
+        assert {run["sessionId"] for run in claimed if run} == {a, b}
+        workers = [Store.from_settings(settings) for _ in claimed]
+        try:
+            await asyncio.gather(
+                *(
+                    complete(s, run["id"], f"answer in {run['sessionId']}")
+                    for s, run in zip(workers, claimed, strict=True)
+                    if run
+                )
+            )
+        finally:
+            for s in workers:
+                await s.dispose()
+        for request_id, source in ((a_asks, a), (b_asks, b)):
+            assert (await reply_row(store, request_id)).status == "returned"
+            assert len(_reply_messages(await messages_of(store, source), request_id)) == 1
+            [auto_run] = await runs_of(store, source, "reply_auto_run")
+            assert auto_run.reply_request_id == request_id
