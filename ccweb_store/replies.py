@@ -90,8 +90,10 @@ async def deliver_reply(
             returned_at=utcnow(),
             reply_message_id=message_id,
         )
-        if not returned or answered:
-            return returned
+        if not returned:
+            return False  # another writer delivered it
+        if answered:
+            return True  # the source already holds an answer; nothing more to send
         await _append_to_source(
             uow,
             request,
