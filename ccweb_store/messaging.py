@@ -1,43 +1,290 @@
 """Cross-conversation sends (SPEC §2.2, §2.3): one transaction per send.
 
-Placeholder until the messaging issue lands: every entry point answers ``not_implemented``.
+A send appends the target's ``user`` message (with ``metadata.crossConversation``), creates
+the ``waiting`` reply request for ``return_and_continue``, and queues the target's
+``cross_conversation`` run, all or nothing. Every refusal (``target_busy``,
+``hop_limit_exceeded``, …) happens before anything is written. The call never waits for the
+target: replies come back through ``replies.py`` when the target's run completes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ccweb_store import errors
+from ccweb_store.arguments import optional_bool, optional_str, require_mapping, require_str
 from ccweb_store.context import Source
-from ccweb_store.errors import DomainError
-from ccweb_store.uow import Store
+from ccweb_store.errors import Conflict, InvalidInput, NotFound
+from ccweb_store.models import OPEN_REPLY_STATUSES, ReplyRequest, Session, new_id
+from ccweb_store.prompts import ONE_WAY, REPLY_MODES, RETURN_AND_CONTINUE, target_prompt
+from ccweb_store.repositories import MAX_PAGE, validate_session_id
+from ccweb_store.schemas import reply_out
+from ccweb_store.uow import Store, UnitOfWork
 
-ONE_WAY = "one_way"
-RETURN_AND_CONTINUE = "return_and_continue"
-REPLY_MODES = (ONE_WAY, RETURN_AND_CONTINUE)
+__all__ = [
+    "ONE_WAY",
+    "REPLY_MODES",
+    "RETURN_AND_CONTINUE",
+    "create_conversation",
+    "get_pending_reply",
+    "send_message",
+]
+
+DEFAULT_TITLE = "New conversation"
+TITLE_FROM_CONTENT_CHARS = 60
 
 
-def _not_yet(tool: str) -> DomainError:
-    return DomainError(f"{tool} is not implemented yet", code=errors.NOT_IMPLEMENTED)
+@dataclass(frozen=True, slots=True)
+class _Send:
+    """A send that passed every check that needs no database."""
+
+    source_id: str
+    content: str
+    reply_mode: str
+    hop_count: int  # of the target's run: the source's hop + 1
 
 
 async def send_message(
     store: Store, source: Source, args: Mapping[str, Any], *, reply_mode: str | None = None
 ) -> dict[str, Any]:
     """``ccweb_send_message``; ``reply_mode`` forces a mode (the hidden alias)."""
-    raise _not_yet("ccweb_send_message")
+    args = require_mapping(args)
+    source_id = _require_source(source)
+    raw_target = args.get("targetConversationId")
+    if raw_target is None:
+        raise InvalidInput("targetConversationId is required: the conversation to write to")
+    target_id = validate_session_id(raw_target)
+    if target_id == source_id:
+        raise InvalidInput(
+            "a conversation cannot send a message to itself; pick another targetConversationId",
+            code=errors.CANNOT_TARGET_SELF,
+        )
+    send = _validate_send(store, source, source_id, args, reply_mode)
+    async with store.uow() as uow:
+        # Locking the target first serialises concurrent sends to it (PostgreSQL; SQLite's
+        # BEGIN IMMEDIATE already does), so only one of them finds it idle.
+        target = await uow.sessions.lock(target_id)
+        source_row = await _require_session(uow, source_id, "source")
+        if target is None:
+            raise _not_found(target_id, "target")
+        if await uow.runs.active_for_session(target_id):
+            raise Conflict(
+                f"conversation {target_id!r} is busy (it has a queued or running turn); "
+                "nothing was sent. Try again after it finishes, or pick another conversation",
+                code=errors.TARGET_BUSY,
+            )
+        result = await _deliver_to_target(uow, send, source_row, target)
+        await uow.commit()
+    return result
 
 
 async def create_conversation(
     store: Store, source: Source, args: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """``ccweb_create_conversation``."""
-    raise _not_yet("ccweb_create_conversation")
+    """``ccweb_create_conversation``: a new conversation, optionally sent its first message.
+
+    ``requestReply`` (or the legacy ``waitForReply``) makes that send ``return_and_continue``;
+    otherwise it is ``one_way``. Blank ``content`` creates the conversation without a message.
+    """
+    args = require_mapping(args)
+    title = optional_str(args, "title")
+    content = optional_str(args, "content")
+    agent = optional_str(args, "agent")
+    cwd = optional_str(args, "cwd")
+    wants_reply = optional_bool(args, "requestReply") or optional_bool(args, "waitForReply")
+    has_message = content is not None and bool(content.strip())
+    send = None
+    if has_message:
+        source_id = _require_source(source)
+        mode = RETURN_AND_CONTINUE if wants_reply else ONE_WAY
+        send = _validate_send(store, source, source_id, args, mode)
+    title = (title or "").strip() or _title_from(content) or DEFAULT_TITLE
+    async with store.uow() as uow:
+        source_row = await _require_session(uow, send.source_id, "source") if send else None
+        target = await uow.sessions.create(title=title, agent=agent, cwd=cwd)
+        result: dict[str, Any] = {"ok": True, "conversationId": target.id, "title": target.title}
+        if send is not None and source_row is not None:
+            sent = await _deliver_to_target(uow, send, source_row, target)
+            result |= {
+                "replyMode": sent["replyMode"],
+                "messageId": sent["messageId"],
+                "runId": sent["runId"],
+                "deliveryStatus": sent["deliveryStatus"],
+            }
+            if "requestId" in sent:
+                result |= {
+                    "requestId": sent["requestId"],
+                    "replyStatus": sent["status"],
+                    "replyDelivery": sent["replyDelivery"],
+                    "sourceAutoRun": sent["sourceAutoRun"],
+                }
+        await uow.commit()
+    return result
 
 
 async def get_pending_reply(
     store: Store, source: Source, args: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """``ccweb_get_pending_reply``."""
-    raise _not_yet("ccweb_get_pending_reply")
+    """``ccweb_get_pending_reply``: one request (seen by its source or target only), or the
+    caller's open requests (``waiting``, ``ready``, ``failed``)."""
+    args = require_mapping(args)
+    source_id = _require_source(source)
+    request_id = optional_str(args, "requestId")
+    async with store.read_uow() as uow:
+        if request_id is not None:
+            row = await uow.replies.get(request_id)
+            if row is None or source_id not in (
+                row.source_conversation_id,
+                row.target_conversation_id,
+            ):
+                raise NotFound(
+                    f"reply request {request_id!r} does not exist or is not visible to "
+                    f"conversation {source_id!r}",
+                    code=errors.REQUEST_NOT_FOUND,
+                )
+            return reply_out(row)
+        rows, _ = await uow.replies.list_page(
+            statuses=OPEN_REPLY_STATUSES,
+            session_id=source_id,
+            as_target=False,
+            limit=MAX_PAGE,
+        )
+    return {"replies": [reply_out(row) for row in rows], "count": len(rows)}
+
+
+def _require_source(source: Source) -> str:
+    if not source.session_id:
+        raise InvalidInput(
+            "no source conversation: call this tool from a conversation (sourceSessionId)",
+            code=errors.MISSING_SOURCE_CONVERSATION,
+        )
+    return validate_session_id(source.session_id)
+
+
+def _validate_send(
+    store: Store,
+    source: Source,
+    source_id: str,
+    args: Mapping[str, Any],
+    forced_mode: str | None,
+) -> _Send:
+    """Every check of a send that needs no database: mode, content, hop limit."""
+    mode = forced_mode if forced_mode is not None else args.get("replyMode", ONE_WAY)
+    if mode is None:
+        mode = ONE_WAY
+    if mode not in REPLY_MODES:
+        raise InvalidInput(
+            f"invalid replyMode {mode!r}: use 'one_way' when you do not need the result, "
+            "'return_and_continue' when you need it back",
+            code=errors.INVALID_REPLY_MODE,
+        )
+    content = require_str(args, "content")
+    limit = store.settings.max_content_chars
+    if len(content) > limit:
+        raise InvalidInput(
+            f"content is {len(content)} characters; the limit is {limit}. "
+            "Send a shorter message or point to a file instead"
+        )
+    hop_count = max(source.hop_count, 0) + 1
+    if hop_count > store.settings.max_hops:
+        raise Conflict(
+            f"hop limit reached: this send would be hop {hop_count}, the limit is "
+            f"{store.settings.max_hops}. Finish the work here instead of forwarding it",
+            code=errors.HOP_LIMIT_EXCEEDED,
+        )
+    return _Send(source_id=source_id, content=content, reply_mode=mode, hop_count=hop_count)
+
+
+async def _require_session(uow: UnitOfWork, session_id: str, side: str) -> Session:
+    row = await uow.sessions.get(session_id)
+    if row is None:
+        raise _not_found(session_id, side)
+    return row
+
+
+def _not_found(session_id: str, side: str) -> NotFound:
+    return NotFound(
+        f"{side} conversation {session_id!r} does not exist; "
+        "ccweb_list_conversations shows the ones you can use",
+        code=errors.CONVERSATION_NOT_FOUND,
+    )
+
+
+async def _deliver_to_target(
+    uow: UnitOfWork, send: _Send, source: Session, target: Session
+) -> dict[str, Any]:
+    """Write the send: target message, reply request (``return_and_continue``), queued run."""
+    expects_reply = send.reply_mode == RETURN_AND_CONTINUE
+    request_id = new_id("req") if expects_reply else None
+    message = await uow.messages.append(
+        target.id,
+        "user",
+        send.content,
+        metadata={
+            "crossConversation": {
+                "sourceConversationId": source.id,
+                "sourceTitle": source.title,
+                "hopCount": send.hop_count,
+                "replyMode": send.reply_mode,
+                "expectsReply": expects_reply,
+                "replyRequestId": request_id,
+            }
+        },
+    )
+    if request_id is not None:
+        await uow.replies.add(
+            ReplyRequest(
+                request_id=request_id,
+                message_id=message.id,
+                source_conversation_id=source.id,
+                source_title=source.title,
+                target_conversation_id=target.id,
+                target_title=target.title,
+                status="waiting",
+                hop_count=send.hop_count,
+                source_auto_run=True,
+                original_request=send.content,
+            )
+        )
+    run = await uow.runs.enqueue(
+        target.id,
+        "cross_conversation",
+        runtime_text=target_prompt(
+            source_id=source.id,
+            source_title=source.title,
+            content=send.content,
+            reply_mode=send.reply_mode,
+            request_id=request_id,
+        ),
+        hop_count=send.hop_count,
+        reply_request_id=request_id,
+    )
+    result: dict[str, Any] = {
+        "ok": True,
+        "replyMode": send.reply_mode,
+        "messageId": message.id,
+        "runId": run.id,
+        "targetConversationId": target.id,
+        "targetTitle": target.title,
+        "deliveryStatus": "queued",
+    }
+    if request_id is not None:
+        result |= {
+            "requestId": request_id,
+            "status": "waiting",
+            "replyDelivery": "automatic",
+            "sourceAutoRun": True,
+        }
+    return result
+
+
+def _title_from(content: str | None) -> str | None:
+    """A title from the first line of the first message, when none was given."""
+    if not content or not content.strip():
+        return None
+    first = content.strip().splitlines()[0].strip()
+    if len(first) <= TITLE_FROM_CONTENT_CHARS:
+        return first
+    return first[: TITLE_FROM_CONTENT_CHARS - 1].rstrip() + "…"

@@ -165,6 +165,17 @@ class SessionRepository(_Repository):
         stmt = sa.select(Session).where(Session.id == session_id).with_for_update()
         return (await self.session.execute(stmt)).scalar_one_or_none()
 
+    async def lock_many(self, session_ids: Iterable[str | None]) -> dict[str, Session]:
+        """Lock several sessions (PostgreSQL) in id order, so two writers never deadlock.
+
+        Returns the ones that exist, by id.
+        """
+        ids = sorted({sid for sid in session_ids if sid})
+        if not ids:
+            return {}
+        stmt = sa.select(Session).where(Session.id.in_(ids)).order_by(Session.id).with_for_update()
+        return {row.id: row for row in (await self.session.scalars(stmt)).all()}
+
     async def touch(self, session_id: str, at: datetime | None = None) -> bool:
         """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
         stmt = sa.update(Session).where(Session.id == session_id).values(updated_at=at or utcnow())
@@ -293,6 +304,15 @@ class MessageRepository(_Repository):
             .group_by(Message.session_id)
         )
         return {sid: int(n) for sid, n in (await self.session.execute(stmt)).all()}
+
+    async def list_by_metadata(self, session_id: str, key: str, value: str) -> list[Message]:
+        """Every message of the session whose ``metadata[key]`` equals ``value``, in order."""
+        stmt = (
+            sa.select(Message)
+            .where(Message.session_id == session_id, Message.metadata_[key].as_string() == value)
+            .order_by(Message.seq)
+        )
+        return list((await self.session.scalars(stmt)).all())
 
     async def find_by_metadata(self, session_id: str, key: str, value: str) -> Message | None:
         """The first message of the session whose ``metadata[key]`` equals ``value``."""
@@ -457,9 +477,10 @@ class ReplyRepository(_Repository):
         return row
 
     async def get(self, request_id: str, *, for_update: bool = False) -> ReplyRequest | None:
+        """The request; ``for_update`` locks the row (PostgreSQL) and re-reads it fresh."""
         stmt = sa.select(ReplyRequest).where(ReplyRequest.request_id == request_id)
         if for_update:
-            stmt = stmt.with_for_update()
+            stmt = stmt.with_for_update().execution_options(populate_existing=True)
         return (await self.session.execute(stmt)).scalar_one_or_none()
 
     async def require(self, request_id: str, *, for_update: bool = False) -> ReplyRequest:
@@ -529,6 +550,44 @@ class ReplyRepository(_Repository):
             rows = rows[:limit]
             next_cursor = encode_cursor(rows[-1].created_at, rows[-1].request_id)
         return rows, next_cursor
+
+    async def deliverable_for_source(self, source_session_id: str) -> list[ReplyRequest]:
+        """Replies owed to ``source_session_id``: ``ready`` ones, and ``failed`` ones whose
+        notice has not been delivered yet (no ``reply_message_id``), oldest first."""
+        stmt = (
+            sa.select(ReplyRequest)
+            .where(
+                ReplyRequest.source_conversation_id == source_session_id,
+                sa.or_(
+                    ReplyRequest.status == "ready",
+                    sa.and_(
+                        ReplyRequest.status == "failed", ReplyRequest.reply_message_id.is_(None)
+                    ),
+                ),
+            )
+            .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def claim_failure_notice(self, request_id: str, message_id: str) -> bool:
+        """Record that the failure notice ``message_id`` goes out for a failed request.
+
+        Conditional on no notice having been recorded, so only one writer ever sends it.
+        """
+        stmt = (
+            sa.update(ReplyRequest)
+            .where(
+                ReplyRequest.request_id == request_id,
+                ReplyRequest.status == "failed",
+                ReplyRequest.reply_message_id.is_(None),
+            )
+            .values(reply_message_id=message_id)
+            .execution_options(synchronize_session=False)
+        )
+        moved = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        if moved:
+            await self._refresh(request_id)
+        return moved
 
     async def ready_for_source(self, source_session_id: str) -> list[ReplyRequest]:
         """Replies ready to deliver to ``source_session_id``, oldest first."""
@@ -647,6 +706,15 @@ class RunRepository(_Repository):
             sa.select(Run)
             .where(Run.session_id == session_id, Run.status.in_(("queued", "running")))
             .order_by(Run.created_at, Run.id)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def open_for_request(self, request_id: str) -> list[Run]:
+        """Queued or running ``cross_conversation`` runs that answer ``request_id``."""
+        stmt = sa.select(Run).where(
+            Run.reply_request_id == request_id,
+            Run.kind == "cross_conversation",
+            Run.status.in_(("queued", "running")),
         )
         return list((await self.session.scalars(stmt)).all())
 

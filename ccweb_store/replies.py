@@ -1,0 +1,384 @@
+"""The reply lifecycle (SPEC §4): ``waiting → ready → returned``, ``waiting|ready → failed``.
+
+Delivery puts a ready reply (or a failed request's notice) into the source conversation as a
+display-only assistant message and, when the request asked for it, queues the source's
+``reply_auto_run``. A failed request reaches its source the same way, as a notice (metadata
+``replyFailed: true``; its id is kept in ``reply_message_id`` so it goes out once), with an
+auto-run so the source is not left waiting. Every state change is a conditional UPDATE that
+only one writer can win, and the winner alone appends the message and queues the run, in the
+same transaction; so no reply is delivered twice and none is lost, even across several server
+processes.
+
+Lock order (PostgreSQL): a run row, then session rows in id order, then reply rows. Whoever
+updates a reply row first locks the session of that reply's source; this orders a target's
+completion against the source's own completion, so a reply that finds its source running is
+always seen by that run's completion.
+
+Retry (``reply.retry``) by state:
+
+- ``ready``: deliver now (it stays ``ready`` while the source is running).
+- ``failed`` with reply text (the target answered but delivery failed, was failed by hand, or
+  the answer arrived after the request expired): back to ``ready``, then delivered.
+- ``failed`` without reply text, and ``waiting`` whose target run is gone: ask the target
+  again, i.e. queue a new ``cross_conversation`` run on it with the same target prompt
+  (``failed`` goes back to ``waiting``). A ``waiting`` request whose run is still queued or
+  running is left alone.
+- ``returned``: nothing to retry (``invalid_state``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from ccweb_store import errors
+from ccweb_store.arguments import (
+    optional_number,
+    optional_str,
+    optional_str_list,
+    require_mapping,
+    require_str,
+)
+from ccweb_store.errors import Conflict, NotFound
+from ccweb_store.models import ReplyRequest, new_id, utcnow
+from ccweb_store.prompts import (
+    RETURN_AND_CONTINUE,
+    failure_notice,
+    reply_message_text,
+    source_auto_run_prompt,
+    target_prompt,
+)
+from ccweb_store.repositories import clamp_limit, validate_session_id
+from ccweb_store.schemas import reply_out
+from ccweb_store.uow import Store, UnitOfWork
+
+EXPIRED = "expired"
+EXPIRE_BATCH = 200
+
+
+# --- delivery -------------------------------------------------------------------------------
+
+
+async def deliver_reply(
+    uow: UnitOfWork, request: ReplyRequest, *, delivered_by_run_id: str | None = None
+) -> bool:
+    """Try to deliver one ``ready`` reply or ``failed`` notice; True if this call delivered it.
+
+    The caller commits. ``delivered_by_run_id`` tags the message with the completion that
+    delivered it, so a repeated ``run.complete`` can report the same replies.
+    """
+    source_id = request.source_conversation_id
+    source = await uow.sessions.lock(source_id)
+    if request.status == "ready":
+        if source is None:
+            await uow.replies.transition(
+                request.request_id,
+                ["ready"],
+                "failed",
+                last_error=f"the source conversation {source_id!r} no longer exists",
+            )
+            return False
+        if await _source_is_running(uow, source_id):
+            return False
+        answered = await _answering_message_id(uow, request)
+        message_id = answered or new_id("msg")
+        returned = await uow.replies.transition(
+            request.request_id,
+            ["ready"],
+            "returned",
+            returned_at=utcnow(),
+            reply_message_id=message_id,
+        )
+        if not returned:
+            return False  # another writer delivered it
+        if answered:
+            return True  # the source already holds an answer; nothing more to send
+        await _append_to_source(
+            uow,
+            request,
+            message_id,
+            reply_message_text(request.reply_text),
+            delivered_by_run_id=delivered_by_run_id,
+        )
+        if request.source_auto_run:
+            await _queue_auto_run(
+                uow,
+                request,
+                source_auto_run_prompt(
+                    request_id=request.request_id,
+                    target_id=request.target_conversation_id,
+                    target_title=request.target_title,
+                    original_request=request.original_request,
+                    reply_text=request.reply_text or "",
+                ),
+            )
+        return True
+    if request.status == "failed" and request.reply_message_id is None:
+        if source is None or await _source_is_running(uow, source_id):
+            return False
+        message_id = new_id("msg")
+        if not await uow.replies.claim_failure_notice(request.request_id, message_id):
+            return False
+        notice = failure_notice(
+            request_id=request.request_id,
+            target_id=request.target_conversation_id,
+            target_title=request.target_title,
+            original_request=request.original_request,
+            error=request.last_error,
+        )
+        await _append_to_source(
+            uow, request, message_id, notice, failed=True, delivered_by_run_id=delivered_by_run_id
+        )
+        if request.source_auto_run:
+            await _queue_auto_run(uow, request, notice)
+        return True
+    return False
+
+
+async def deliver_ready_replies(
+    uow: UnitOfWork, source_session_id: str, *, delivered_by_run_id: str | None = None
+) -> list[ReplyRequest]:
+    """Deliver every reply and failure notice owed to ``source_session_id``; return those sent."""
+    await uow.sessions.lock(source_session_id)
+    delivered = []
+    for request in await uow.replies.deliverable_for_source(source_session_id):
+        if await deliver_reply(uow, request, delivered_by_run_id=delivered_by_run_id):
+            delivered.append(request)
+    return delivered
+
+
+async def record_target_answer(
+    uow: UnitOfWork,
+    request_id: str,
+    *,
+    completed: bool,
+    output: str | None,
+    error: str | None,
+    delivered_by_run_id: str | None = None,
+) -> ReplyRequest | None:
+    """A ``cross_conversation`` run answering ``request_id`` ended: move the request and deliver it.
+
+    A completed run makes a ``waiting`` request ``ready`` with its output; a failed run makes
+    it ``failed``. An answer that arrives after the request failed (expired, failed by hand) is
+    kept as its reply text, so ``reply.retry`` can still deliver it. The caller must already
+    hold the source session's lock (see the module docstring) and commits.
+    """
+    request = await uow.replies.get(request_id, for_update=True)
+    if request is None:
+        return None
+    now = utcnow()
+    if completed:
+        text = output or ""
+        if not await uow.replies.transition(
+            request_id, ["waiting"], "ready", reply_text=text, completed_at=now
+        ):
+            await uow.replies.transition(request_id, ["failed"], "failed", reply_text=text)
+    else:
+        await uow.replies.transition(
+            request_id,
+            ["waiting"],
+            "failed",
+            last_error=error or "the target conversation's run failed",
+            completed_at=now,
+        )
+    await deliver_reply(uow, request, delivered_by_run_id=delivered_by_run_id)
+    return request
+
+
+async def _source_is_running(uow: UnitOfWork, source_id: str) -> bool:
+    return bool(await uow.runs.running_for_sessions([source_id]))
+
+
+async def _answering_message_id(uow: UnitOfWork, request: ReplyRequest) -> str | None:
+    """A reply to this request already in the source (not a failure notice), if any."""
+    for message in await uow.messages.list_by_metadata(
+        request.source_conversation_id, "replyToRequestId", request.request_id
+    ):
+        if not (message.metadata_ or {}).get("replyFailed"):
+            return message.id
+    return None
+
+
+async def _append_to_source(
+    uow: UnitOfWork,
+    request: ReplyRequest,
+    message_id: str,
+    content: str,
+    *,
+    failed: bool = False,
+    delivered_by_run_id: str | None = None,
+) -> None:
+    metadata: dict[str, Any] = {
+        "ccwebDisplayOnly": True,
+        "replyToRequestId": request.request_id,
+        "processed": True,
+        "autoRun": bool(request.source_auto_run),
+    }
+    if failed:
+        metadata["replyFailed"] = True
+    if delivered_by_run_id is not None:
+        metadata["deliveredByRunId"] = delivered_by_run_id
+    await uow.messages.append(
+        request.source_conversation_id, "assistant", content, metadata=metadata, id=message_id
+    )
+
+
+async def _queue_auto_run(uow: UnitOfWork, request: ReplyRequest, runtime_text: str) -> None:
+    await uow.runs.enqueue(
+        request.source_conversation_id,
+        "reply_auto_run",
+        runtime_text=runtime_text,
+        hop_count=request.hop_count,
+        reply_request_id=request.request_id,
+    )
+
+
+# --- host API (reply.*) ---------------------------------------------------------------------
+
+
+async def list_replies(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``reply.list``: requests oldest first, by status and/or conversation (either side)."""
+    params = require_mapping(params, "params")
+    statuses = optional_str_list(params, "status")
+    session_id = optional_str(params, "sessionId")
+    if session_id is not None:
+        validate_session_id(session_id)
+    limit = clamp_limit(params.get("limit"), 50)
+    async with store.read_uow() as uow:
+        rows, next_cursor = await uow.replies.list_page(
+            statuses=statuses,
+            session_id=session_id,
+            limit=limit,
+            cursor=optional_str(params, "cursor"),
+        )
+    return {"replies": [reply_out(row) for row in rows], "nextCursor": next_cursor}
+
+
+async def get_reply(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``reply.get``: one request by id (``request_not_found`` otherwise)."""
+    request_id = require_str(require_mapping(params, "params"), "requestId")
+    async with store.read_uow() as uow:
+        return reply_out(await uow.replies.require(request_id))
+
+
+async def retry_reply(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``reply.retry``: re-attempt the request (what that means per state: module docstring)."""
+    request_id = require_str(require_mapping(params, "params"), "requestId")
+    async with store.uow() as uow:
+        request = await _lock_request(uow, request_id)
+        if request.status == "returned":
+            raise Conflict(
+                f"reply request {request_id!r} was already returned; there is nothing to retry",
+                code=errors.INVALID_STATE,
+            )
+        if request.status == "failed" and request.reply_text is not None:
+            await uow.replies.transition(
+                request_id,
+                ["failed"],
+                "ready",
+                last_error=None,
+                reply_message_id=None,
+                returned_at=None,
+            )
+        if request.status == "ready":
+            await deliver_reply(uow, request)
+        else:
+            await _ask_target_again(uow, request)
+        await uow.commit()
+        return reply_out(request)
+
+
+async def _lock_request(uow: UnitOfWork, request_id: str) -> ReplyRequest:
+    """The request, read again after locking its source session (the lock order above)."""
+    request = await uow.replies.require(request_id)
+    await uow.sessions.lock(request.source_conversation_id)
+    return await uow.replies.require(request_id, for_update=True)
+
+
+async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
+    """Queue a new target run for a ``waiting`` request without one, or an unanswered failed one."""
+    if request.status == "waiting" and await uow.runs.open_for_request(request.request_id):
+        return
+    if await uow.sessions.get(request.target_conversation_id) is None:
+        raise NotFound(
+            f"the target conversation {request.target_conversation_id!r} no longer exists; "
+            "fail the request instead",
+            code=errors.CONVERSATION_NOT_FOUND,
+        )
+    if request.status == "failed" and not await uow.replies.transition(
+        request.request_id,
+        ["failed"],
+        "waiting",
+        last_error=None,
+        completed_at=None,
+        reply_message_id=None,
+    ):
+        raise Conflict(
+            f"reply request {request.request_id!r} changed while retrying; try again",
+            code=errors.INVALID_STATE,
+        )
+    content = request.original_request
+    if content is None and request.message_id is not None:
+        message = await uow.messages.get(request.message_id)
+        content = message.content if message is not None else None
+    await uow.runs.enqueue(
+        request.target_conversation_id,
+        "cross_conversation",
+        runtime_text=target_prompt(
+            source_id=request.source_conversation_id,
+            source_title=request.source_title,
+            content=content if content is not None else "(the original message is unavailable)",
+            reply_mode=RETURN_AND_CONTINUE,
+            request_id=request.request_id,
+        ),
+        hop_count=request.hop_count,
+        reply_request_id=request.request_id,
+    )
+
+
+async def fail_reply(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``reply.fail``: fail a waiting or ready request with ``reason``; the source gets a notice."""
+    params = require_mapping(params, "params")
+    request_id = require_str(params, "requestId")
+    reason = require_str(params, "reason")
+    async with store.uow() as uow:
+        request = await _lock_request(uow, request_id)
+        if request.status == "returned":
+            raise Conflict(
+                f"reply request {request_id!r} was already returned and cannot fail",
+                code=errors.INVALID_STATE,
+            )
+        if await uow.replies.transition(
+            request_id, ["waiting", "ready"], "failed", last_error=reason, completed_at=utcnow()
+        ):
+            await deliver_reply(uow, request)
+        await uow.commit()
+        return reply_out(request)
+
+
+async def expire_replies(
+    store: Store, params: Mapping[str, Any], *, now: datetime | None = None
+) -> dict[str, int]:
+    """``reply.expire``: fail ``waiting`` requests older than ``olderThanSeconds`` ("expired")."""
+    seconds = optional_number(require_mapping(params, "params"), "olderThanSeconds", minimum=0)
+    if seconds is None:
+        raise errors.InvalidInput("olderThanSeconds is required")
+    cutoff = (now or utcnow()) - timedelta(seconds=seconds)
+    expired = 0
+    cursor: str | None = None
+    while True:
+        async with store.uow() as uow:
+            rows, cursor = await uow.replies.list_page(
+                statuses=["waiting"], older_than=cutoff, limit=EXPIRE_BATCH, cursor=cursor
+            )
+            await uow.sessions.lock_many(row.source_conversation_id for row in rows)
+            for row in rows:
+                if await uow.replies.transition(
+                    row.request_id, ["waiting"], "failed", last_error=EXPIRED, completed_at=utcnow()
+                ):
+                    expired += 1
+                    await deliver_reply(uow, row)
+            await uow.commit()
+        if cursor is None:
+            return {"expired": expired}

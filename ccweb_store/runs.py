@@ -1,0 +1,236 @@
+"""The run queue's host API (SPEC §3 ``run.*``): start, claim, heartbeat, complete, list, requeue.
+
+``complete_run`` is where the reply lifecycle turns: closing a ``cross_conversation`` run
+moves its reply request to ``ready`` (or ``failed``) and delivers it, and closing any run
+delivers the replies that waited for its conversation to become idle (``replies.py``).
+A run whose lease expires goes back to the queue; its ``max_attempts``-th expiry fails it
+exactly like a failed run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from ccweb_store import errors
+from ccweb_store.arguments import (
+    optional_int,
+    optional_str,
+    optional_str_list,
+    require_mapping,
+    require_str,
+)
+from ccweb_store.errors import Conflict
+from ccweb_store.models import FINISHED_RUN_STATUSES, RUN_KINDS, Message, ReplyRequest, Run, utcnow
+from ccweb_store.replies import deliver_ready_replies, record_target_answer
+from ccweb_store.repositories import clamp_limit, validate_choice, validate_session_id
+from ccweb_store.schemas import message_out, reply_out, run_out
+from ccweb_store.uow import Store, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+COMPLETION_STATUSES = ("completed", "failed")
+
+
+async def start_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.start``: a run the host drives itself, already ``running`` (``conversation_busy``)."""
+    params = require_mapping(params, "params")
+    session_id = validate_session_id(require_str(params, "sessionId"))
+    kind = validate_choice(params.get("kind", "user_turn"), RUN_KINDS, errors.INVALID_KIND, "kind")
+    runtime_text = optional_str(params, "runtimeText")
+    worker_id = optional_str(params, "workerId")
+    async with store.uow() as uow:
+        await uow.sessions.require(session_id)
+        run = await uow.runs.start(session_id, kind, runtime_text=runtime_text, worker_id=worker_id)
+        await uow.commit()
+    return run_out(run)
+
+
+async def claim_run(
+    store: Store, params: Mapping[str, Any], *, now: datetime | None = None
+) -> dict[str, Any]:
+    """``run.claim``: lease the oldest queued run of an idle conversation, or ``{run: None}``.
+
+    Expired leases are requeued (or failed) first, so a dead worker's run is claimable again.
+    """
+    params = require_mapping(params, "params")
+    worker_id = require_str(params, "workerId")
+    lease = optional_int(params, "leaseSeconds", minimum=1) or store.settings.lease_seconds
+    kinds = optional_str_list(params, "kinds")
+    for kind in kinds or ():
+        validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "kind")
+    await requeue_expired(store, now=now)
+    async with store.uow() as uow:
+        run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
+        await uow.commit()
+    return {"run": run_out(run) if run is not None else None}
+
+
+async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.heartbeat``: extend the lease of a run this worker holds (``lease_lost`` otherwise)."""
+    params = require_mapping(params, "params")
+    run_id = require_str(params, "runId")
+    worker_id = require_str(params, "workerId")
+    lease = optional_int(params, "leaseSeconds", minimum=1) or store.settings.lease_seconds
+    async with store.uow() as uow:
+        run = await uow.runs.require(run_id)
+        if not await uow.runs.heartbeat(run_id, worker_id, lease_seconds=lease):
+            raise Conflict(
+                f"worker {worker_id!r} no longer holds run {run_id!r} (it is {run.status}"
+                f"{', held by ' + repr(run.worker_id) if run.worker_id else ''}); "
+                "stop working on it and claim another",
+                code=errors.LEASE_LOST,
+            )
+        await uow.commit()
+    return run_out(run)
+
+
+async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.complete``: close the run, append its output, answer and deliver replies.
+
+    One transaction. Calling it again for a finished run changes nothing and returns the same
+    run, message and replies (in their current state).
+    """
+    params = require_mapping(params, "params")
+    run_id = require_str(params, "runId")
+    status = validate_choice(
+        params.get("status"), COMPLETION_STATUSES, errors.INVALID_STATUS, "run status"
+    )
+    output = optional_str(params, "output")
+    error = optional_str(params, "error")
+    async with store.uow() as uow:
+        run = await uow.runs.require(run_id, for_update=True)
+        if run.status in FINISHED_RUN_STATUSES:
+            return await _completion_result(uow, run)
+        message, replies = await _close_run(uow, run, status, output=output, error=error)
+        await uow.commit()
+    return {
+        "run": run_out(run),
+        "message": message_out(message) if message is not None else None,
+        "replies": [reply_out(reply) for reply in replies],
+    }
+
+
+async def _close_run(
+    uow: UnitOfWork, run: Run, status: str, *, output: str | None, error: str | None
+) -> tuple[Message | None, list[ReplyRequest]]:
+    """Finish ``run`` (held FOR UPDATE) and everything its end sets off; the caller commits."""
+    answers = run.kind == "cross_conversation" and run.reply_request_id is not None
+    linked = (
+        await uow.replies.get(run.reply_request_id) if answers and run.reply_request_id else None
+    )
+    await uow.sessions.lock_many(
+        [run.session_id, linked.source_conversation_id if linked is not None else None]
+    )
+    await uow.runs.finish(run.id, status, output=output, error=error)
+    message = None
+    if output and output.strip():
+        message = await uow.messages.append(
+            run.session_id, "assistant", output, metadata={"runId": run.id}
+        )
+    replies: list[ReplyRequest] = []
+    if linked is not None:
+        answered = await record_target_answer(
+            uow,
+            linked.request_id,
+            completed=status == "completed",
+            output=output,
+            error=error,
+            delivered_by_run_id=run.id,
+        )
+        if answered is not None:
+            replies.append(answered)
+    replies.extend(await deliver_ready_replies(uow, run.session_id, delivered_by_run_id=run.id))
+    return message, replies
+
+
+async def _completion_result(uow: UnitOfWork, run: Run) -> dict[str, Any]:
+    """The result of ``run.complete`` for a run that is already finished."""
+    message = await uow.messages.find_by_metadata(run.session_id, "runId", run.id)
+    replies: list[ReplyRequest] = []
+    if run.kind == "cross_conversation" and run.reply_request_id is not None:
+        linked = await uow.replies.get(run.reply_request_id)
+        if linked is not None:
+            replies.append(linked)
+    for delivered in await uow.messages.list_by_metadata(
+        run.session_id, "deliveredByRunId", run.id
+    ):
+        request_id = (delivered.metadata_ or {}).get("replyToRequestId")
+        request = await uow.replies.get(request_id) if isinstance(request_id, str) else None
+        if request is not None:
+            replies.append(request)
+    return {
+        "run": run_out(run),
+        "message": message_out(message) if message is not None else None,
+        "replies": [reply_out(reply) for reply in replies],
+    }
+
+
+async def list_runs(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.list``: newest first, by conversation and/or status."""
+    params = require_mapping(params, "params")
+    session_id = optional_str(params, "sessionId")
+    if session_id is not None:
+        validate_session_id(session_id)
+    statuses = optional_str_list(params, "status")
+    limit = clamp_limit(params.get("limit"), 50)
+    async with store.read_uow() as uow:
+        rows = await uow.runs.list_recent(session_id=session_id, statuses=statuses, limit=limit)
+    return {"runs": [run_out(row) for row in rows]}
+
+
+async def requeue_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Put a running run back in the queue (its worker died); counts as an attempt."""
+    run_id = require_str(require_mapping(params, "params"), "runId")
+    async with store.uow() as uow:
+        run = await uow.runs.require(run_id, for_update=True)
+        if not await uow.runs.requeue(run_id):
+            raise Conflict(
+                f"run {run_id!r} is {run.status}, not running; only a running run can be requeued",
+                code=errors.INVALID_STATE,
+            )
+        await uow.commit()
+    return run_out(run)
+
+
+async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[str, int]:
+    """Requeue running runs whose lease has passed; fail those out of attempts.
+
+    Each run is settled in its own transaction. Usable from a background task; returns
+    ``{requeued, failed}``.
+    """
+    now = now or utcnow()
+    async with store.read_uow() as uow:
+        expired_ids = [run.id for run in await uow.runs.expired(now=now)]
+    requeued = failed = 0
+    max_attempts = store.settings.max_attempts
+    for run_id in expired_ids:
+        async with store.uow() as uow:
+            run = await uow.runs.get(run_id, for_update=True)
+            if (
+                run is None
+                or run.status != "running"
+                or run.lease_expires_at is None
+                or run.lease_expires_at >= now
+            ):
+                continue
+            attempts = run.attempts + 1
+            if not await uow.runs.requeue(run_id):
+                continue
+            if attempts >= max_attempts:
+                await _close_run(
+                    uow,
+                    run,
+                    "failed",
+                    output=None,
+                    error=f"the run's lease expired {attempts} times; giving up",
+                )
+                failed += 1
+                log.warning("run %s failed after %d expired leases", run_id, attempts)
+            else:
+                requeued += 1
+                log.info("run %s requeued after an expired lease (attempt %d)", run_id, attempts)
+            await uow.commit()
+    return {"requeued": requeued, "failed": failed}

@@ -1,0 +1,71 @@
+"""Helpers shared by the lifecycle tests: make conversations, read back what was written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from ccweb_store import messaging, runs
+from ccweb_store.context import Source
+from ccweb_store.models import Message, ReplyRequest, Run
+from ccweb_store.uow import Store
+
+
+async def make_conversation(store: Store, conversation_id: str, title: str | None = None) -> None:
+    async with store.uow() as uow:
+        await uow.sessions.create(conversation_id, title=title or conversation_id.title())
+        await uow.commit()
+
+
+async def row_counts(store: Store) -> dict[str, int]:
+    """How many rows each table holds."""
+    counts = {}
+    async with store.read_uow() as uow:
+        for model in (Message, ReplyRequest, Run):
+            stmt = sa.select(sa.func.count()).select_from(model)
+            counts[model.__tablename__] = int((await uow.session.execute(stmt)).scalar_one())
+    return counts
+
+
+async def messages_of(store: Store, session_id: str) -> list[Message]:
+    async with store.read_uow() as uow:
+        return await uow.messages.list_after(session_id, limit=1000)
+
+
+async def runs_of(store: Store, session_id: str, kind: str | None = None) -> list[Run]:
+    async with store.read_uow() as uow:
+        rows = await uow.runs.list_recent(session_id=session_id, limit=500)
+    return sorted(
+        (run for run in rows if kind is None or run.kind == kind), key=lambda r: r.created_at
+    )
+
+
+async def reply_row(store: Store, request_id: str) -> ReplyRequest:
+    async with store.read_uow() as uow:
+        return await uow.replies.require(request_id)
+
+
+async def ask(
+    store: Store, source: str, target: str, content: str, *, hop: int = 0
+) -> dict[str, Any]:
+    """A ``return_and_continue`` send from ``source`` to ``target``."""
+    return await messaging.send_message(
+        store,
+        Source(source, hop),
+        {"targetConversationId": target, "content": content, "replyMode": "return_and_continue"},
+    )
+
+
+async def claim(store: Store, worker: str = "worker-1", **params: Any) -> dict[str, Any] | None:
+    result = await runs.claim_run(store, {"workerId": worker, **params})
+    run: dict[str, Any] | None = result["run"]
+    return run
+
+
+async def complete(
+    store: Store, run_id: str, output: str | None = None, status: str = "completed", **more: Any
+) -> dict[str, Any]:
+    return await runs.complete_run(
+        store, {"runId": run_id, "status": status, "output": output, **more}
+    )
