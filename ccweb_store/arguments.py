@@ -87,3 +87,11 @@ def optional_str_list(args: Mapping[str, Any], key: str) -> list[str] | None:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise InvalidInput(f"{key} must be a string or a list of strings")
     return list(value)
+
+
+def optional_object(args: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """A JSON object, or None when absent."""
+    value = args.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise InvalidInput(f"{key} must be a JSON object, got {type(value).__name__}")
+    return value

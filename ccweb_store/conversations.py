@@ -10,16 +10,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccweb_store import errors
-from ccweb_store.content import text_of
-from ccweb_store.context import Source
-from ccweb_store.errors import InvalidInput
-from ccweb_store.params import (
+from ccweb_store.arguments import (
     optional_bool,
     optional_int,
     optional_object,
     optional_str,
-    required_str,
+    require_str,
 )
+from ccweb_store.content import text_of
+from ccweb_store.context import Source
+from ccweb_store.errors import InvalidInput
 from ccweb_store.repositories import clamp_limit, validate_session_id
 from ccweb_store.schemas import iso, message_out, session_out
 from ccweb_store.uow import Store
@@ -77,7 +77,7 @@ async def create_session(store: Store, params: Mapping[str, Any]) -> dict[str, A
 
 async def get_session(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     """``session.get``: one conversation with its active run."""
-    session_id = required_str(params, "id")
+    session_id = require_str(params, "id")
     async with store.read_uow() as uow:
         row = await uow.sessions.require(session_id)
         active = await uow.runs.active_for_sessions([row.id])
@@ -103,7 +103,7 @@ async def append_message(store: Store, params: Mapping[str, Any]) -> dict[str, A
     ``content`` may be text or cc-web's list of ``{type: "text", text}`` blocks; blocks are
     stored as their joined text and kept verbatim in ``metadata.contentBlocks``.
     """
-    session_id = validate_session_id(required_str(params, "sessionId"))
+    session_id = validate_session_id(require_str(params, "sessionId"))
     role = optional_str(params, "role") or ""
     metadata = optional_object(params, "metadata")
     message_id = optional_str(params, "id")
@@ -126,7 +126,7 @@ async def append_message(store: Store, params: Mapping[str, Any]) -> dict[str, A
 
 async def list_messages(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     """``message.list``: messages after ``afterSeq`` in order, ``{messages, nextAfterSeq}``."""
-    session_id = required_str(params, "sessionId")
+    session_id = require_str(params, "sessionId")
     after_seq = optional_int(params, "afterSeq", minimum=0) or 0
     limit = clamp_limit(params.get("limit"), DEFAULT_MESSAGE_PAGE, MAX_PAGE)
     async with store.read_uow() as uow:

@@ -13,12 +13,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ccweb_store import conversations, jsonrpc, prompt_forms, tools
+from ccweb_store import conversations, jsonrpc, prompt_forms, replies, runs, tools
+from ccweb_store.arguments import optional_int, optional_str
 from ccweb_store.config import Settings
 from ccweb_store.context import Source
 from ccweb_store.errors import InvalidInput
 from ccweb_store.origins import forbidden_origin
-from ccweb_store.params import optional_int, optional_str
 from ccweb_store.uow import Store
 
 RpcMethod = Callable[[Store, Mapping[str, Any]], Awaitable[Any]]
@@ -65,6 +65,17 @@ METHODS: dict[str, RpcMethod] = {
     "session.list": conversations.list_sessions,
     "message.append": conversations.append_message,
     "message.list": conversations.list_messages,
+    "run.start": runs.start_run,
+    "run.claim": runs.claim_run,
+    "run.heartbeat": runs.heartbeat_run,
+    "run.complete": runs.complete_run,
+    "run.list": runs.list_runs,
+    "run.requeue": runs.requeue_run,
+    "reply.list": replies.list_replies,
+    "reply.get": replies.get_reply,
+    "reply.retry": replies.retry_reply,
+    "reply.fail": replies.fail_reply,
+    "reply.expire": replies.expire_replies,
     "prompt.respond": prompt_forms.respond,
     "tools.list": list_tools,
     "tools.dynamic": list_dynamic_tools,
