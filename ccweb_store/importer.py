@@ -8,7 +8,9 @@ import leaves whole sessions only and running it again completes the job:
 - a session that is there gets its columns synced and the messages it lacks appended with the
   next ``seq`` (matched by message id); messages whose text or metadata changed are updated;
 - reply states are inserted, or moved forward only (``waiting`` → ``ready`` → ``returned``,
-  ``waiting|ready`` → ``failed`` → ``ready|returned``), never back.
+  ``waiting|ready`` → ``failed`` → ``ready|returned``), never back; a failure that comes from
+  the file is settled (``returned_at`` set, see ``_settles_failure``), so its source gets no
+  failure notice months later.
 
 Files are streamed one by one, so memory is bounded by the largest file.
 """
@@ -24,6 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ccweb_store.legacy_json import (
     REPLIES_FILE,
+    REPLY_COLUMNS,
     LegacyFileError,
     LegacyReply,
     LegacySession,
@@ -31,7 +34,7 @@ from ccweb_store.legacy_json import (
     read_session_file,
     session_files,
 )
-from ccweb_store.models import ReplyRequest
+from ccweb_store.models import ReplyRequest, utcnow
 from ccweb_store.uow import Store, UnitOfWork
 
 #: Reply status → the statuses the importer may move it to.
@@ -267,11 +270,6 @@ async def _import_replies_file(store: Store | None, path: Path, summary: ImportS
     for reason in skipped:
         summary.replies.skipped += 1
         summary.skipped.append(Skipped(str(path), reason))
-    dropped = sorted({key for reply in replies for key in reply.unmapped_keys})
-    if dropped:
-        summary.warnings.append(
-            f"{path}: reply fields with no column were not imported: {', '.join(dropped)}"
-        )
     replies = list({reply.request_id: reply for reply in replies}.values())
     try:
         if store is None:
@@ -310,6 +308,14 @@ async def _sync_replies(
             if recovered_text is not None:
                 values["original_request"] = recovered_text
                 recovered = True
+        if _settles_failure(values, row):
+            values["returned_at"] = (
+                values.get("completed_at") or values.get("created_at") or utcnow()
+            )
+        stored = values if row is None else {**_columns_of(row), **values}
+        extra = reply.extra(stored)
+        if extra is not None or (row is not None and row.extra is not None):
+            values["extra"] = extra
         if row is None:
             new_rows.append(values)
             _count_reply(summary, "imported", recovered=recovered)
@@ -330,6 +336,25 @@ async def _recover_original_request(uow: UnitOfWork, values: dict[str, Any]) -> 
         values["target_conversation_id"], values["request_id"]
     )
     return None if message is None else message.content
+
+
+def _settles_failure(values: dict[str, Any], row: ReplyRequest | None) -> bool:
+    """Whether the file brings a failure (a new failed request, or one it moves to failed).
+
+    cc-web sends no failure notices, so such a failure was final there and its source waits
+    for nothing. The importer marks it settled by giving it a ``returned_at`` (the entry's own
+    ``returnedAt``, else its ``completedAt`` or ``createdAt``, else the import time); the
+    lifecycle only notifies sources of failures whose ``returned_at`` is NULL.
+    """
+    return (
+        values["status"] == "failed"
+        and values.get("returned_at") is None
+        and (row is None or row.status != "failed")
+    )
+
+
+def _columns_of(row: ReplyRequest) -> dict[str, Any]:
+    return {column: getattr(row, column) for column in REPLY_COLUMNS.values()}
 
 
 def _forward_changes(row: ReplyRequest, values: dict[str, Any]) -> dict[str, Any]:

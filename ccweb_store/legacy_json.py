@@ -18,13 +18,24 @@ Message → ``messages``:
   ``metadata.legacyFields``. ``metadata.legacy`` holds the source values no column reproduces
   exactly: an id under ``messageId`` or one replaced by a derived id, an unknown role, a
   non-text content, an epoch-ms timestamp, a top-level key clashing with a metadata key.
+
+Reply entry (``DIR/config/cross-conversation-replies.json``) → ``reply_requests``:
+  the fields of seed 001 (``REPLY_COLUMNS``) → their columns (``pending`` → ``waiting``).
+  ``extra`` keeps, under the entry's own key names, every key no column maps and every mapped
+  value its column cannot give back exactly (a ``null``, ``pending``, an epoch-ms timestamp, a
+  non-integer ``hopCount``, a non-string id or title). ``extra["$absent"]`` lists the mapped
+  fields the entry did not have although their column holds a value: a column default
+  (``createdAt``, ``hopCount``, ``sourceAutoRun``), an ``originalRequest`` recovered from the
+  target conversation, the ``returnedAt`` the importer gives a settled failure. ``$`` marks the
+  importer's own keys: an entry key that begins with ``$`` is stored with one more ``$`` in
+  front. An entry of a file keyed by request id is read with its key as ``requestId``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -69,6 +80,12 @@ REPLY_ID_FIELDS = frozenset(
     {"requestId", "messageId", "sourceConversationId", "targetConversationId", "replyMessageId"}
 )
 REPLY_STATUS_ALIASES = {"pending": "waiting"}
+#: Fields whose NOT NULL column gets its default when the entry lacks them.
+REPLY_DEFAULTED_FIELDS = ("createdAt", "hopCount", "sourceAutoRun")
+#: Fields the importer may fill when the entry lacks them.
+REPLY_FILLED_FIELDS = ("originalRequest", "returnedAt")
+#: The key of ``reply_requests.extra`` listing mapped fields the entry did not have.
+ABSENT_KEY = "$absent"
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -141,14 +158,30 @@ class LegacySession:
 
 @dataclass
 class LegacyReply:
-    """One reply state: its ``reply_requests`` column values and the keys nothing maps."""
+    """One reply state: its ``reply_requests`` column values and what no column reproduces."""
 
     columns: dict[str, Any]
-    unmapped_keys: list[str]
+    #: Source values kept verbatim in ``extra`` (keys already escaped).
+    kept: dict[str, Any]
+    #: The keys the entry had.
+    fields: frozenset[str]
 
     @property
     def request_id(self) -> str:
         return str(self.columns["request_id"])
+
+    def extra(self, stored: Mapping[str, Any]) -> dict[str, Any] | None:
+        """``reply_requests.extra`` for this entry once its row holds the ``stored`` columns."""
+        absent = [key for key in REPLY_DEFAULTED_FIELDS if key not in self.fields]
+        absent += [
+            key
+            for key in REPLY_FILLED_FIELDS
+            if key not in self.fields and stored.get(REPLY_COLUMNS[key]) is not None
+        ]
+        extra = dict(self.kept)
+        if absent:
+            extra[ABSENT_KEY] = absent
+        return extra or None
 
 
 def parse_timestamp(value: Any) -> datetime | None:
@@ -378,24 +411,22 @@ def _reply_entries(document: list[Any] | dict[str, Any]) -> Iterator[tuple[str, 
 
 
 def normalise_reply(entry: Any) -> LegacyReply:
-    """Column values of one reply state; ``LegacyFileError`` when a required field is bad."""
+    """Column values and kept source values of one reply state (see the module docstring);
+    ``LegacyFileError`` when a required field is bad."""
     if not isinstance(entry, dict):
         raise LegacyFileError(f"is {_json_kind(entry)}, not an object")
     columns: dict[str, Any] = {}
-    for key, column in REPLY_COLUMNS.items():
-        value = entry.get(key)
-        if value is None:
+    kept: dict[str, Any] = {}
+    for key, raw in entry.items():
+        column = REPLY_COLUMNS.get(key)
+        if column is None:
+            kept["$" + key if key.startswith("$") else key] = raw
             continue
-        if key in REPLY_TIME_FIELDS:
-            value = parse_timestamp(value)
-        elif key == "hopCount":
-            value = value if isinstance(value, int) and not isinstance(value, bool) else None
-        elif key == "sourceAutoRun":
-            value = bool(value)
-        elif not isinstance(value, str):
-            value = json.dumps(value) if isinstance(value, dict | list) else str(value)
+        value = _reply_column_value(key, raw)
         if value is not None:
             columns[column] = value
+        if not _reply_value_exact(key, raw, value):
+            kept[key] = raw
     for key in ("requestId", "sourceConversationId", "targetConversationId", "status"):
         if not columns.get(REPLY_COLUMNS[key]):
             raise LegacyFileError(f"missing {key!r}")
@@ -407,8 +438,35 @@ def normalise_reply(entry: Any) -> LegacyReply:
     if status not in REPLY_STATUSES:
         raise LegacyFileError(f"unknown status {columns['status']!r}")
     columns["status"] = status
-    unmapped = [key for key in entry if key not in REPLY_COLUMNS]
-    return LegacyReply(columns=columns, unmapped_keys=unmapped)
+    return LegacyReply(columns=columns, kept=kept, fields=frozenset(entry))
+
+
+def _reply_column_value(key: str, raw: Any) -> Any:
+    """What the column of reply field ``key`` holds for ``raw`` (None: nothing)."""
+    if raw is None:
+        return None
+    if key in REPLY_TIME_FIELDS:
+        return parse_timestamp(raw)
+    if key == "hopCount":
+        return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+    if key == "sourceAutoRun":
+        return bool(raw)
+    if isinstance(raw, str):
+        return raw
+    return json.dumps(raw) if isinstance(raw, dict | list) else str(raw)
+
+
+def _reply_value_exact(key: str, raw: Any, value: Any) -> bool:
+    """Whether the column value ``value`` gives the source value ``raw`` back exactly."""
+    if value is None:
+        return False
+    if key in REPLY_TIME_FIELDS:
+        return _exact_timestamp(raw, value)
+    if key == "sourceAutoRun":
+        return isinstance(raw, bool)
+    if key == "status":
+        return raw not in REPLY_STATUS_ALIASES
+    return key == "hopCount" or isinstance(raw, str)
 
 
 def _json_kind(value: Any) -> str:

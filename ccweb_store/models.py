@@ -156,6 +156,8 @@ class ReplyRequest(Base):
     reply_message_id: Mapped[str | None] = mapped_column(sa.String(128))
     last_error: Mapped[str | None] = mapped_column(sa.Text)
     original_request: Mapped[str | None] = mapped_column(sa.Text)
+    #: What ``import-json`` kept of a legacy entry that no column reproduces (``legacy_json``).
+    extra: Mapped[dict[str, Any] | None]
 
 
 class Run(Base):

@@ -4,7 +4,9 @@ Delivery puts a ready reply (or a failed request's notice) into the source conve
 display-only assistant message and, when the request asked for it, queues the source's
 ``reply_auto_run``. A failed request reaches its source the same way, as a notice (metadata
 ``replyFailed: true``; its id is kept in ``reply_message_id`` so it goes out once), with an
-auto-run so the source is not left waiting. Every state change is a conditional UPDATE that
+auto-run so the source is not left waiting; a ``failed`` request with a ``returned_at`` is
+settled and owed no notice (``import-json`` marks so the failures cc-web already ended, which
+had no notices). Every state change is a conditional UPDATE that
 only one writer can win, and the winner alone appends the message and queues the run, in the
 same transaction; so no reply is delivered twice and none is lost, even across several server
 processes.
@@ -21,8 +23,8 @@ Retry (``reply.retry``) by state:
   the answer arrived after the request expired): back to ``ready``, then delivered.
 - ``failed`` without reply text, and ``waiting`` whose target run is gone: ask the target
   again, i.e. queue a new ``cross_conversation`` run on it with the same target prompt
-  (``failed`` goes back to ``waiting``). A ``waiting`` request whose run is still queued or
-  running is left alone.
+  (``failed`` goes back to ``waiting``, unsettled, so a new failure is notified). A ``waiting``
+  request whose run is still queued or running is left alone.
 - ``returned``: nothing to retry (``invalid_state``).
 """
 
@@ -313,6 +315,7 @@ async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
         last_error=None,
         completed_at=None,
         reply_message_id=None,
+        returned_at=None,
     ):
         raise Conflict(
             f"reply request {request.request_id!r} changed while retrying; try again",

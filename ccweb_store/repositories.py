@@ -553,7 +553,8 @@ class ReplyRepository(_Repository):
 
     async def deliverable_for_source(self, source_session_id: str) -> list[ReplyRequest]:
         """Replies owed to ``source_session_id``: ``ready`` ones, and ``failed`` ones whose
-        notice has not been delivered yet (no ``reply_message_id``), oldest first."""
+        notice has not been delivered yet (no ``reply_message_id``) and whose outcome was not
+        settled before import (no ``returned_at``), oldest first."""
         stmt = (
             sa.select(ReplyRequest)
             .where(
@@ -561,7 +562,9 @@ class ReplyRepository(_Repository):
                 sa.or_(
                     ReplyRequest.status == "ready",
                     sa.and_(
-                        ReplyRequest.status == "failed", ReplyRequest.reply_message_id.is_(None)
+                        ReplyRequest.status == "failed",
+                        ReplyRequest.reply_message_id.is_(None),
+                        ReplyRequest.returned_at.is_(None),
                     ),
                 ),
             )
@@ -572,7 +575,8 @@ class ReplyRepository(_Repository):
     async def claim_failure_notice(self, request_id: str, message_id: str) -> bool:
         """Record that the failure notice ``message_id`` goes out for a failed request.
 
-        Conditional on no notice having been recorded, so only one writer ever sends it.
+        Conditional on no notice having been recorded, so only one writer ever sends it, and
+        on ``returned_at`` being NULL: an imported failure was settled in cc-web and is owed none.
         """
         stmt = (
             sa.update(ReplyRequest)
@@ -580,6 +584,7 @@ class ReplyRepository(_Repository):
                 ReplyRequest.request_id == request_id,
                 ReplyRequest.status == "failed",
                 ReplyRequest.reply_message_id.is_(None),
+                ReplyRequest.returned_at.is_(None),
             )
             .values(reply_message_id=message_id)
             .execution_options(synchronize_session=False)

@@ -19,7 +19,12 @@ from typer.testing import CliRunner
 
 from ccweb_store.cli import app
 from ccweb_store.db import create_engine
-from ccweb_store.legacy_json import RESERVED_METADATA_KEYS
+from ccweb_store.legacy_json import (
+    ABSENT_KEY,
+    REPLY_COLUMNS,
+    REPLY_TIME_FIELDS,
+    RESERVED_METADATA_KEYS,
+)
 from ccweb_store.schemas import iso
 from tests.conftest import (
     create_postgres_database,
@@ -97,6 +102,8 @@ REPLIES: list[dict[str, Any]] = [
         "createdAt": "2024-03-01T10:04:00.000Z",
         "hopCount": 1,
         "sourceAutoRun": True,
+        "deliveryAttempts": [{"at": "2024-03-01T10:04:30.000Z", "ok": False}],
+        "$schema": "cc-web/replies",
     },
     {
         "requestId": "req-ready",
@@ -107,6 +114,10 @@ REPLIES: list[dict[str, Any]] = [
         "replyText": "done",
         "completedAt": "2024-03-01T10:06:00.000Z",
         "originalRequest": "do the thing",
+        "sourceTitle": 42,
+        "lastError": None,
+        "hopCount": "2",
+        "sourceAutoRun": 1,
     },
     {
         "requestId": "req-orphan",
@@ -215,6 +226,25 @@ def rebuild_source_message(row: dict[str, Any]) -> dict[str, Any]:
     return source
 
 
+def rebuild_source_reply(row: dict[str, Any]) -> dict[str, Any]:
+    """Invert the importer's mapping of a reply entry (``legacy_json``) from its stored row."""
+    extra = dict(row["extra"] or {})
+    absent = extra.pop(ABSENT_KEY, [])
+    source: dict[str, Any] = {}
+    for key, column in REPLY_COLUMNS.items():
+        value = row[column]
+        if value is not None and key in REPLY_TIME_FIELDS:
+            value = iso(datetime.fromisoformat(value))
+        if value is not None:
+            source[key] = value
+    source.update(
+        {key.removeprefix("$") if key.startswith("$$") else key: v for key, v in extra.items()}
+    )
+    for key in absent:
+        del source[key]
+    return source
+
+
 def test_every_shape_of_a_cc_web_state_is_imported(database_url: str, tmp_path: Path) -> None:
     state = write_state(tmp_path / "state")
 
@@ -270,6 +300,55 @@ def test_every_source_message_can_be_rebuilt_from_its_row(
     )
 
     assert [rebuild_source_message(row) for row in rows] == ALPHA_MESSAGES
+
+
+@pytest.mark.parametrize("shape", ["list", "keyed"])
+def test_every_reply_entry_can_be_rebuilt_from_its_row(
+    database_url: str, tmp_path: Path, shape: str
+) -> None:
+    state = write_state(tmp_path / "state", reply_shape=shape)
+
+    _, summary, _ = run_import(state, database_url)
+
+    assert summary["warnings"] == []
+    replies = by_id(dump(database_url)["reply_requests"], "request_id")
+    assert [rebuild_source_reply(replies[r["requestId"]]) for r in REPLIES] == REPLIES
+    assert replies["req-recover"]["extra"] == {
+        "status": "pending",
+        "deliveryAttempts": [{"at": "2024-03-01T10:04:30.000Z", "ok": False}],
+        "$$schema": "cc-web/replies",
+        ABSENT_KEY: ["originalRequest"],
+    }
+    assert replies["req-ready"]["extra"] == {
+        "createdAt": 1709287500000,
+        "sourceTitle": 42,
+        "lastError": None,
+        "hopCount": "2",
+        "sourceAutoRun": 1,
+    }
+    assert (replies["req-ready"]["source_title"], replies["req-ready"]["hop_count"]) == ("42", 0)
+    assert replies["req-orphan"]["extra"] == {ABSENT_KEY: ["hopCount"]}
+
+
+def test_a_changed_reply_extra_is_updated_and_a_rerun_keeps_it(
+    database_url: str, tmp_path: Path
+) -> None:
+    state = write_state(tmp_path / "state")
+    run_import(state, database_url)
+    changed = [dict(r) for r in REPLIES]
+    changed[2]["archivedBy"] = "operator"
+    write_json(state / "config" / "cross-conversation-replies.json", changed)
+
+    _, first, _ = run_import(state, database_url)
+    after_first = dump(database_url)
+    _, second, _ = run_import(state, database_url)
+
+    assert (first["replies"]["updated"], first["replies"]["unchanged"]) == (1, 2)
+    assert second["replies"]["unchanged"] == 3
+    orphan = by_id(after_first["reply_requests"], "request_id")["req-orphan"]
+    assert orphan["extra"] == {"archivedBy": "operator", ABSENT_KEY: ["hopCount"]}
+    assert rebuild_source_reply(orphan) == changed[2]
+    assert dump(database_url) == after_first
 
 
 @pytest.mark.parametrize("shape", ["list", "wrapped", "keyed"])

@@ -134,6 +134,41 @@ async def test_legacy_reply_rows_survive_upgrade_and_downgrade(empty_database_ur
         await engine.dispose()
 
 
+async def test_reply_extra_comes_and_goes_while_the_debugging_views_stay(
+    empty_database_url: str,
+) -> None:
+    """0004 neither rebuilds ``reply_requests`` nor touches the 0003 views that read it."""
+    engine = create_engine(empty_database_url)
+    pending = sa.text("SELECT request_id, status FROM pending_replies")
+    try:
+        await migrate(engine, "0003")
+        async with engine.begin() as connection:
+            await connection.execute(
+                sa.text(
+                    "INSERT INTO reply_requests (request_id, source_conversation_id,"
+                    " target_conversation_id, status) VALUES ('req-open', 'a', 'b', 'failed')"
+                )
+            )
+
+        await migrate(engine, "0004")
+        assert "extra" in (await _tables_and_reply_columns(empty_database_url))[1]
+        async with engine.begin() as connection:
+            await connection.execute(
+                sa.text("UPDATE reply_requests SET extra = :extra"), {"extra": '{"kept": 1}'}
+            )
+            assert (await connection.execute(pending)).all() == [("req-open", "failed")]
+
+        await downgrade(engine, "0003")
+        assert "extra" not in (await _tables_and_reply_columns(empty_database_url))[1]
+        async with engine.connect() as connection:
+            views = await connection.run_sync(lambda c: sa.inspect(c).get_view_names())
+            assert {"pending_replies", "conversation_activity"} <= set(views)
+            assert (await connection.execute(pending)).all() == [("req-open", "failed")]
+            assert await current_revision(connection) == "0003"
+    finally:
+        await engine.dispose()
+
+
 async def test_models_and_migrations_do_not_drift(database_url: str) -> None:
     engine = create_engine(database_url)
     try:
