@@ -111,8 +111,47 @@ def _console() -> Console:
     return console
 
 
+def _fits(table: Table, width: int) -> bool:
+    """Whether the no-wrap columns (ids, kinds, statuses) fit whole, leaving room for the rest."""
+    from rich.cells import cell_len
+
+    needed = 0
+    for column in table.columns:
+        if column.no_wrap:
+            needed += max(cell_len(str(cell)) for cell in [column.header, *column.cells])
+        else:
+            needed += 10
+        needed += 2  # padding
+    return needed <= width
+
+
 def _print_table(table: Table) -> None:
-    _console().print(table)
+    """Print ``table``; on a terminal too narrow to show its ids whole, one block per row.
+
+    A block is the row's first cell and its status on one line, then ``Column: value`` pairs.
+    """
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console = _console()
+    if _fits(table, console.width):
+        console.print(table)
+        return
+    headers = [str(column.header) for column in table.columns]
+    columns = [[str(cell) for cell in column.cells] for column in table.columns]
+    if table.title:
+        console.print(Text(str(table.title), style="bold"))
+    for index, row in enumerate(table.rows):
+        cells = dict(zip(headers, (column[index] for column in columns), strict=True))
+        first = cells.pop(headers[0])
+        status = cells.pop("Status", "")
+        console.print(Text(f"{first}  {status}".rstrip(), style=row.style or ""))
+        details = " · ".join(
+            f"{name}: {value}" for name, value in cells.items() if value not in ("", "-")
+        )
+        console.print(Padding(details, (0, 0, 0, 2)))
+    if table.caption:
+        console.print(Text(str(table.caption), style="dim"))
 
 
 def _lease(worker_id: str | None, lease_expires_at: datetime | None, now: datetime) -> str:
@@ -181,15 +220,16 @@ def _runs_table(runs: list[Run], title: str, caption: str | None = None) -> Tabl
 
     now = utcnow()
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD)
+    # Ids, kinds and statuses stay whole on a narrow terminal; the free text wraps instead.
     table.add_column("Run", no_wrap=True)
-    table.add_column("Conversation")
-    table.add_column("Kind")
-    table.add_column("Status")
-    table.add_column("Age", justify="right")
-    table.add_column("Worker")
-    table.add_column("Attempts", justify="right")
-    table.add_column("Request")
-    table.add_column("Error")
+    table.add_column("Conversation", no_wrap=True)
+    table.add_column("Kind", no_wrap=True)
+    table.add_column("Status", no_wrap=True)
+    table.add_column("Age", justify="right", no_wrap=True)
+    table.add_column("Worker", overflow="fold")
+    table.add_column("Tries", justify="right", no_wrap=True)
+    table.add_column("Request", no_wrap=True)
+    table.add_column("Error", overflow="fold")
     styles = {"running": "green", "failed": "red", "cancelled": "dim"}
     for run in runs:
         table.add_row(
