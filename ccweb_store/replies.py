@@ -24,6 +24,11 @@ Retry (``reply.retry``) by state:
   (``failed`` goes back to ``waiting``). A ``waiting`` request whose run is still queued or
   running is left alone.
 - ``returned``: nothing to retry (``invalid_state``).
+
+Fail (``reply.fail``) moves ``waiting`` or ``ready`` to ``failed`` with the given reason and
+delivers the notice; a ``failed`` request is left as it is; ``returned`` is ``invalid_state``.
+Expire (``reply.expire``) fails only ``waiting`` requests made before the cutoff, with
+``last_error = "expired"``; ``expirable_replies`` lists the same selection without writing.
 """
 
 from __future__ import annotations

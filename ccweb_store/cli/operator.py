@@ -268,7 +268,7 @@ def _print_story(story: ReplyStory) -> None:
     ):
         console.print(Panel(text, title=label))
     if story.runs:
-        console.print(_runs_table(story.runs, "Runs for this request"))
+        _print_table(_runs_table(story.runs, "Runs for this request"))
     else:
         console.print("No run has worked on this request.")
 
