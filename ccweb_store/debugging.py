@@ -139,12 +139,18 @@ class PendingReply:
 
 @dataclass(frozen=True)
 class ReplyStory:
-    """Everything stored about one request: its runs and the messages on both sides."""
+    """Everything stored about one request: its runs and the messages on both sides.
+
+    ``reply_message`` is the delivered reply or failure notice; ``source_messages`` is every
+    message the source received for this request, in order (a notice, then a reply after a
+    retry).
+    """
 
     reply: ReplyRequest
     runs: list[Run]
     request_message: Message | None
     reply_message: Message | None
+    source_messages: list[Message]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -152,6 +158,7 @@ class ReplyStory:
             "runs": [run_out(run) for run in self.runs],
             "requestMessage": message_out(self.request_message) if self.request_message else None,
             "replyMessage": message_out(self.reply_message) if self.reply_message else None,
+            "sourceMessages": [message_out(message) for message in self.source_messages],
         }
 
 
@@ -289,8 +296,8 @@ async def list_pending_replies(
 async def reply_story(store: Store, request_id: str) -> ReplyStory:
     """The request, every run naming it (oldest first), and the messages that carried it.
 
-    The reply message is the one ``reply_message_id`` names, else the source message whose
-    ``metadata.replyToRequestId`` is this request. Raises ``request_not_found``.
+    The reply message is the one ``reply_message_id`` names, else the first source message
+    whose ``metadata.replyToRequestId`` is this request. Raises ``request_not_found``.
     """
     async with store.read_uow() as uow:
         reply = await uow.replies.get(request_id)
@@ -308,13 +315,15 @@ async def reply_story(store: Store, request_id: str) -> ReplyStory:
             ).all()
         )
         request_message = await uow.messages.get(reply.message_id) if reply.message_id else None
+        source_messages = await uow.messages.list_by_metadata(
+            reply.source_conversation_id, "replyToRequestId", request_id
+        )
+        reply_message = source_messages[0] if source_messages else None
         if reply.reply_message_id:
             reply_message = await uow.messages.get(reply.reply_message_id)
-        else:
-            reply_message = await uow.messages.find_by_metadata(
-                reply.source_conversation_id, "replyToRequestId", request_id
-            )
-    return ReplyStory(reply, runs, request_message, reply_message)
+            if reply_message is not None and reply_message not in source_messages:
+                source_messages.append(reply_message)
+    return ReplyStory(reply, runs, request_message, reply_message, source_messages)
 
 
 async def list_runs(

@@ -26,6 +26,11 @@ Retry (``reply.retry``) by state:
   (``failed`` goes back to ``waiting``, unsettled, so a new failure is notified). A ``waiting``
   request whose run is still queued or running is left alone.
 - ``returned``: nothing to retry (``invalid_state``).
+
+Fail (``reply.fail``) moves ``waiting`` or ``ready`` to ``failed`` with the given reason and
+delivers the notice; a ``failed`` request is left as it is; ``returned`` is ``invalid_state``.
+Expire (``reply.expire``) fails only ``waiting`` requests made before the cutoff, with
+``last_error = "expired"``; ``expirable_replies`` lists the same selection without writing.
 """
 
 from __future__ import annotations
@@ -360,21 +365,55 @@ async def fail_reply(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
         return reply_out(request)
 
 
-async def expire_replies(
-    store: Store, params: Mapping[str, Any], *, now: datetime | None = None
-) -> dict[str, int]:
-    """``reply.expire``: fail ``waiting`` requests older than ``olderThanSeconds`` ("expired")."""
+def _expiry_cutoff(params: Mapping[str, Any], now: datetime | None) -> datetime:
+    """The creation time before which a ``waiting`` request expires (``olderThanSeconds``)."""
     seconds = optional_number(require_mapping(params, "params"), "olderThanSeconds", minimum=0)
     if seconds is None:
         raise errors.InvalidInput("olderThanSeconds is required")
-    cutoff = (now or utcnow()) - timedelta(seconds=seconds)
+    return (now or utcnow()) - timedelta(seconds=seconds)
+
+
+async def _expirable_page(
+    uow: UnitOfWork, cutoff: datetime, cursor: str | None
+) -> tuple[list[ReplyRequest], str | None]:
+    """One batch of what ``reply.expire`` fails: ``waiting`` requests made before ``cutoff``."""
+    return await uow.replies.list_page(
+        statuses=["waiting"], older_than=cutoff, limit=EXPIRE_BATCH, cursor=cursor
+    )
+
+
+async def expirable_replies(
+    store: Store, params: Mapping[str, Any], *, now: datetime | None = None
+) -> list[ReplyRequest]:
+    """What ``expire_replies`` with these params would fail right now, oldest first; writes nothing.
+
+    The same selection as ``expire_replies``, so a dry run lists exactly what a real run takes
+    (unless a request moves in between).
+    """
+    cutoff = _expiry_cutoff(params, now)
+    found: list[ReplyRequest] = []
+    cursor: str | None = None
+    async with store.read_uow() as uow:
+        while True:
+            rows, cursor = await _expirable_page(uow, cutoff, cursor)
+            found.extend(rows)
+            if cursor is None:
+                return found
+
+
+async def expire_replies(
+    store: Store, params: Mapping[str, Any], *, now: datetime | None = None
+) -> dict[str, int]:
+    """``reply.expire``: fail ``waiting`` requests older than ``olderThanSeconds`` ("expired").
+
+    Each batch is one transaction; each expired request's source gets a failure notice.
+    """
+    cutoff = _expiry_cutoff(params, now)
     expired = 0
     cursor: str | None = None
     while True:
         async with store.uow() as uow:
-            rows, cursor = await uow.replies.list_page(
-                statuses=["waiting"], older_than=cutoff, limit=EXPIRE_BATCH, cursor=cursor
-            )
+            rows, cursor = await _expirable_page(uow, cutoff, cursor)
             await uow.sessions.lock_many(row.source_conversation_id for row in rows)
             for row in rows:
                 if await uow.replies.transition(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -269,3 +270,38 @@ def test_python_m_ccweb_store_lists_replies_from_ccweb_database_url(database_url
     assert [reply["requestId"] for reply in json.loads(listed.stdout)["replies"]] == [data.FAILED]
     assert missing.returncode == 3
     assert "does not exist" in missing.stderr
+
+
+def test_on_a_narrow_terminal_each_run_and_request_is_a_block_with_whole_ids(
+    database_url: str,
+) -> None:
+    runs = seeded(database_url)
+    terminal = {"TTY_COMPATIBLE": "1", "COLUMNS": "80", "NO_COLOR": "1"}
+
+    listed = [
+        CliRunner().invoke(app, [*args, "--database-url", database_url], env=terminal)
+        for args in (["runs", "list"], ["replies", "list"])
+    ]
+
+    runs_text, replies_text = (strip_ansi(result.stdout) for result in listed)
+    assert all(result.exit_code == 0 for result in listed), [r.output for r in listed]
+    assert f"\n{runs['legacy_target']}  running\n" in runs_text
+    assert "Conversation: delta · Kind: cross_conversation" in runs_text
+    assert runs_text.rstrip().endswith(f"{len(runs)} run(s), newest first")
+    assert f"\n{data.FAILED}  failed\n" in replies_text
+    assert "Last error: target run failed: boom" in replies_text
+    assert all(len(line) <= 80 for line in (runs_text + replies_text).splitlines())
+
+
+def strip_ansi(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+@pytest.mark.parametrize("command", [["replies", "list"], ["runs", "list"]])
+def test_a_malformed_conversation_id_exits_2_and_says_what_an_id_looks_like(
+    database_url: str, command: list[str]
+) -> None:
+    result = ccweb_store(database_url, *command, "--conversation", "bad id!")
+
+    assert result.exit_code == 2
+    assert "invalid conversation id 'bad id!'" in result.stderr

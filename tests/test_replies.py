@@ -216,6 +216,28 @@ async def test_expire_fails_only_waiting_requests_older_than_the_cutoff(pair: St
     )
 
 
+async def test_expirable_replies_lists_what_expire_would_fail_and_writes_nothing(
+    pair: Store,
+) -> None:
+    await make_conversation(pair, "conv-c", "Builder")
+    first = (await ask(pair, "conv-a", "conv-b", "first"))["requestId"]
+    second = (await ask(pair, "conv-c", "conv-a", "second"))["requestId"]
+    later = utcnow() + timedelta(hours=1)
+
+    listed = await replies.expirable_replies(pair, {"olderThanSeconds": 60}, now=later)
+    too_young = await replies.expirable_replies(pair, {"olderThanSeconds": 7200}, now=later)
+
+    assert [row.request_id for row in listed] == [first, second]
+    assert too_young == []
+    assert {(await reply_row(pair, rid)).status for rid in (first, second)} == {"waiting"}
+    assert await replies.expire_replies(pair, {"olderThanSeconds": 60}, now=later) == {
+        "expired": len(listed)
+    }
+    with pytest.raises(DomainError) as caught:
+        await replies.expirable_replies(pair, {})
+    assert caught.value.code == errors.INVALID_ARGUMENTS
+
+
 async def test_retry_delivers_a_ready_reply_once_the_source_is_idle(pair: Store) -> None:
     source_run = await runs.start_run(pair, {"sessionId": "conv-a"})
     request_id = (await ask(pair, "conv-a", "conv-b", "q"))["requestId"]

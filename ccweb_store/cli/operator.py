@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from ccweb_store.debugging import ConversationActivity, PendingReply, ReplyStory
-    from ccweb_store.models import Run
+    from ccweb_store.models import ReplyRequest, Run
     from ccweb_store.uow import Store
 
 replies_app = typer.Typer(
@@ -62,13 +62,14 @@ def _seconds(duration: str | None) -> int | None:
 def _with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
     """Run ``work`` on a store for ``--database-url``, turning failures into exit codes.
 
-    Exit 2: bad arguments; 3: no such request or run; 1: the state forbids it or the
-    database cannot be read.
+    Exit 2: bad arguments; 3: no such request or run; 1: the state forbids it (including a
+    conversation it needs that is gone) or the database cannot be used.
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
-    from ccweb_store.errors import DomainError, InvalidInput, NotFound
+    from ccweb_store import errors
+    from ccweb_store.errors import DomainError, InvalidInput
     from ccweb_store.uow import Store
 
     settings = load_settings(database_url=database_url)
@@ -83,7 +84,7 @@ def _with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]])
     try:
         return asyncio.run(run())
     except DomainError as exc:
-        if isinstance(exc, NotFound) or exc.code.endswith("_not_found"):
+        if exc.code in (errors.REQUEST_NOT_FOUND, errors.RUN_NOT_FOUND):
             fail(exc.message, 3)
         fail(exc.message, 2 if isinstance(exc, InvalidInput) else 1)
     except (SQLAlchemyError, OSError) as exc:
@@ -110,8 +111,47 @@ def _console() -> Console:
     return console
 
 
+def _fits(table: Table, width: int) -> bool:
+    """Whether the no-wrap columns (ids, kinds, statuses) fit whole, leaving room for the rest."""
+    from rich.cells import cell_len
+
+    needed = 0
+    for column in table.columns:
+        if column.no_wrap:
+            needed += max(cell_len(str(cell)) for cell in [column.header, *column.cells])
+        else:
+            needed += 10
+        needed += 2  # padding
+    return needed <= width
+
+
 def _print_table(table: Table) -> None:
-    _console().print(table)
+    """Print ``table``; on a terminal too narrow to show its ids whole, one block per row.
+
+    A block is the row's first cell and its status on one line, then ``Column: value`` pairs.
+    """
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console = _console()
+    if _fits(table, console.width):
+        console.print(table)
+        return
+    headers = [str(column.header) for column in table.columns]
+    columns = [[str(cell) for cell in column.cells] for column in table.columns]
+    if table.title:
+        console.print(Text(str(table.title), style="bold"))
+    for index, row in enumerate(table.rows):
+        cells = dict(zip(headers, (column[index] for column in columns), strict=True))
+        first = cells.pop(headers[0])
+        status = cells.pop("Status", "")
+        console.print(Text(f"{first}  {status}".rstrip(), style=row.style or ""))
+        details = " · ".join(
+            f"{name}: {value}" for name, value in cells.items() if value not in ("", "-")
+        )
+        console.print(Padding(details, (0, 0, 0, 2)))
+    if table.caption:
+        console.print(Text(str(table.caption), style="dim"))
 
 
 def _lease(worker_id: str | None, lease_expires_at: datetime | None, now: datetime) -> str:
@@ -180,15 +220,16 @@ def _runs_table(runs: list[Run], title: str, caption: str | None = None) -> Tabl
 
     now = utcnow()
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD)
+    # Ids, kinds and statuses stay whole on a narrow terminal; the free text wraps instead.
     table.add_column("Run", no_wrap=True)
-    table.add_column("Conversation")
-    table.add_column("Kind")
-    table.add_column("Status")
-    table.add_column("Age", justify="right")
-    table.add_column("Worker")
-    table.add_column("Attempts", justify="right")
-    table.add_column("Request")
-    table.add_column("Error")
+    table.add_column("Conversation", no_wrap=True)
+    table.add_column("Kind", no_wrap=True)
+    table.add_column("Status", no_wrap=True)
+    table.add_column("Age", justify="right", no_wrap=True)
+    table.add_column("Worker", overflow="fold")
+    table.add_column("Tries", justify="right", no_wrap=True)
+    table.add_column("Request", no_wrap=True)
+    table.add_column("Error", overflow="fold")
     styles = {"running": "green", "failed": "red", "cancelled": "dim"}
     for run in runs:
         table.add_row(
@@ -227,7 +268,7 @@ def _print_story(story: ReplyStory) -> None:
     ):
         console.print(Panel(text, title=label))
     if story.runs:
-        console.print(_runs_table(story.runs, "Runs for this request"))
+        _print_table(_runs_table(story.runs, "Runs for this request"))
     else:
         console.print("No run has worked on this request.")
 
@@ -239,7 +280,11 @@ def _print_story(story: ReplyStory) -> None:
         console.print(Panel(message.content, title=title))
 
     show(story.request_message, "Request message (target)", "not stored")
-    show(story.reply_message, "Reply message (source)", "not delivered")
+    if not story.source_messages:
+        show(None, "Reply message (source)", "not delivered")
+    for message in story.source_messages:
+        failed = (message.metadata_ or {}).get("replyFailed")
+        show(message, "Failure notice (source)" if failed else "Reply message (source)", "")
 
 
 @replies_app.command("list")
@@ -326,11 +371,29 @@ def replies_show(
         _print_story(story)
 
 
-def _print_reply_change(result: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        _print_json(result)
+def _reply_outcome(reply: dict[str, Any]) -> str:
+    """One line saying where a request stands after a change, and what happens next."""
+    source = reply["sourceConversationId"]
+    target = reply["targetConversationId"]
+    head = f"reply request {reply['requestId']}: {reply['status']}"
+    if reply["status"] == "returned":
+        return f"{head}, delivered to {source} as message {reply['replyMessageId']}"
+    if reply["status"] == "ready":
+        return f"{head}, held until the running run of {source} ends, then delivered"
+    if reply["status"] == "waiting":
+        return f"{head} on a queued or running run of {target}"
+    if reply["replyMessageId"] is not None:
+        notice = f"notice {reply['replyMessageId']} delivered to {source}"
     else:
-        typer.echo(f"reply request {result.get('requestId')}: now {result.get('status')}")
+        notice = f"notice not delivered yet ({source} is running or gone)"
+    return f"{head} ({reply['lastError']}); {notice}"
+
+
+def _print_reply_change(reply: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        _print_json(reply)
+    else:
+        typer.echo(_reply_outcome(reply))
 
 
 @replies_app.command("retry")
@@ -339,28 +402,63 @@ def replies_retry(
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Try a failed or stuck request again (the host API's reply.retry)."""
-    from ccweb_store.replies import retry_reply  # type: ignore[import-not-found, unused-ignore]
+    """Try a request again (the host API's reply.retry).
 
-    result = _with_store(database_url, lambda store: retry_reply(store, {"requestId": request_id}))
-    _print_reply_change(result, as_json)
+    ready: deliver it now. failed with reply text: ready again, then delivered. failed without
+    reply text, or waiting with no run left: queue a new run on the target. returned: exit 1.
+    """
+    from ccweb_store.replies import retry_reply
+
+    reply = _with_store(database_url, lambda store: retry_reply(store, {"requestId": request_id}))
+    _print_reply_change(reply, as_json)
 
 
 @replies_app.command("fail")
 def replies_fail(
     request_id: Annotated[str, typer.Argument(help="The request id")],
-    reason: Annotated[str, typer.Option("--reason", help="Why, as the source will read it")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why, as the source will read it (required)")
+    ],
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Give up on a request; its source gets a failure notice (the host API's reply.fail)."""
-    from ccweb_store.replies import fail_reply  # type: ignore[import-not-found, unused-ignore]
+    """Give up on a waiting or ready request; its source gets a failure notice (reply.fail).
 
-    result = _with_store(
+    An already failed request is left as it is; a returned one exits 1.
+    """
+    from ccweb_store.replies import fail_reply
+
+    reply = _with_store(
         database_url,
         lambda store: fail_reply(store, {"requestId": request_id, "reason": reason}),
     )
-    _print_reply_change(result, as_json)
+    _print_reply_change(reply, as_json)
+
+
+def _expirable_table(requests: list[ReplyRequest], older_than: str) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    from ccweb_store.debugging import format_duration
+    from ccweb_store.models import utcnow
+
+    now = utcnow()
+    table = Table(
+        title=f"Would expire (waiting, older than {older_than})",
+        caption=f"{len(requests)} request(s), oldest first; nothing was changed",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("Request", no_wrap=True)
+    table.add_column("Age", justify="right")
+    table.add_column("Source → target")
+    for request in requests:
+        table.add_row(
+            request.request_id,
+            format_duration((now - request.created_at).total_seconds()),
+            f"{request.source_title or request.source_conversation_id} → "
+            f"{request.target_title or request.target_conversation_id}",
+        )
+    return table
 
 
 @replies_app.command("expire")
@@ -368,29 +466,45 @@ def replies_expire(
     older_than: Annotated[
         str,
         typer.Option(
-            "--older-than", metavar="DURATION", help="Fail open requests older than this: 1d, 12h"
+            "--older-than",
+            metavar="DURATION",
+            help="Fail waiting requests made at least this long ago: 1d, 12h",
         ),
     ],
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Only say what would expire; change nothing")
+        bool, typer.Option("--dry-run", help="Only list what would expire; change nothing")
     ] = False,
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Fail every open request older than DURATION (the host API's reply.expire)."""
-    from ccweb_store.replies import expire_replies  # type: ignore[import-not-found, unused-ignore]
+    """Fail every waiting request older than DURATION with "expired" (the host API's reply.expire).
 
-    params: dict[str, Any] = {"olderThanSeconds": _seconds(older_than)}
+    Each source gets a failure notice. ready, failed and returned requests are not touched.
+    """
+    from ccweb_store.replies import expirable_replies, expire_replies
+    from ccweb_store.schemas import reply_out
+
+    params = {"olderThanSeconds": _seconds(older_than)}
     if dry_run:
-        params["dryRun"] = True
+        requests = _with_store(database_url, lambda store: expirable_replies(store, params))
+        if as_json:
+            _print_json(
+                {
+                    "dryRun": True,
+                    "wouldExpire": len(requests),
+                    "replies": [reply_out(request) for request in requests],
+                }
+            )
+        elif not requests:
+            typer.echo(f"No waiting request is older than {older_than}; nothing would expire.")
+        else:
+            _print_table(_expirable_table(requests, older_than))
+        return
     result = _with_store(database_url, lambda store: expire_replies(store, params))
     if as_json:
         _print_json(result)
-        return
-    expired = result.get("expired")
-    count = len(expired) if isinstance(expired, list) else expired
-    verb = "would expire" if dry_run else "expired"
-    typer.echo(f"{verb} {count} reply request(s) older than {older_than}")
+    else:
+        typer.echo(f"expired {result['expired']} waiting reply request(s) older than {older_than}")
 
 
 @runs_app.command("list")
@@ -439,14 +553,14 @@ def runs_requeue(
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Put a running run whose worker died back in the queue."""
-    from ccweb_store.runs import requeue_run  # type: ignore[import-not-found, unused-ignore]
+    """Put a running run whose worker died back in the queue (attempts + 1).
 
-    result = _with_store(database_url, lambda store: requeue_run(store, {"runId": run_id}))
+    Any worker can then claim it. A run that is not running exits 1.
+    """
+    from ccweb_store.runs import requeue_run
+
+    run = _with_store(database_url, lambda store: requeue_run(store, {"runId": run_id}))
     if as_json:
-        _print_json(result)
+        _print_json(run)
     else:
-        typer.echo(
-            f"run {result.get('id')}: now {result.get('status')} "
-            f"(attempts {result.get('attempts')})"
-        )
+        typer.echo(f"run {run['id']}: {run['status']} again (attempts {run['attempts']})")

@@ -1,0 +1,479 @@
+"""`ccweb-store replies retry/fail/expire` and `runs requeue`, on both engines.
+
+Every state is built through the service functions the host API uses (sends, claims,
+completions, run starts), and every change is checked in what the conversations now hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner, Result
+
+from ccweb_store import runs
+from ccweb_store.cli import app
+from ccweb_store.config import Settings
+from ccweb_store.models import Message, ReplyRequest, Run, utcnow
+from ccweb_store.uow import Store
+from tests.lifecycle_support import (
+    ask,
+    claim,
+    complete,
+    make_conversation,
+    messages_of,
+    reply_row,
+    row_counts,
+    runs_of,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
+
+
+def on_store(database_url: str, work: Callable[[Store], Awaitable[T]]) -> T:
+    """Run ``work`` on a fresh store outside any event loop (the CLI runs its own)."""
+
+    async def run() -> T:
+        store = Store.from_settings(Settings(database_url=database_url))
+        try:
+            return await work(store)
+        finally:
+            await store.dispose()
+
+    return asyncio.run(run())
+
+
+def ccweb_store(database_url: str, *args: str) -> Result:
+    return CliRunner().invoke(app, [*args, "--database-url", database_url])
+
+
+def as_json(result: Result) -> Any:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+async def conversations(store: Store, *ids: str) -> None:
+    for conversation_id in ids:
+        await make_conversation(store, conversation_id)
+
+
+def replies_to(messages: list[Message], request_id: str) -> list[Message]:
+    return [m for m in messages if (m.metadata_ or {}).get("replyToRequestId") == request_id]
+
+
+async def backdate(store: Store, request_id: str, age: timedelta) -> None:
+    """Make a request look older than it is: the only state no service function can build."""
+    async with store.uow() as uow:
+        await uow.session.execute(
+            sa.update(ReplyRequest)
+            .where(ReplyRequest.request_id == request_id)
+            .values(created_at=utcnow() - age)
+        )
+        await uow.commit()
+
+
+def ready_behind_a_dead_source_run(database_url: str) -> str:
+    """A reply that is ``ready`` and stuck: its source's run was requeued, so nothing delivers it.
+
+    The planner runs, asks the reviewer, the reviewer answers while the planner still runs
+    (the reply waits), then the planner's worker dies and its run goes back to the queue.
+    """
+
+    async def build(store: Store) -> str:
+        await conversations(store, "planner", "reviewer")
+        planner_run = await runs.start_run(store, {"sessionId": "planner", "workerId": "w-1"})
+        request_id: str = (await ask(store, "planner", "reviewer", "Review the schema change"))[
+            "requestId"
+        ]
+        target_run = await claim(store, "w-2")
+        assert target_run is not None and target_run["sessionId"] == "reviewer"
+        await complete(store, target_run["id"], "Looks good; two nits")
+        assert (await reply_row(store, request_id)).status == "ready"
+        await runs.requeue_run(store, {"runId": planner_run["id"]})
+        return request_id
+
+    return on_store(database_url, build)
+
+
+def waiting_request(database_url: str) -> str:
+    """The planner asked the reviewer; the reviewer's run is queued."""
+
+    async def build(store: Store) -> str:
+        await conversations(store, "planner", "reviewer")
+        sent = await ask(store, "planner", "reviewer", "Review the schema change")
+        request_id: str = sent["requestId"]
+        return request_id
+
+    return on_store(database_url, build)
+
+
+def returned_request(database_url: str) -> str:
+    """The reviewer answered and the planner got its reply."""
+
+    async def build(store: Store) -> str:
+        await conversations(store, "planner", "reviewer")
+        request_id: str = (await ask(store, "planner", "reviewer", "Review it"))["requestId"]
+        target_run = await claim(store)
+        assert target_run is not None
+        await complete(store, target_run["id"], "Reviewed")
+        return request_id
+
+    return on_store(database_url, build)
+
+
+# --- replies retry --------------------------------------------------------------------------
+
+
+def test_retry_delivers_a_stuck_ready_reply_once_with_its_auto_run(database_url: str) -> None:
+    request_id = ready_behind_a_dead_source_run(database_url)
+
+    reply = as_json(ccweb_store(database_url, "replies", "retry", request_id, "--json"))
+    again = ccweb_store(database_url, "replies", "retry", request_id)
+
+    assert reply["requestId"] == request_id
+    assert reply["status"] == "returned" and reply["returnedAt"] is not None
+    planner_messages = on_store(database_url, lambda store: messages_of(store, "planner"))
+    delivered = replies_to(planner_messages, request_id)
+    assert len(delivered) == 1
+    assert delivered[0].id == reply["replyMessageId"]
+    assert "Looks good; two nits" in delivered[0].content
+    auto_runs = on_store(database_url, lambda store: runs_of(store, "planner", "reply_auto_run"))
+    assert [(run.status, run.reply_request_id) for run in auto_runs] == [("queued", request_id)]
+    assert again.exit_code == 1
+    assert "already returned; there is nothing to retry" in again.stderr
+
+
+def test_retry_says_in_one_line_where_the_request_now_stands(database_url: str) -> None:
+    request_id = ready_behind_a_dead_source_run(database_url)
+
+    result = ccweb_store(database_url, "replies", "retry", request_id)
+
+    assert result.exit_code == 0, result.output
+    reply = on_store(database_url, lambda store: reply_row(store, request_id))
+    assert result.stdout.strip() == (
+        f"reply request {request_id}: returned, delivered to planner as message "
+        f"{reply.reply_message_id}"
+    )
+
+
+def test_retry_of_a_failed_request_without_an_answer_asks_the_target_again(
+    database_url: str,
+) -> None:
+    request_id = waiting_request(database_url)
+    assert ccweb_store(database_url, "replies", "fail", request_id, "--reason", "x").exit_code == 0
+    on_store(database_url, lambda store: _cancel_open_runs(store, "reviewer"))
+
+    reply = as_json(ccweb_store(database_url, "replies", "retry", request_id, "--json"))
+
+    assert (reply["status"], reply["lastError"], reply["replyMessageId"]) == ("waiting", None, None)
+    reviewer_runs = on_store(
+        database_url, lambda store: runs_of(store, "reviewer", "cross_conversation")
+    )
+    assert [run.status for run in reviewer_runs] == ["cancelled", "queued"]
+    assert reviewer_runs[-1].reply_request_id == request_id
+    assert request_id in (reviewer_runs[-1].runtime_text or "")
+
+
+async def _cancel_open_runs(store: Store, session_id: str) -> None:
+    async with store.uow() as uow:
+        for run in await uow.runs.active_for_session(session_id):
+            await uow.runs.finish(run.id, "cancelled")
+        await uow.commit()
+
+
+def test_python_m_ccweb_store_replies_retry_delivers_from_ccweb_database_url(
+    database_url: str,
+) -> None:
+    request_id = ready_behind_a_dead_source_run(database_url)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CCWEB_DATABASE_URL": database_url}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ccweb_store", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    retried = run("replies", "retry", request_id, "--json")
+    unknown = run("replies", "retry", "req_nope")
+    again = run("replies", "retry", request_id)
+
+    assert retried.returncode == 0, retried.stderr
+    assert json.loads(retried.stdout)["status"] == "returned"
+    planner_messages = on_store(database_url, lambda store: messages_of(store, "planner"))
+    assert len(replies_to(planner_messages, request_id)) == 1
+    assert (unknown.returncode, again.returncode) == (3, 1)
+    assert "reply request 'req_nope' does not exist" in unknown.stderr
+    assert "nothing to retry" in again.stderr
+
+
+# --- replies fail ---------------------------------------------------------------------------
+
+
+def test_fail_with_a_reason_fails_the_request_and_tells_the_source(database_url: str) -> None:
+    request_id = waiting_request(database_url)
+
+    reply = as_json(
+        ccweb_store(
+            database_url,
+            "replies",
+            "fail",
+            request_id,
+            "--reason",
+            "reviewer was archived",
+            "--json",
+        )
+    )
+
+    assert (reply["status"], reply["lastError"]) == ("failed", "reviewer was archived")
+    stored = on_store(database_url, lambda store: reply_row(store, request_id))
+    assert (stored.status, stored.last_error) == ("failed", "reviewer was archived")
+    notices = replies_to(
+        on_store(database_url, lambda store: messages_of(store, "planner")), request_id
+    )
+    assert len(notices) == 1
+    assert notices[0].id == reply["replyMessageId"]
+    assert notices[0].metadata_["replyFailed"] is True
+    assert "reviewer was archived" in notices[0].content
+
+
+def test_fail_prints_the_reason_and_the_notice(database_url: str) -> None:
+    request_id = waiting_request(database_url)
+
+    result = ccweb_store(
+        database_url, "replies", "fail", request_id, "--reason", "no longer needed"
+    )
+
+    assert result.exit_code == 0, result.output
+    notice_id = on_store(database_url, lambda store: reply_row(store, request_id)).reply_message_id
+    assert result.stdout.strip() == (
+        f"reply request {request_id}: failed (no longer needed); "
+        f"notice {notice_id} delivered to planner"
+    )
+
+
+@pytest.mark.parametrize("reason", [None, "", "   "])
+def test_fail_without_a_reason_is_refused_with_exit_2(
+    database_url: str, reason: str | None
+) -> None:
+    request_id = waiting_request(database_url)
+    before = on_store(database_url, row_counts)
+
+    args = ["replies", "fail", request_id] + ([] if reason is None else ["--reason", reason])
+    result = ccweb_store(database_url, *args)
+
+    assert result.exit_code == 2
+    assert "reason" in result.stderr
+    assert on_store(database_url, lambda store: reply_row(store, request_id)).status == "waiting"
+    assert on_store(database_url, row_counts) == before
+
+
+def test_fail_of_a_returned_request_exits_1_and_changes_nothing(database_url: str) -> None:
+    request_id = returned_request(database_url)
+
+    result = ccweb_store(database_url, "replies", "fail", request_id, "--reason", "too late")
+
+    assert result.exit_code == 1
+    assert "already returned and cannot fail" in result.stderr
+    assert on_store(database_url, lambda store: reply_row(store, request_id)).status == "returned"
+
+
+def test_replies_show_includes_the_notice_and_the_reply_delivered_after_a_retry(
+    database_url: str,
+) -> None:
+    request_id = waiting_request(database_url)
+    ccweb_store(database_url, "replies", "fail", request_id, "--reason", "reviewer was stuck")
+    on_store(database_url, lambda store: _answer_late(store, "Reviewed after all"))
+    assert as_json(ccweb_store(database_url, "replies", "retry", request_id, "--json"))[
+        "status"
+    ] == ("returned")
+
+    story = as_json(ccweb_store(database_url, "replies", "show", request_id, "--json"))
+    shown = ccweb_store(database_url, "replies", "show", request_id)
+
+    assert story["requestMessage"]["sessionId"] == "reviewer"
+    assert [run["kind"] for run in story["runs"]] == [
+        "cross_conversation",
+        "reply_auto_run",
+        "reply_auto_run",
+    ]
+    notice, reply = story["sourceMessages"]
+    assert notice["metadata"]["replyFailed"] is True and "reviewer was stuck" in notice["content"]
+    assert "Reviewed after all" in reply["content"]
+    assert story["replyMessage"]["id"] == reply["id"] == story["reply"]["replyMessageId"]
+    assert shown.exit_code == 0, shown.output
+    assert f"Failure notice (source): {notice['id']} in planner" in shown.stdout
+    assert f"Reply message (source): {reply['id']} in planner" in shown.stdout
+    assert "Request message (target): " in shown.stdout
+
+
+async def _answer_late(store: Store, output: str) -> None:
+    """The reviewer's run finishes after its request was failed by hand."""
+    target_run = await claim(store, kinds=["cross_conversation"])
+    assert target_run is not None
+    await complete(store, target_run["id"], output)
+
+
+# --- replies expire -------------------------------------------------------------------------
+
+
+def three_requests_of_different_ages(database_url: str) -> dict[str, str]:
+    """An old ``waiting`` request, a fresh ``waiting`` one, and an old ``returned`` one."""
+
+    async def build(store: Store) -> dict[str, str]:
+        await conversations(store, "planner", "reviewer", "tester", "writer", "lead", "docs")
+        answered = (await ask(store, "lead", "docs", "Document it"))["requestId"]
+        docs_run = await claim(store)
+        assert docs_run is not None and docs_run["sessionId"] == "docs"
+        await complete(store, docs_run["id"], "Documented")
+        old = (await ask(store, "planner", "reviewer", "Review it"))["requestId"]
+        fresh = (await ask(store, "tester", "writer", "Write it"))["requestId"]
+        await backdate(store, old, timedelta(hours=3))
+        await backdate(store, answered, timedelta(hours=5))
+        return {"old": old, "fresh": fresh, "returned": answered}
+
+    return on_store(database_url, build)
+
+
+def test_expire_dry_run_lists_what_would_expire_and_changes_nothing(database_url: str) -> None:
+    requests = three_requests_of_different_ages(database_url)
+    before = on_store(database_url, row_counts)
+
+    payload = as_json(
+        ccweb_store(database_url, "replies", "expire", "--older-than", "1h", "--dry-run", "--json")
+    )
+    table = ccweb_store(database_url, "replies", "expire", "--older-than", "1h", "--dry-run")
+
+    assert payload["dryRun"] is True and payload["wouldExpire"] == 1
+    assert [(r["requestId"], r["status"]) for r in payload["replies"]] == [
+        (requests["old"], "waiting")
+    ]
+    assert table.exit_code == 0, table.output
+    assert "Would expire (waiting, older than 1h)" in table.stdout
+    assert "1 request(s), oldest first; nothing was changed" in table.stdout
+    assert requests["old"] in table.stdout and "Planner → Reviewer" in table.stdout
+    assert requests["fresh"] not in table.stdout
+    assert on_store(database_url, row_counts) == before
+    assert on_store(database_url, lambda store: reply_row(store, requests["old"])).status == (
+        "waiting"
+    )
+
+
+def test_expire_fails_only_old_waiting_requests_and_notifies_their_sources(
+    database_url: str,
+) -> None:
+    requests = three_requests_of_different_ages(database_url)
+
+    payload = as_json(
+        ccweb_store(database_url, "replies", "expire", "--older-than", "1h", "--json")
+    )
+    nothing_left = ccweb_store(database_url, "replies", "expire", "--older-than", "1h")
+
+    assert payload == {"expired": 1}
+    old = on_store(database_url, lambda store: reply_row(store, requests["old"]))
+    assert (old.status, old.last_error) == ("failed", "expired")
+    notices = replies_to(
+        on_store(database_url, lambda store: messages_of(store, "planner")), requests["old"]
+    )
+    assert len(notices) == 1 and notices[0].metadata_["replyFailed"] is True
+    statuses = {
+        name: on_store(database_url, lambda store, rid=rid: reply_row(store, rid)).status
+        for name, rid in requests.items()
+        if name != "old"
+    }
+    assert statuses == {"fresh": "waiting", "returned": "returned"}
+    assert nothing_left.exit_code == 0
+    assert nothing_left.stdout.strip() == "expired 0 waiting reply request(s) older than 1h"
+
+
+def test_expire_dry_run_with_nothing_to_expire_says_so(database_url: str) -> None:
+    three_requests_of_different_ages(database_url)
+
+    result = ccweb_store(database_url, "replies", "expire", "--older-than", "1d", "--dry-run")
+
+    assert result.exit_code == 0, result.output
+    assert "No waiting request is older than 1d; nothing would expire." in result.stdout
+
+
+@pytest.mark.parametrize("args", [[], ["--older-than", "soon"], ["--older-than", "-1h"]])
+def test_expire_without_a_valid_duration_exits_2(database_url: str, args: list[str]) -> None:
+    result = ccweb_store(database_url, "replies", "expire", *args)
+
+    assert result.exit_code == 2
+    assert "--older-than" in result.stderr
+
+
+# --- runs requeue ---------------------------------------------------------------------------
+
+
+def test_requeue_puts_a_dead_workers_run_back_in_the_queue(database_url: str) -> None:
+    async def claimed(store: Store) -> dict[str, Any]:
+        await conversations(store, "planner", "reviewer")
+        await ask(store, "planner", "reviewer", "Review it")
+        run = await claim(store, "w-dead")
+        assert run is not None and run["status"] == "running"
+        return run
+
+    before = on_store(database_url, claimed)
+
+    run = as_json(ccweb_store(database_url, "runs", "requeue", before["id"], "--json"))
+    again = ccweb_store(database_url, "runs", "requeue", before["id"])
+    reclaimed = on_store(database_url, lambda store: claim(store, "w-alive"))
+
+    assert (run["id"], run["status"], run["workerId"], run["leaseExpiresAt"]) == (
+        before["id"],
+        "queued",
+        None,
+        None,
+    )
+    assert run["attempts"] == before["attempts"] + 1
+    assert again.exit_code == 1
+    assert "is queued, not running; only a running run can be requeued" in again.stderr
+    assert reclaimed is not None
+    assert (reclaimed["id"], reclaimed["workerId"]) == (before["id"], "w-alive")
+
+
+def test_requeue_prints_the_run_and_its_attempts(database_url: str) -> None:
+    async def started(store: Store) -> Run:
+        await conversations(store, "planner")
+        await runs.start_run(store, {"sessionId": "planner", "workerId": "w-dead"})
+        return (await runs_of(store, "planner"))[0]
+
+    run = on_store(database_url, started)
+
+    result = ccweb_store(database_url, "runs", "requeue", run.id)
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"run {run.id}: queued again (attempts {run.attempts + 1})"
+
+
+# --- unknown ids ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["replies", "retry", "req_nope"], "reply request 'req_nope' does not exist"),
+        (["replies", "fail", "req_nope", "--reason", "x"], "reply request 'req_nope' does not"),
+        (["replies", "show", "req_nope"], "reply request 'req_nope' does not exist"),
+        (["runs", "requeue", "run_nope"], "run 'run_nope' does not exist"),
+    ],
+)
+def test_an_unknown_id_exits_3(database_url: str, args: list[str], message: str) -> None:
+    result = ccweb_store(database_url, *args)
+
+    assert result.exit_code == 3
+    assert message in result.stderr
