@@ -1,4 +1,4 @@
-"""The reply lifecycle over HTTP: agents send through ``/mcp``, the host runs ``/rpc``.
+"""The reply lifecycle over HTTP: agents call ``/mcp``, the host drives runs over ``/rpc``.
 
 Everything here is what a real agent and a real host see: tool results, JSON-RPC results and
 error codes, the messages and runs listed back. Runs on SQLite and PostgreSQL.
