@@ -7,14 +7,18 @@ error codes, the messages and runs listed back. Runs on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 
+from ccweb_store.app import create_app
+from ccweb_store.config import Settings
 from ccweb_store.uow import Store
-from tests.http_client import app_client, call_tool, rpc, rpc_result
+from tests.http_client import BASE_URL, app_client, call_tool, rpc, rpc_result
 
 ASK = "Run the test suite and report every failure."
 ANSWER = "All 42 tests pass; nothing failed."
@@ -319,6 +323,28 @@ async def test_an_expired_lease_puts_the_run_back_in_the_queue(client: httpx.Asy
     assert again["attempts"] == first["attempts"] + 1
     lost = await rpc(client, "run.heartbeat", {"runId": sent["runId"], "workerId": "worker-1"})
     assert error_code(lost) == "lease_lost"
+
+
+async def test_the_server_requeues_an_expired_lease_without_any_claim(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(settings.model_copy(update={"lease_sweep_seconds": 0.2}))
+    caplog.set_level(logging.INFO, logger="ccweb_store")
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as http,
+    ):
+        await rpc_result(http, "session.create", {"id": "planner"})
+        await rpc_result(http, "session.create", {"id": "tester"})
+        sent = await ask(http)
+        await claim(http, "worker-1", leaseSeconds=1)
+        deadline = time.monotonic() + 5
+        while (run := (await runs(http, "tester"))[0])["status"] == "running":
+            assert time.monotonic() < deadline, "the sweeper did not requeue the run"
+            await asyncio.sleep(0.1)
+    assert run["id"] == sent["runId"] and run["status"] == "queued"
+    assert run["attempts"] == 1 and run["workerId"] is None
+    assert f"run {sent['runId']} requeued after an expired lease" in caplog.text
 
 
 async def test_completing_a_run_twice_returns_the_same_result_and_delivers_once(
