@@ -783,11 +783,15 @@ class RunRepository(_Repository):
                 validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
             stmt = stmt.where(Run.kind.in_(kinds))
         for candidate in (await self.session.scalars(stmt)).all():
-            try:
-                async with self.session.begin_nested():
-                    won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
-            except IntegrityError:
-                continue  # another claimer started a run of this session first
+            if self.dialect == "sqlite":
+                # BEGIN IMMEDIATE: no other writer can start a run of this session meanwhile.
+                won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
+            else:
+                try:
+                    async with self.session.begin_nested():
+                        won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
+                except IntegrityError:
+                    continue  # another claimer started a run of this session first
             if won:
                 return candidate
         return None
