@@ -262,6 +262,7 @@ class MessageRepository(_Repository):
 
         Bumping the session's ``updated_at`` first takes its row lock (PostgreSQL) or the
         write lock (SQLite, ``BEGIN IMMEDIATE``), so concurrent appends get gap-free seqs.
+        The seq is computed inside the INSERT, which returns the new row.
         """
         validate_choice(role, ROLES, errors.INVALID_ROLE, "role")
         if not isinstance(content, str):
@@ -271,25 +272,31 @@ class MessageRepository(_Repository):
             raise NotFound(
                 f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
             )
-        row = Message(
-            id=id or new_id("msg"),
-            session_id=session_id,
-            seq=await self.last_seq(session_id) + 1,
-            role=role,
-            content=content,
-            created_at=created_at or now,
-            metadata_=metadata,
+        message_id = id or new_id("msg")
+        next_seq = (
+            sa.select(sa.func.coalesce(sa.func.max(Message.seq), 0) + 1)
+            .where(Message.session_id == session_id)
+            .scalar_subquery()
         )
-        await self._insert(
-            row, lambda: Conflict(f"message id {row.id!r} already exists", code="message_exists")
+        stmt = (
+            sa.insert(Message)
+            .values(
+                id=message_id,
+                session_id=session_id,
+                seq=next_seq,
+                role=role,
+                content=content,
+                created_at=created_at or now,
+                metadata_=metadata,
+            )
+            .returning(Message)
         )
-        return row
-
-    async def last_seq(self, session_id: str) -> int:
-        stmt = sa.select(sa.func.coalesce(sa.func.max(Message.seq), 0)).where(
-            Message.session_id == session_id
-        )
-        return int((await self.session.execute(stmt)).scalar_one())
+        try:
+            return (await self.session.scalars(stmt)).one()
+        except IntegrityError as exc:
+            raise Conflict(
+                f"message id {message_id!r} already exists", code="message_exists"
+            ) from exc
 
     async def get(self, message_id: str) -> Message | None:
         return await self.session.get(Message, message_id)
