@@ -95,7 +95,10 @@ class Store:
         return self.engine.dialect.name
 
     def uow(self) -> UnitOfWork:
-        """A unit of work that may write (SQLite: ``BEGIN IMMEDIATE``)."""
+        """A unit of work that may write (SQLite: ``BEGIN IMMEDIATE``).
+
+        Never open one inside another: on SQLite the inner one would wait for the outer one.
+        """
         return UnitOfWork(self._writer, self._write_lock)
 
     def read_uow(self) -> UnitOfWork:
