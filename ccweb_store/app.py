@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import logging
 from collections.abc import AsyncIterator
@@ -20,6 +22,7 @@ from ccweb_store.config import Settings
 from ccweb_store.db import current_revision, migrate
 from ccweb_store.mcp import mcp_endpoint
 from ccweb_store.rpc import rpc_endpoint
+from ccweb_store.runs import sweep_expired_leases
 from ccweb_store.uow import Store
 
 log = logging.getLogger("ccweb_store")
@@ -40,7 +43,8 @@ def create_app(
                 await migrate(active.engine)
             app.state.store = active
             log.info("ccweb-store %s ready on %s", __version__, active.dialect)
-            yield
+            async with _lease_sweeper(active, settings.lease_sweep_seconds):
+                yield
         finally:
             if owned:
                 await active.dispose()
@@ -56,6 +60,21 @@ def create_app(
     if store is not None:
         app.state.store = store
     return app
+
+
+@asynccontextmanager
+async def _lease_sweeper(store: Store, interval: float) -> AsyncIterator[None]:
+    """Run ``sweep_expired_leases`` in the background while the app serves (0 disables it)."""
+    if interval <= 0:
+        yield
+        return
+    task = asyncio.create_task(sweep_expired_leases(store, interval), name="lease-sweeper")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def healthz(request: Request) -> JSONResponse:

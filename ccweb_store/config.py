@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     lease_seconds: int = Field(default=300, ge=1)
     max_attempts: int = Field(default=3, ge=1)
+    lease_sweep_seconds: float = Field(default=5.0, ge=0)  # 0 disables the sweeper
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
     log_level: str = "info"
 

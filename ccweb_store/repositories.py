@@ -102,11 +102,14 @@ class _Repository:
         return self.session.get_bind().dialect.name
 
     async def _insert(self, row: Any, conflict: Callable[[], DomainError]) -> None:
-        """Add ``row`` in a savepoint, turning a uniqueness clash into ``conflict()``."""
+        """Add ``row`` now, turning a uniqueness clash into ``conflict()``.
+
+        No savepoint: a clash ends the unit of work (the caller raises, the transaction rolls
+        back), so nothing ever continues in it, and two statements per insert are saved.
+        """
+        self.session.add(row)
         try:
-            async with self.session.begin_nested():
-                self.session.add(row)
-                await self.session.flush()
+            await self.session.flush()
         except IntegrityError as exc:
             raise conflict() from exc
 
@@ -162,19 +165,38 @@ class SessionRepository(_Repository):
 
     async def lock(self, session_id: str) -> Session | None:
         """Read the session holding its row lock (PostgreSQL) until the transaction ends."""
-        stmt = sa.select(Session).where(Session.id == session_id).with_for_update()
-        return (await self.session.execute(stmt)).scalar_one_or_none()
+        return (await self.lock_many([session_id])).get(session_id)
 
     async def lock_many(self, session_ids: Iterable[str | None]) -> dict[str, Session]:
         """Lock several sessions (PostgreSQL) in id order, so two writers never deadlock.
 
-        Returns the ones that exist, by id.
+        Returns the ones that exist, by id. A row this transaction already locked stays
+        locked until it ends, so it is not read and locked a second time.
         """
         ids = sorted({sid for sid in session_ids if sid})
-        if not ids:
-            return {}
-        stmt = sa.select(Session).where(Session.id.in_(ids)).order_by(Session.id).with_for_update()
-        return {row.id: row for row in (await self.session.scalars(stmt)).all()}
+        locked = await self._locked_rows()
+        missing = [sid for sid in ids if sid not in locked]
+        if missing:
+            stmt = (
+                sa.select(Session)
+                .where(Session.id.in_(missing))
+                .order_by(Session.id)
+                .with_for_update()
+            )
+            for row in (await self.session.scalars(stmt)).all():
+                locked[row.id] = row
+        return {sid: locked[sid] for sid in ids if sid in locked}
+
+    async def _locked_rows(self) -> dict[str, Session]:
+        """The sessions locked by the current transaction, by id (forgotten when it ends)."""
+        await self.session.connection()  # begins the transaction if it has not begun
+        transaction = self.session.sync_session.get_transaction()
+        info = self.session.info
+        if info.get("locked_sessions_of") is not transaction:
+            info["locked_sessions_of"] = transaction
+            info["locked_sessions"] = {}
+        locked: dict[str, Session] = info["locked_sessions"]
+        return locked
 
     async def touch(self, session_id: str, at: datetime | None = None) -> bool:
         """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
@@ -240,6 +262,7 @@ class MessageRepository(_Repository):
 
         Bumping the session's ``updated_at`` first takes its row lock (PostgreSQL) or the
         write lock (SQLite, ``BEGIN IMMEDIATE``), so concurrent appends get gap-free seqs.
+        The seq is computed inside the INSERT, which returns the new row.
         """
         validate_choice(role, ROLES, errors.INVALID_ROLE, "role")
         if not isinstance(content, str):
@@ -249,25 +272,31 @@ class MessageRepository(_Repository):
             raise NotFound(
                 f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
             )
-        row = Message(
-            id=id or new_id("msg"),
-            session_id=session_id,
-            seq=await self.last_seq(session_id) + 1,
-            role=role,
-            content=content,
-            created_at=created_at or now,
-            metadata_=metadata,
+        message_id = id or new_id("msg")
+        next_seq = (
+            sa.select(sa.func.coalesce(sa.func.max(Message.seq), 0) + 1)
+            .where(Message.session_id == session_id)
+            .scalar_subquery()
         )
-        await self._insert(
-            row, lambda: Conflict(f"message id {row.id!r} already exists", code="message_exists")
+        stmt = (
+            sa.insert(Message)
+            .values(
+                id=message_id,
+                session_id=session_id,
+                seq=next_seq,
+                role=role,
+                content=content,
+                created_at=created_at or now,
+                metadata_=metadata,
+            )
+            .returning(Message)
         )
-        return row
-
-    async def last_seq(self, session_id: str) -> int:
-        stmt = sa.select(sa.func.coalesce(sa.func.max(Message.seq), 0)).where(
-            Message.session_id == session_id
-        )
-        return int((await self.session.execute(stmt)).scalar_one())
+        try:
+            return (await self.session.scalars(stmt)).one()
+        except IntegrityError as exc:
+            raise Conflict(
+                f"message id {message_id!r} already exists", code="message_exists"
+            ) from exc
 
     async def get(self, message_id: str) -> Message | None:
         return await self.session.get(Message, message_id)
@@ -500,17 +529,8 @@ class ReplyRepository(_Repository):
             sa.update(ReplyRequest)
             .where(ReplyRequest.request_id == request_id, ReplyRequest.status.in_(from_statuses))
             .values(status=to_status, **values)
-            .execution_options(synchronize_session=False)
         )
-        moved = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
-        if moved:
-            await self._refresh(request_id)
-        return moved
-
-    async def _refresh(self, request_id: str) -> None:
-        row = await self.session.get(ReplyRequest, request_id)
-        if row is not None:
-            await self.session.refresh(row)
+        return await _update_returning(self.session, stmt, ReplyRequest)
 
     async def list_page(
         self,
@@ -587,12 +607,8 @@ class ReplyRepository(_Repository):
                 ReplyRequest.returned_at.is_(None),
             )
             .values(reply_message_id=message_id)
-            .execution_options(synchronize_session=False)
         )
-        moved = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
-        if moved:
-            await self._refresh(request_id)
-        return moved
+        return await _update_returning(self.session, stmt, ReplyRequest)
 
     async def ready_for_source(self, source_session_id: str) -> list[ReplyRequest]:
         """Replies ready to deliver to ``source_session_id``, oldest first."""
@@ -779,13 +795,16 @@ class RunRepository(_Repository):
                 validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
             stmt = stmt.where(Run.kind.in_(kinds))
         for candidate in (await self.session.scalars(stmt)).all():
-            try:
-                async with self.session.begin_nested():
-                    won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
-            except IntegrityError:
-                continue  # another claimer started a run of this session first
+            if self.dialect == "sqlite":
+                # BEGIN IMMEDIATE: no other writer can start a run of this session meanwhile.
+                won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
+            else:
+                try:
+                    async with self.session.begin_nested():
+                        won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
+                except IntegrityError:
+                    continue  # another claimer started a run of this session first
             if won:
-                await self.session.refresh(candidate)
                 return candidate
         return None
 
@@ -801,9 +820,8 @@ class RunRepository(_Repository):
                 started_at=now,
                 lease_expires_at=now + timedelta(seconds=lease_seconds),
             )
-            .execution_options(synchronize_session=False)
         )
-        return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        return await _update_returning(self.session, stmt, Run)
 
     async def heartbeat(
         self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
@@ -814,12 +832,8 @@ class RunRepository(_Repository):
             sa.update(Run)
             .where(Run.id == run_id, Run.status == "running", Run.worker_id == worker_id)
             .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
-            .execution_options(synchronize_session=False)
         )
-        won = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
-        if won:
-            await self._refresh(run_id)
-        return won
+        return await _update_returning(self.session, stmt, Run)
 
     async def finish(
         self,
@@ -845,12 +859,8 @@ class RunRepository(_Repository):
                 finished_at=now or utcnow(),
                 lease_expires_at=None,
             )
-            .execution_options(synchronize_session=False)
         )
-        won = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
-        if won:
-            await self._refresh(run_id)
-        return won
+        return await _update_returning(self.session, stmt, Run)
 
     async def expired(self, *, now: datetime | None = None, limit: int = 100) -> list[Run]:
         """Running runs whose lease has passed (skipping rows another process holds)."""
@@ -868,21 +878,8 @@ class RunRepository(_Repository):
         values: dict[str, Any] = {"status": "queued", "worker_id": None, "lease_expires_at": None}
         if count_attempt:
             values["attempts"] = Run.attempts + 1
-        stmt = (
-            sa.update(Run)
-            .where(Run.id == run_id, Run.status == "running")
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
-        won = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
-        if won:
-            await self._refresh(run_id)
-        return won
-
-    async def _refresh(self, run_id: str) -> None:
-        row = await self.session.get(Run, run_id)
-        if row is not None:
-            await self.session.refresh(row)
+        stmt = sa.update(Run).where(Run.id == run_id, Run.status == "running").values(**values)
+        return await _update_returning(self.session, stmt, Run)
 
     async def list_recent(
         self,
@@ -903,3 +900,15 @@ class RunRepository(_Repository):
                 validate_choice(status, RUN_STATUSES, errors.INVALID_STATUS, "run status")
             stmt = stmt.where(Run.status.in_(statuses))
         return list((await self.session.scalars(stmt)).all())
+
+
+async def _update_returning(session: AsyncSession, stmt: sa.Update, model: type[Any]) -> bool:
+    """Run a conditional UPDATE of one row; True if it matched.
+
+    ``RETURNING`` the row refreshes the loaded object in the same statement (SQLite ≥ 3.35
+    and PostgreSQL both support it), instead of a second SELECT.
+    """
+    returning = stmt.returning(model).execution_options(
+        synchronize_session=False, populate_existing=True
+    )
+    return (await session.execute(returning)).scalars().first() is not None

@@ -9,6 +9,7 @@ exactly like a failed run.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from datetime import datetime
@@ -234,3 +235,25 @@ async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[
                 log.info("run %s requeued after an expired lease (attempt %d)", run_id, attempts)
             await uow.commit()
     return {"requeued": requeued, "failed": failed}
+
+
+async def sweep_expired_leases(store: Store, interval: float) -> None:
+    """Requeue (or fail) runs with expired leases every ``interval`` seconds, until cancelled.
+
+    Runs in the server's lifespan, so a dead worker's run goes back to the queue even when
+    no other worker calls ``run.claim``. A failing sweep (database down) is logged and retried.
+    """
+    log.info("sweeping expired run leases every %gs", interval)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            swept = await requeue_expired(store)
+        except Exception:
+            log.exception("sweeping expired run leases failed; retrying in %gs", interval)
+            continue
+        if swept["requeued"] or swept["failed"]:
+            log.info(
+                "lease sweep: %d run(s) requeued, %d failed after too many expired leases",
+                swept["requeued"],
+                swept["failed"],
+            )

@@ -7,6 +7,7 @@ rolled back when the block exits. Repositories hang off the unit of work and sha
 
 from __future__ import annotations
 
+import asyncio
 from types import TracebackType
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -30,10 +31,15 @@ class UnitOfWork:
     replies: ReplyRepository
     runs: RunRepository
 
-    def __init__(self, factory: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self, factory: async_sessionmaker[AsyncSession], write_lock: asyncio.Lock | None = None
+    ) -> None:
         self._factory = factory
+        self._write_lock = write_lock
 
     async def __aenter__(self) -> UnitOfWork:
+        if self._write_lock is not None:
+            await self._write_lock.acquire()
         self.session = self._factory()
         self.sessions = SessionRepository(self.session)
         self.messages = MessageRepository(self.session)
@@ -49,7 +55,11 @@ class UnitOfWork:
     ) -> None:
         # close() rolls back whatever was not committed and detaches the objects without
         # expiring them, so results stay readable after the block.
-        await self.session.close()
+        try:
+            await self.session.close()
+        finally:
+            if self._write_lock is not None:
+                self._write_lock.release()
 
     async def commit(self) -> None:
         await self.session.commit()
@@ -68,6 +78,10 @@ class Store:
         self._reader = async_sessionmaker(
             read_only(engine), expire_on_commit=False, autoflush=False
         )
+        # SQLite lets one transaction write at a time. Writers of this process queue here
+        # instead of in SQLite's busy handler, which polls with sleeps of up to 100 ms; the
+        # busy timeout still arbitrates between processes.
+        self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Store:
@@ -81,8 +95,11 @@ class Store:
         return self.engine.dialect.name
 
     def uow(self) -> UnitOfWork:
-        """A unit of work that may write (SQLite: ``BEGIN IMMEDIATE``)."""
-        return UnitOfWork(self._writer)
+        """A unit of work that may write (SQLite: ``BEGIN IMMEDIATE``).
+
+        Never open one inside another: on SQLite the inner one would wait for the outer one.
+        """
+        return UnitOfWork(self._writer, self._write_lock)
 
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads (SQLite: a deferred transaction, no write lock)."""

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -15,14 +13,7 @@ import sqlalchemy as sa
 from ccweb_store.app import create_app
 from ccweb_store.db import head_revision
 from ccweb_store.uow import Store
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.servers import ROOT, free_port, server_env, start_server
 
 
 async def test_healthz_reports_the_database_kind_and_schema_revision(store: Store) -> None:
@@ -41,30 +32,12 @@ async def test_healthz_reports_the_database_kind_and_schema_revision(store: Stor
 def test_python_server_py_migrates_a_new_sqlite_file_and_serves_healthz(tmp_path: Path) -> None:
     port = free_port()
     database = tmp_path / "fresh.db"
-    env = {
-        **os.environ,
-        "CCWEB_DATABASE_URL": f"sqlite+aiosqlite:///{database}",
-        "CCWEB_PORT": str(port),
-        "PYTHONPATH": str(ROOT),
-    }
-    env.pop("CCWEB_TOKEN", None)
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "server.py")],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+    env = server_env(CCWEB_DATABASE_URL=f"sqlite+aiosqlite:///{database}", CCWEB_PORT=str(port))
+    server = start_server(
+        [sys.executable, str(ROOT / "server.py")], port=port, env=env, cwd=tmp_path
     )
     try:
-        body = None
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                body = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).json()
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        assert body is not None, process.stderr.read().decode() if process.poll() else "no answer"
+        body = httpx.get(f"{server.url}/healthz", timeout=5).json()
         assert body["status"] == "ok" and body["database"] == "sqlite"
         engine = sa.create_engine(f"sqlite:///{database}")
         with engine.connect() as connection:
@@ -74,9 +47,8 @@ def test_python_server_py_migrates_a_new_sqlite_file_and_serves_healthz(tmp_path
         engine.dispose()
         assert body["revision"] == revision
     finally:
-        process.terminate()
-        _, stderr = process.communicate(timeout=10)
-    assert b"Uvicorn running on http://127.0.0.1" in stderr  # logs go to stderr
+        stderr = server.stop()
+    assert "Uvicorn running on http://127.0.0.1" in stderr  # logs go to stderr
 
 
 def test_serve_refuses_a_public_host_without_a_token(tmp_path: Path) -> None:

@@ -5,11 +5,7 @@ database, and bridged to the running server)."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +15,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.servers import server_env, serving
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "client-test-token"
@@ -32,17 +30,8 @@ PUBLIC = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _env(database_url: str) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "CCWEB_DATABASE_URL": database_url}
-    env.pop("CCWEB_TOKEN", None)
-    return env
+    return server_env(CCWEB_DATABASE_URL=database_url)
 
 
 class Server:
@@ -65,46 +54,11 @@ class Server:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """``ccweb-store serve`` in a real uvicorn process on a free port, a temp SQLite file."""
     database_url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('srv') / 'ccweb.db'}"
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ccweb_store",
-            "serve",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=REPO_ROOT,
-        env={**_env(database_url), "CCWEB_TOKEN": TOKEN},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, process.communicate()[1].decode()
-            try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start within 30s"
-            time.sleep(0.1)
-        started = Server(url, database_url)
+    with serving(database_url, CCWEB_TOKEN=TOKEN, CCWEB_LOG_LEVEL="warning") as process:
+        started = Server(process.url, database_url)
         started.rpc("session.create", {"id": "client-src", "title": "Client source"})
         started.rpc("session.create", {"id": "other", "title": "Other"})
         yield started
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        if process.stdout:
-            process.stdout.close()
-        if process.stderr:
-            process.stderr.close()
 
 
 def _payload(result: Any) -> dict[str, Any]:

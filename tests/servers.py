@@ -1,0 +1,90 @@
+"""Real server processes for end-to-end tests: start one, wait until it answers, stop it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVE = [sys.executable, "-m", "ccweb_store", "serve"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_env(**values: str) -> dict[str, str]:
+    """This environment with ``values`` on top, importing this checkout, without a token."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **values}
+    if "CCWEB_TOKEN" not in values:
+        env.pop("CCWEB_TOKEN", None)
+    return env
+
+
+@dataclass
+class Server:
+    """A running server process; its stderr goes to a file so a chatty log never blocks it."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    stderr: IO[bytes]
+
+    def stop(self) -> str:
+        """Terminate the process and return everything it wrote to stderr."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.stderr.seek(0)
+        text = self.stderr.read().decode(errors="replace")
+        self.stderr.close()
+        return text
+
+
+def start_server(
+    command: list[str], *, port: int, env: dict[str, str], cwd: Path = ROOT, timeout: float = 30
+) -> Server:
+    """Start ``command`` and wait until ``/healthz`` answers on ``port``."""
+    stderr = tempfile.TemporaryFile()  # noqa: SIM115 (Server.stop closes it)
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    server = Server(process, f"http://127.0.0.1:{port}", stderr)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            httpx.get(f"{server.url}/healthz", timeout=1)
+            return server
+        except httpx.TransportError:
+            time.sleep(0.1)
+    log = server.stop()
+    raise AssertionError(f"server {' '.join(command)} did not answer on port {port}:\n{log}")
+
+
+@contextmanager
+def serving(database_url: str, **env: str) -> Iterator[Server]:
+    """``ccweb-store serve`` on a free port over ``database_url``, stopped on exit."""
+    port = free_port()
+    server = start_server(
+        [*SERVE, "--port", str(port)],
+        port=port,
+        env=server_env(CCWEB_DATABASE_URL=database_url, **env),
+    )
+    try:
+        yield server
+    finally:
+        server.stop()
