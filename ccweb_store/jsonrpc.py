@@ -162,6 +162,29 @@ def http_error(
     )
 
 
+class Rejected(Exception):
+    """A request refused before dispatch; ``response`` is the HTTP answer to send."""
+
+    def __init__(self, response: JSONResponse) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+async def read_payload(request: Request, limit: int, *, parse_error_status: int = 200) -> Any:
+    """The parsed JSON-RPC payload of ``request``; raises ``Rejected`` with a 413 for an
+    oversized body and a -32700 answer (with ``parse_error_status``) for malformed JSON."""
+    try:
+        body = await read_body(request, limit)
+    except BodyTooLarge:
+        raise Rejected(too_large(limit)) from None
+    try:
+        return parse(body)
+    except RpcError as error:
+        raise Rejected(
+            JSONResponse(error_response(None, error), status_code=parse_error_status)
+        ) from None
+
+
 def too_large(limit: int) -> JSONResponse:
     """The 413 answer to an oversized body."""
     return http_error(

@@ -176,13 +176,11 @@ async def mcp_endpoint(request: Request) -> Response:
     except SourceError as exc:
         return jsonrpc.http_error(400, jsonrpc.INVALID_REQUEST, str(exc))
     try:
-        body = await jsonrpc.read_body(request, settings.max_body_bytes)
-    except jsonrpc.BodyTooLarge:
-        return jsonrpc.too_large(settings.max_body_bytes)
-    try:
-        payload = jsonrpc.parse(body)
-    except jsonrpc.RpcError as error:
-        return JSONResponse(jsonrpc.error_response(None, error), status_code=400)
+        payload = await jsonrpc.read_payload(
+            request, settings.max_body_bytes, parse_error_status=400
+        )
+    except jsonrpc.Rejected as rejected:
+        return rejected.response
     answer = await handle_mcp_payload(request.app.state.store, source, payload)
     if answer is None:
         return Response(status_code=202)

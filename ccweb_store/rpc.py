@@ -105,13 +105,9 @@ async def rpc_endpoint(request: Request) -> Response:
     if forbidden_origin(request, settings):
         return jsonrpc.http_error(403, jsonrpc.INVALID_REQUEST, "origin not allowed")
     try:
-        body = await jsonrpc.read_body(request, settings.max_body_bytes)
-    except jsonrpc.BodyTooLarge:
-        return jsonrpc.too_large(settings.max_body_bytes)
-    try:
-        payload = jsonrpc.parse(body)
-    except jsonrpc.RpcError as error:
-        return JSONResponse(jsonrpc.error_response(None, error))
+        payload = await jsonrpc.read_payload(request, settings.max_body_bytes)
+    except jsonrpc.Rejected as rejected:
+        return rejected.response
     answer = await jsonrpc.handle_payload(payload, dispatcher(request.app.state.store))
     if answer is None:
         return Response(status_code=204)
