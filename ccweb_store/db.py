@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
-
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine

@@ -11,7 +11,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -36,6 +36,8 @@ from ccweb_store.models import (
 )
 
 MAX_PAGE = 500
+
+_T = TypeVar("_T")
 
 
 def validate_session_id(value: object, *, code: str = errors.INVALID_CONVERSATION_ID) -> str:
@@ -530,7 +532,7 @@ class ReplyRepository(_Repository):
             .where(ReplyRequest.request_id == request_id, ReplyRequest.status.in_(from_statuses))
             .values(status=to_status, **values)
         )
-        return await _update_returning(self.session, stmt, ReplyRequest)
+        return (await _update_returning(self.session, stmt, ReplyRequest)) is not None
 
     async def list_page(
         self,
@@ -608,7 +610,7 @@ class ReplyRepository(_Repository):
             )
             .values(reply_message_id=message_id)
         )
-        return await _update_returning(self.session, stmt, ReplyRequest)
+        return (await _update_returning(self.session, stmt, ReplyRequest)) is not None
 
     async def ready_for_source(self, source_session_id: str) -> list[ReplyRequest]:
         """Replies ready to deliver to ``source_session_id``, oldest first."""
@@ -821,7 +823,7 @@ class RunRepository(_Repository):
                 lease_expires_at=now + timedelta(seconds=lease_seconds),
             )
         )
-        return await _update_returning(self.session, stmt, Run)
+        return (await _update_returning(self.session, stmt, Run)) is not None
 
     async def heartbeat(
         self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
@@ -833,7 +835,7 @@ class RunRepository(_Repository):
             .where(Run.id == run_id, Run.status == "running", Run.worker_id == worker_id)
             .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
         )
-        return await _update_returning(self.session, stmt, Run)
+        return (await _update_returning(self.session, stmt, Run)) is not None
 
     async def finish(
         self,
@@ -844,8 +846,9 @@ class RunRepository(_Repository):
         error: str | None = None,
         from_statuses: Sequence[str] = ("queued", "running"),
         now: datetime | None = None,
-    ) -> bool:
-        """Close the run as ``completed``/``failed``/``cancelled`` if it is still open."""
+    ) -> Run | None:
+        """Close the run as ``completed``/``failed``/``cancelled`` if it is still open; the
+        closed run, or None if it was not open."""
         validate_choice(
             status, ("completed", "failed", "cancelled"), errors.INVALID_STATUS, "run status"
         )
@@ -861,6 +864,13 @@ class RunRepository(_Repository):
             )
         )
         return await _update_returning(self.session, stmt, Run)
+
+    async def has_expired_lease(self, *, now: datetime | None = None) -> bool:
+        """Whether any running run's lease has passed (an index probe on ``status``)."""
+        stmt = sa.select(
+            sa.exists().where(Run.status == "running", Run.lease_expires_at < (now or utcnow()))
+        )
+        return bool(await self.session.scalar(stmt))
 
     async def expired(self, *, now: datetime | None = None, limit: int = 100) -> list[Run]:
         """Running runs whose lease has passed (skipping rows another process holds)."""
@@ -879,7 +889,7 @@ class RunRepository(_Repository):
         if count_attempt:
             values["attempts"] = Run.attempts + 1
         stmt = sa.update(Run).where(Run.id == run_id, Run.status == "running").values(**values)
-        return await _update_returning(self.session, stmt, Run)
+        return (await _update_returning(self.session, stmt, Run)) is not None
 
     async def list_recent(
         self,
@@ -902,8 +912,8 @@ class RunRepository(_Repository):
         return list((await self.session.scalars(stmt)).all())
 
 
-async def _update_returning(session: AsyncSession, stmt: sa.Update, model: type[Any]) -> bool:
-    """Run a conditional UPDATE of one row; True if it matched.
+async def _update_returning(session: AsyncSession, stmt: sa.Update, model: type[_T]) -> _T | None:
+    """Run a conditional UPDATE of one row; the updated row if it matched, else None.
 
     ``RETURNING`` the row refreshes the loaded object in the same statement (SQLite ≥ 3.35
     and PostgreSQL both support it), instead of a second SELECT.
@@ -911,4 +921,5 @@ async def _update_returning(session: AsyncSession, stmt: sa.Update, model: type[
     returning = stmt.returning(model).execution_options(
         synchronize_session=False, populate_existing=True
     )
-    return (await session.execute(returning)).scalars().first() is not None
+    row: _T | None = (await session.execute(returning)).scalars().first()
+    return row
