@@ -11,12 +11,14 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
+from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store import errors
 from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
@@ -93,6 +95,132 @@ def decode_cursor(cursor: str, kinds: Sequence[type]) -> list[Any]:
         ]
     except (ValueError, TypeError) as exc:
         raise InvalidInput(f"invalid cursor {cursor!r}", code=errors.INVALID_CURSOR) from exc
+
+
+# --- statements of the request hot path, built once ------------------------------------------
+# Building a statement (coercing each ``.where``, generating its cache key) costs more than
+# running it on SQLite, so the queries every send, claim and completion runs are built here
+# with bound parameters and only executed per call.
+
+
+def _returning_row(stmt: sa.Update, model: type[_T]) -> sa.UpdateBase:
+    """``stmt`` returning the updated row into the loaded object.
+
+    ``RETURNING`` refreshes the loaded object in the same statement (SQLite ≥ 3.35 and
+    PostgreSQL both support it), instead of a second SELECT.
+    """
+    return stmt.returning(model).execution_options(
+        synchronize_session=False, populate_existing=True
+    )
+
+
+_LOCK_SESSIONS = (
+    sa.select(Session)
+    .where(Session.id.in_(bindparam("ids", expanding=True)))
+    .order_by(Session.id)
+    .with_for_update()
+)
+_TOUCH_SESSION = (
+    sa.update(Session)
+    .where(Session.id == bindparam("session_id"))
+    .values(updated_at=bindparam("at"))
+    .execution_options(synchronize_session=False)
+)
+_APPEND_MESSAGE = (
+    sa.insert(Message)
+    .values(
+        id=bindparam("p_id"),
+        session_id=bindparam("p_session_id"),
+        seq=sa.select(sa.func.coalesce(sa.func.max(Message.seq), 0) + 1)
+        .where(Message.session_id == bindparam("p_session_id"))
+        .scalar_subquery(),
+        role=bindparam("p_role"),
+        content=bindparam("p_content"),
+        created_at=bindparam("p_created_at"),
+        metadata_=bindparam("p_metadata"),
+    )
+    .returning(Message)
+)
+_GET_REPLY = sa.select(ReplyRequest).where(ReplyRequest.request_id == bindparam("request_id"))
+_LOCK_REPLY = _GET_REPLY.with_for_update().execution_options(populate_existing=True)
+_DELIVERABLE_FOR_SOURCE = (
+    sa.select(ReplyRequest)
+    .where(
+        ReplyRequest.source_conversation_id == bindparam("session_id"),
+        sa.or_(
+            ReplyRequest.status == "ready",
+            sa.and_(
+                ReplyRequest.status == "failed",
+                ReplyRequest.reply_message_id.is_(None),
+                ReplyRequest.returned_at.is_(None),
+            ),
+        ),
+    )
+    .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+)
+_GET_RUN = sa.select(Run).where(Run.id == bindparam("run_id"))
+_LOCK_RUN = _GET_RUN.with_for_update()
+_ACTIVE_RUNS_OF_SESSION = (
+    sa.select(Run)
+    .where(Run.session_id == bindparam("session_id"), Run.status.in_(("queued", "running")))
+    .order_by(Run.created_at, Run.id)
+)
+_RUNNING_RUNS_OF_SESSIONS = sa.select(Run).where(
+    Run.session_id.in_(bindparam("ids", expanding=True)), Run.status == "running"
+)
+_ANY_EXPIRED_LEASE = sa.select(
+    sa.exists().where(Run.status == "running", Run.lease_expires_at < bindparam("now"))
+)
+_running = aliased(Run)
+_CLAIMABLE_RUNS = (
+    sa.select(Run)
+    .where(
+        Run.status == "queued",
+        Run.kind.in_(bindparam("kinds", expanding=True)),
+        ~sa.exists().where(_running.session_id == Run.session_id, _running.status == "running"),
+    )
+    .order_by(Run.created_at, Run.id)
+    .limit(8)
+    .with_for_update(skip_locked=True, of=Run)
+)
+_SET_RUNNING = _returning_row(
+    sa.update(Run)
+    .where(Run.id == bindparam("p_run_id"), Run.status == "queued")
+    .values(
+        status="running",
+        worker_id=bindparam("p_worker_id"),
+        started_at=bindparam("p_now"),
+        lease_expires_at=bindparam("p_lease_expires_at"),
+    ),
+    Run,
+)
+_FINISH_RUN = _returning_row(
+    sa.update(Run)
+    .where(Run.id == bindparam("p_run_id"), Run.status.in_(bindparam("p_from", expanding=True)))
+    .values(
+        status=bindparam("p_status"),
+        output=bindparam("p_output"),
+        error=bindparam("p_error"),
+        finished_at=bindparam("p_now"),
+        lease_expires_at=None,
+    ),
+    Run,
+)
+
+
+@lru_cache(maxsize=64)
+def _transition_statement(columns: tuple[str, ...]) -> sa.UpdateBase:
+    """``UPDATE reply_requests SET status, <columns> WHERE id AND status IN (…) RETURNING``,
+    built once per set of columns (a bound parameter per column, named after it)."""
+    return _returning_row(
+        sa.update(ReplyRequest)
+        .where(
+            ReplyRequest.request_id == bindparam("p_request_id"),
+            ReplyRequest.status.in_(bindparam("from_statuses", expanding=True)),
+        )
+        .values(status=bindparam("to_status"), **{c: bindparam(f"v_{c}") for c in columns}),
+        ReplyRequest,
+    )
 
 
 class _Repository:
@@ -179,13 +307,7 @@ class SessionRepository(_Repository):
         locked = await self._locked_rows()
         missing = [sid for sid in ids if sid not in locked]
         if missing:
-            stmt = (
-                sa.select(Session)
-                .where(Session.id.in_(missing))
-                .order_by(Session.id)
-                .with_for_update()
-            )
-            for row in (await self.session.scalars(stmt)).all():
+            for row in (await self.session.scalars(_LOCK_SESSIONS, {"ids": missing})).all():
                 locked[row.id] = row
         return {sid: locked[sid] for sid in ids if sid in locked}
 
@@ -202,8 +324,8 @@ class SessionRepository(_Repository):
 
     async def touch(self, session_id: str, at: datetime | None = None) -> bool:
         """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
-        stmt = sa.update(Session).where(Session.id == session_id).values(updated_at=at or utcnow())
-        result = await self.session.execute(stmt.execution_options(synchronize_session=False))
+        params = {"session_id": session_id, "at": at or utcnow()}
+        result = await self.session.execute(_TOUCH_SESSION, params)
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
     async def list_page(
@@ -275,26 +397,16 @@ class MessageRepository(_Repository):
                 f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
             )
         message_id = id or new_id("msg")
-        next_seq = (
-            sa.select(sa.func.coalesce(sa.func.max(Message.seq), 0) + 1)
-            .where(Message.session_id == session_id)
-            .scalar_subquery()
-        )
-        stmt = (
-            sa.insert(Message)
-            .values(
-                id=message_id,
-                session_id=session_id,
-                seq=next_seq,
-                role=role,
-                content=content,
-                created_at=created_at or now,
-                metadata_=metadata,
-            )
-            .returning(Message)
-        )
+        params = {
+            "p_id": message_id,
+            "p_session_id": session_id,
+            "p_role": role,
+            "p_content": content,
+            "p_created_at": created_at or now,
+            "p_metadata": metadata,
+        }
         try:
-            return (await self.session.scalars(stmt)).one()
+            return (await self.session.scalars(_APPEND_MESSAGE, params)).one()
         except IntegrityError as exc:
             raise Conflict(
                 f"message id {message_id!r} already exists", code="message_exists"
@@ -509,10 +621,8 @@ class ReplyRepository(_Repository):
 
     async def get(self, request_id: str, *, for_update: bool = False) -> ReplyRequest | None:
         """The request; ``for_update`` locks the row (PostgreSQL) and re-reads it fresh."""
-        stmt = sa.select(ReplyRequest).where(ReplyRequest.request_id == request_id)
-        if for_update:
-            stmt = stmt.with_for_update().execution_options(populate_existing=True)
-        return (await self.session.execute(stmt)).scalar_one_or_none()
+        stmt = _LOCK_REPLY if for_update else _GET_REPLY
+        return (await self.session.execute(stmt, {"request_id": request_id})).scalar_one_or_none()
 
     async def require(self, request_id: str, *, for_update: bool = False) -> ReplyRequest:
         row = await self.get(request_id, for_update=for_update)
@@ -527,12 +637,14 @@ class ReplyRepository(_Repository):
     ) -> bool:
         """Move to ``to_status`` only from one of ``from_statuses``; True if it moved."""
         validate_choice(to_status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
-        stmt = (
-            sa.update(ReplyRequest)
-            .where(ReplyRequest.request_id == request_id, ReplyRequest.status.in_(from_statuses))
-            .values(status=to_status, **values)
-        )
-        return (await _update_returning(self.session, stmt, ReplyRequest)) is not None
+        stmt = _transition_statement(tuple(sorted(values)))
+        params = {f"v_{column}": value for column, value in values.items()}
+        params |= {
+            "p_request_id": request_id,
+            "from_statuses": list(from_statuses),
+            "to_status": to_status,
+        }
+        return (await _update_one(self.session, stmt, params)) is not None
 
     async def list_page(
         self,
@@ -577,22 +689,8 @@ class ReplyRepository(_Repository):
         """Replies owed to ``source_session_id``: ``ready`` ones, and ``failed`` ones whose
         notice has not been delivered yet (no ``reply_message_id``) and whose outcome was not
         settled before import (no ``returned_at``), oldest first."""
-        stmt = (
-            sa.select(ReplyRequest)
-            .where(
-                ReplyRequest.source_conversation_id == source_session_id,
-                sa.or_(
-                    ReplyRequest.status == "ready",
-                    sa.and_(
-                        ReplyRequest.status == "failed",
-                        ReplyRequest.reply_message_id.is_(None),
-                        ReplyRequest.returned_at.is_(None),
-                    ),
-                ),
-            )
-            .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
-        )
-        return list((await self.session.scalars(stmt)).all())
+        params = {"session_id": source_session_id}
+        return list((await self.session.scalars(_DELIVERABLE_FOR_SOURCE, params)).all())
 
     async def claim_failure_notice(self, request_id: str, message_id: str) -> bool:
         """Record that the failure notice ``message_id`` goes out for a failed request.
@@ -712,10 +810,8 @@ class RunRepository(_Repository):
         return row
 
     async def get(self, run_id: str, *, for_update: bool = False) -> Run | None:
-        stmt = sa.select(Run).where(Run.id == run_id)
-        if for_update:
-            stmt = stmt.with_for_update()
-        return (await self.session.execute(stmt)).scalar_one_or_none()
+        stmt = _LOCK_RUN if for_update else _GET_RUN
+        return (await self.session.execute(stmt, {"run_id": run_id})).scalar_one_or_none()
 
     async def require(self, run_id: str, *, for_update: bool = False) -> Run:
         row = await self.get(run_id, for_update=for_update)
@@ -725,12 +821,8 @@ class RunRepository(_Repository):
 
     async def active_for_session(self, session_id: str) -> list[Run]:
         """The session's queued and running runs, oldest first."""
-        stmt = (
-            sa.select(Run)
-            .where(Run.session_id == session_id, Run.status.in_(("queued", "running")))
-            .order_by(Run.created_at, Run.id)
-        )
-        return list((await self.session.scalars(stmt)).all())
+        params = {"session_id": session_id}
+        return list((await self.session.scalars(_ACTIVE_RUNS_OF_SESSION, params)).all())
 
     async def open_for_request(self, request_id: str) -> list[Run]:
         """Queued or running ``cross_conversation`` runs that answer ``request_id``."""
@@ -745,8 +837,8 @@ class RunRepository(_Repository):
         ids = list(session_ids)
         if not ids:
             return {}
-        stmt = sa.select(Run).where(Run.session_id.in_(ids), Run.status == "running")
-        return {run.session_id: run for run in (await self.session.scalars(stmt)).all()}
+        rows = (await self.session.scalars(_RUNNING_RUNS_OF_SESSIONS, {"ids": ids})).all()
+        return {run.session_id: run for run in rows}
 
     async def active_for_sessions(self, session_ids: Iterable[str]) -> dict[str, Run]:
         """Each session's active run: its running run, else its oldest queued one."""
@@ -779,24 +871,10 @@ class RunRepository(_Repository):
         unique index settles two claimers racing for different runs of one session.
         """
         now = now or utcnow()
-        running = aliased(Run)
-        stmt = (
-            sa.select(Run)
-            .where(
-                Run.status == "queued",
-                ~sa.exists().where(
-                    running.session_id == Run.session_id, running.status == "running"
-                ),
-            )
-            .order_by(Run.created_at, Run.id)
-            .limit(8)
-            .with_for_update(skip_locked=True, of=Run)
-        )
-        if kinds:
-            for kind in kinds:
-                validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
-            stmt = stmt.where(Run.kind.in_(kinds))
-        for candidate in (await self.session.scalars(stmt)).all():
+        for kind in kinds or ():
+            validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
+        params = {"kinds": list(kinds or RUN_KINDS)}
+        for candidate in (await self.session.scalars(_CLAIMABLE_RUNS, params)).all():
             if self.dialect == "sqlite":
                 # BEGIN IMMEDIATE: no other writer can start a run of this session meanwhile.
                 won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
@@ -813,17 +891,13 @@ class RunRepository(_Repository):
     async def _set_running(
         self, run_id: str, worker_id: str, lease_seconds: int, now: datetime
     ) -> bool:
-        stmt = (
-            sa.update(Run)
-            .where(Run.id == run_id, Run.status == "queued")
-            .values(
-                status="running",
-                worker_id=worker_id,
-                started_at=now,
-                lease_expires_at=now + timedelta(seconds=lease_seconds),
-            )
-        )
-        return (await _update_returning(self.session, stmt, Run)) is not None
+        params = {
+            "p_run_id": run_id,
+            "p_worker_id": worker_id,
+            "p_now": now,
+            "p_lease_expires_at": now + timedelta(seconds=lease_seconds),
+        }
+        return (await _update_one(self.session, _SET_RUNNING, params)) is not None
 
     async def heartbeat(
         self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
@@ -852,25 +926,20 @@ class RunRepository(_Repository):
         validate_choice(
             status, ("completed", "failed", "cancelled"), errors.INVALID_STATUS, "run status"
         )
-        stmt = (
-            sa.update(Run)
-            .where(Run.id == run_id, Run.status.in_(from_statuses))
-            .values(
-                status=status,
-                output=output,
-                error=error,
-                finished_at=now or utcnow(),
-                lease_expires_at=None,
-            )
-        )
-        return await _update_returning(self.session, stmt, Run)
+        params = {
+            "p_run_id": run_id,
+            "p_from": list(from_statuses),
+            "p_status": status,
+            "p_output": output,
+            "p_error": error,
+            "p_now": now or utcnow(),
+        }
+        run: Run | None = await _update_one(self.session, _FINISH_RUN, params)
+        return run
 
     async def has_expired_lease(self, *, now: datetime | None = None) -> bool:
         """Whether any running run's lease has passed (an index probe on ``status``)."""
-        stmt = sa.select(
-            sa.exists().where(Run.status == "running", Run.lease_expires_at < (now or utcnow()))
-        )
-        return bool(await self.session.scalar(stmt))
+        return bool(await self.session.scalar(_ANY_EXPIRED_LEASE, {"now": now or utcnow()}))
 
     async def expired(self, *, now: datetime | None = None, limit: int = 100) -> list[Run]:
         """Running runs whose lease has passed (skipping rows another process holds)."""
@@ -913,13 +982,13 @@ class RunRepository(_Repository):
 
 
 async def _update_returning(session: AsyncSession, stmt: sa.Update, model: type[_T]) -> _T | None:
-    """Run a conditional UPDATE of one row; the updated row if it matched, else None.
-
-    ``RETURNING`` the row refreshes the loaded object in the same statement (SQLite ≥ 3.35
-    and PostgreSQL both support it), instead of a second SELECT.
-    """
-    returning = stmt.returning(model).execution_options(
-        synchronize_session=False, populate_existing=True
-    )
-    row: _T | None = (await session.execute(returning)).scalars().first()
+    """Run a conditional UPDATE of one row; the updated row if it matched, else None."""
+    row: _T | None = await _update_one(session, _returning_row(stmt, model))
     return row
+
+
+async def _update_one(
+    session: AsyncSession, stmt: sa.UpdateBase, params: dict[str, Any] | None = None
+) -> Any:
+    """Execute an UPDATE built by ``_returning_row``; the row it updated, or None."""
+    return (await session.execute(stmt, params)).scalars().first()
