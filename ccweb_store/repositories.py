@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import aliased, make_transient_to_detached
 from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store import errors
@@ -29,6 +29,7 @@ from ccweb_store.models import (
     RUN_STATUSES,
     SESSION_ID_MAX_LENGTH,
     SESSION_ID_PATTERN,
+    Base,
     Message,
     ReplyRequest,
     Run,
@@ -114,6 +115,19 @@ def _returning_row(stmt: sa.Update, model: type[_T]) -> sa.UpdateBase:
     )
 
 
+@lru_cache(maxsize=8)
+def _column_attributes(model: type[Base]) -> tuple[tuple[str, sa.ColumnElement[Any]], ...]:
+    """``(attribute name, column)`` of every column of a mapped class."""
+    return tuple((attr.key, attr.columns[0]) for attr in sa.inspect(model).column_attrs)
+
+
+@lru_cache(maxsize=8)
+def _insert_statement(model: type[Base]) -> sa.Insert:
+    """``INSERT INTO <table> … RETURNING`` every column, on the table (Core, no flush)."""
+    table = Base.metadata.tables[model.__tablename__]
+    return sa.insert(table).returning(*table.c)
+
+
 _LOCK_SESSIONS = (
     sa.select(Session)
     .where(Session.id.in_(bindparam("ids", expanding=True)))
@@ -126,20 +140,21 @@ _TOUCH_SESSION = (
     .values(updated_at=bindparam("at"))
     .execution_options(synchronize_session=False)
 )
+_MESSAGES = Base.metadata.tables[Message.__tablename__]
 _APPEND_MESSAGE = (
-    sa.insert(Message)
+    sa.insert(_MESSAGES)
     .values(
         id=bindparam("p_id"),
         session_id=bindparam("p_session_id"),
-        seq=sa.select(sa.func.coalesce(sa.func.max(Message.seq), 0) + 1)
-        .where(Message.session_id == bindparam("p_session_id"))
+        seq=sa.select(sa.func.coalesce(sa.func.max(_MESSAGES.c.seq), 0) + 1)
+        .where(_MESSAGES.c.session_id == bindparam("p_session_id"))
         .scalar_subquery(),
         role=bindparam("p_role"),
         content=bindparam("p_content"),
         created_at=bindparam("p_created_at"),
-        metadata_=bindparam("p_metadata"),
+        metadata=bindparam("p_metadata"),
     )
-    .returning(Message)
+    .returning(*_MESSAGES.c)
 )
 _GET_REPLY = sa.select(ReplyRequest).where(ReplyRequest.request_id == bindparam("request_id"))
 _LOCK_REPLY = _GET_REPLY.with_for_update().execution_options(populate_existing=True)
@@ -223,6 +238,19 @@ def _transition_statement(columns: tuple[str, ...]) -> sa.UpdateBase:
     )
 
 
+@lru_cache(maxsize=16)
+def _by_metadata_statement(key: str) -> sa.Select[Message]:
+    """A session's messages whose ``metadata[key]`` equals a value, in order (one per key)."""
+    return (
+        sa.select(Message)
+        .where(
+            Message.session_id == bindparam("session_id"),
+            Message.metadata_[key].as_string() == bindparam("value"),
+        )
+        .order_by(Message.seq)
+    )
+
+
 class _Repository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -231,17 +259,34 @@ class _Repository:
     def dialect(self) -> str:
         return self.session.get_bind().dialect.name
 
-    async def _insert(self, row: Any, conflict: Callable[[], DomainError]) -> None:
-        """Add ``row`` now, turning a uniqueness clash into ``conflict()``.
+    async def _insert(self, row: Base, conflict: Callable[[], DomainError]) -> None:
+        """Insert ``row`` now, turning a uniqueness clash into ``conflict()``.
 
-        No savepoint: a clash ends the unit of work (the caller raises, the transaction rolls
-        back), so nothing ever continues in it, and two statements per insert are saved.
+        One Core ``INSERT … RETURNING`` (a flush of the unit of work costs several times
+        more); the returned columns, server defaults included, fill ``row``, which then joins
+        the session as if it had been loaded. Like a flush, a ``None`` leaves a column with a
+        server default to that default. No savepoint: a clash ends the unit of work (the
+        caller raises, the transaction rolls back), so nothing ever continues in it.
         """
-        self.session.add(row)
+        columns = _column_attributes(type(row))
+        state = row.__dict__
+        values = {
+            column.name: state[key]
+            for key, column in columns
+            if key in state and not (state[key] is None and column.server_default is not None)
+        }
         try:
-            await self.session.flush()
+            returned = (await self.session.execute(_insert_statement(type(row)), values)).one()
         except IntegrityError as exc:
             raise conflict() from exc
+        self._attach(row, returned._mapping)
+
+    def _attach(self, row: Base, returned: Mapping[Any, Any]) -> None:
+        """Fill ``row`` from a ``RETURNING`` of every column and make it a loaded object."""
+        for key, column in _column_attributes(type(row)):
+            setattr(row, key, returned[column])
+        make_transient_to_detached(row)
+        self.session.add(row)
 
 
 class SessionRepository(_Repository):
@@ -406,11 +451,14 @@ class MessageRepository(_Repository):
             "p_metadata": metadata,
         }
         try:
-            return (await self.session.scalars(_APPEND_MESSAGE, params)).one()
+            returned = (await self.session.execute(_APPEND_MESSAGE, params)).one()
         except IntegrityError as exc:
             raise Conflict(
                 f"message id {message_id!r} already exists", code="message_exists"
             ) from exc
+        message = Message()
+        self._attach(message, returned._mapping)
+        return message
 
     async def get(self, message_id: str) -> Message | None:
         return await self.session.get(Message, message_id)
@@ -450,22 +498,14 @@ class MessageRepository(_Repository):
 
     async def list_by_metadata(self, session_id: str, key: str, value: str) -> list[Message]:
         """Every message of the session whose ``metadata[key]`` equals ``value``, in order."""
-        stmt = (
-            sa.select(Message)
-            .where(Message.session_id == session_id, Message.metadata_[key].as_string() == value)
-            .order_by(Message.seq)
-        )
-        return list((await self.session.scalars(stmt)).all())
+        params = {"session_id": session_id, "value": value}
+        return list((await self.session.scalars(_by_metadata_statement(key), params)).all())
 
     async def find_by_metadata(self, session_id: str, key: str, value: str) -> Message | None:
         """The first message of the session whose ``metadata[key]`` equals ``value``."""
-        stmt = (
-            sa.select(Message)
-            .where(Message.session_id == session_id, Message.metadata_[key].as_string() == value)
-            .order_by(Message.seq)
-            .limit(1)
-        )
-        return (await self.session.scalars(stmt)).first()
+        params = {"session_id": session_id, "value": value}
+        stmt = _by_metadata_statement(key).limit(1)
+        return (await self.session.scalars(stmt, params)).first()
 
     async def find_reply_request_message(self, session_id: str, request_id: str) -> Message | None:
         """The message of the session that carried reply request ``request_id``.
