@@ -18,6 +18,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased, make_transient_to_detached
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.util import identity_key
 from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store import errors
@@ -41,6 +43,7 @@ from ccweb_store.models import (
 MAX_PAGE = 500
 
 _T = TypeVar("_T")
+_B = TypeVar("_B", bound=Base)
 
 
 def validate_session_id(value: object, *, code: str = errors.INVALID_CONVERSATION_ID) -> str:
@@ -134,11 +137,11 @@ _LOCK_SESSIONS = (
     .order_by(Session.id)
     .with_for_update()
 )
+_SESSIONS = Base.metadata.tables[Session.__tablename__]
 _TOUCH_SESSION = (
-    sa.update(Session)
-    .where(Session.id == bindparam("session_id"))
+    sa.update(_SESSIONS)
+    .where(_SESSIONS.c.id == bindparam("session_id"))
     .values(updated_at=bindparam("at"))
-    .execution_options(synchronize_session=False)
 )
 _MESSAGES = Base.metadata.tables[Message.__tablename__]
 _APPEND_MESSAGE = (
@@ -198,43 +201,51 @@ _CLAIMABLE_RUNS = (
     .limit(8)
     .with_for_update(skip_locked=True, of=Run)
 )
-_SET_RUNNING = _returning_row(
-    sa.update(Run)
-    .where(Run.id == bindparam("p_run_id"), Run.status == "queued")
+# Conditional UPDATEs of one row are Core statements on the table returning every column
+# (``_update_one`` refreshes the loaded object from that row): the ORM's bulk-update path
+# costs several times the statement itself.
+_RUNS = Base.metadata.tables[Run.__tablename__]
+_REPLIES = Base.metadata.tables[ReplyRequest.__tablename__]
+_SET_RUNNING = (
+    sa.update(_RUNS)
+    .where(_RUNS.c.id == bindparam("p_run_id"), _RUNS.c.status == "queued")
     .values(
         status="running",
         worker_id=bindparam("p_worker_id"),
         started_at=bindparam("p_now"),
         lease_expires_at=bindparam("p_lease_expires_at"),
-    ),
-    Run,
+    )
+    .returning(*_RUNS.c)
 )
-_FINISH_RUN = _returning_row(
-    sa.update(Run)
-    .where(Run.id == bindparam("p_run_id"), Run.status.in_(bindparam("p_from", expanding=True)))
+_FINISH_RUN = (
+    sa.update(_RUNS)
+    .where(
+        _RUNS.c.id == bindparam("p_run_id"),
+        _RUNS.c.status.in_(bindparam("p_from", expanding=True)),
+    )
     .values(
         status=bindparam("p_status"),
         output=bindparam("p_output"),
         error=bindparam("p_error"),
         finished_at=bindparam("p_now"),
         lease_expires_at=None,
-    ),
-    Run,
+    )
+    .returning(*_RUNS.c)
 )
 
 
 @lru_cache(maxsize=64)
 def _transition_statement(columns: tuple[str, ...]) -> sa.UpdateBase:
-    """``UPDATE reply_requests SET status, <columns> WHERE id AND status IN (…) RETURNING``,
+    """``UPDATE reply_requests SET status, <columns> WHERE id AND status IN (…) RETURNING *``,
     built once per set of columns (a bound parameter per column, named after it)."""
-    return _returning_row(
-        sa.update(ReplyRequest)
+    return (
+        sa.update(_REPLIES)
         .where(
-            ReplyRequest.request_id == bindparam("p_request_id"),
-            ReplyRequest.status.in_(bindparam("from_statuses", expanding=True)),
+            _REPLIES.c.request_id == bindparam("p_request_id"),
+            _REPLIES.c.status.in_(bindparam("from_statuses", expanding=True)),
         )
-        .values(status=bindparam("to_status"), **{c: bindparam(f"v_{c}") for c in columns}),
-        ReplyRequest,
+        .values(status=bindparam("to_status"), **{c: bindparam(f"v_{c}") for c in columns})
+        .returning(*_REPLIES.c)
     )
 
 
@@ -279,14 +290,7 @@ class _Repository:
             returned = (await self.session.execute(_insert_statement(type(row)), values)).one()
         except IntegrityError as exc:
             raise conflict() from exc
-        self._attach(row, returned._mapping)
-
-    def _attach(self, row: Base, returned: Mapping[Any, Any]) -> None:
-        """Fill ``row`` from a ``RETURNING`` of every column and make it a loaded object."""
-        for key, column in _column_attributes(type(row)):
-            setattr(row, key, returned[column])
-        make_transient_to_detached(row)
-        self.session.add(row)
+        _attach(self.session, row, returned._mapping)
 
 
 class SessionRepository(_Repository):
@@ -457,7 +461,7 @@ class MessageRepository(_Repository):
                 f"message id {message_id!r} already exists", code="message_exists"
             ) from exc
         message = Message()
-        self._attach(message, returned._mapping)
+        _attach(self.session, message, returned._mapping)
         return message
 
     async def get(self, message_id: str) -> Message | None:
@@ -684,7 +688,7 @@ class ReplyRepository(_Repository):
             "from_statuses": list(from_statuses),
             "to_status": to_status,
         }
-        return (await _update_one(self.session, stmt, params)) is not None
+        return (await _update_one(self.session, ReplyRequest, stmt, params)) is not None
 
     async def list_page(
         self,
@@ -937,7 +941,7 @@ class RunRepository(_Repository):
             "p_now": now,
             "p_lease_expires_at": now + timedelta(seconds=lease_seconds),
         }
-        return (await _update_one(self.session, _SET_RUNNING, params)) is not None
+        return (await _update_one(self.session, Run, _SET_RUNNING, params)) is not None
 
     async def heartbeat(
         self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
@@ -974,8 +978,7 @@ class RunRepository(_Repository):
             "p_error": error,
             "p_now": now or utcnow(),
         }
-        run: Run | None = await _update_one(self.session, _FINISH_RUN, params)
-        return run
+        return await _update_one(self.session, Run, _FINISH_RUN, params)
 
     async def has_expired_lease(self, *, now: datetime | None = None) -> bool:
         """Whether any running run's lease has passed (an index probe on ``status``)."""
@@ -1023,12 +1026,39 @@ class RunRepository(_Repository):
 
 async def _update_returning(session: AsyncSession, stmt: sa.Update, model: type[_T]) -> _T | None:
     """Run a conditional UPDATE of one row; the updated row if it matched, else None."""
-    row: _T | None = await _update_one(session, _returning_row(stmt, model))
+    returning = _returning_row(stmt, model)
+    row: _T | None = (await session.execute(returning)).scalars().first()
     return row
 
 
+def _attach(session: AsyncSession, row: Base, returned: Mapping[Any, Any]) -> None:
+    """Fill ``row`` from a ``RETURNING`` of every column and make it a loaded object."""
+    for key, column in _column_attributes(type(row)):
+        setattr(row, key, returned[column])
+    make_transient_to_detached(row)
+    session.add(row)
+
+
 async def _update_one(
-    session: AsyncSession, stmt: sa.UpdateBase, params: dict[str, Any] | None = None
-) -> Any:
-    """Execute an UPDATE built by ``_returning_row``; the row it updated, or None."""
-    return (await session.execute(stmt, params)).scalars().first()
+    session: AsyncSession,
+    model: type[_B],
+    stmt: sa.UpdateBase,
+    params: dict[str, Any],
+) -> _B | None:
+    """Run a Core UPDATE of one row returning every column; the session's object for the
+    row, refreshed from it (as ``populate_existing`` would), or None if no row matched."""
+    row = (await session.execute(stmt, params)).first()
+    if row is None:
+        return None
+    values = row._mapping
+    mapper = sa.inspect(model)
+    key = identity_key(model, tuple(values[column] for column in mapper.primary_key))
+    loaded = session.sync_session.identity_map.get(key)
+    if loaded is None:
+        fresh = model()
+        _attach(session, fresh, values)
+        return fresh
+    for attribute, column in _column_attributes(model):
+        set_committed_value(loaded, attribute, values[column])
+    found: _B = loaded
+    return found
