@@ -72,7 +72,7 @@ async def send_message(
         if target_id not in found:
             raise _not_found(target_id, "target")
         source_row, target = found[source_id], found[target_id]
-        if await uow.runs.active_for_session(target_id):
+        if await uow.runs.has_run_in(target_id, ("queued", "running")):
             raise Conflict(
                 f"conversation {target_id!r} is busy (it has a queued or running turn); "
                 "nothing was sent. Try again after it finishes, or pick another conversation",

@@ -198,7 +198,7 @@ async def record_target_answer(
 
 
 async def _source_is_running(uow: UnitOfWork, source_id: str) -> bool:
-    return bool(await uow.runs.running_for_sessions([source_id]))
+    return await uow.runs.has_run_in(source_id, ("running",))
 
 
 async def _answering_message_id(uow: UnitOfWork, request: ReplyRequest) -> str | None:

@@ -183,6 +183,12 @@ _ACTIVE_RUNS_OF_SESSION = (
     .where(Run.session_id == bindparam("session_id"), Run.status.in_(("queued", "running")))
     .order_by(Run.created_at, Run.id)
 )
+_SESSION_HAS_RUN_IN = sa.select(
+    sa.exists().where(
+        Run.session_id == bindparam("session_id"),
+        Run.status.in_(bindparam("statuses", expanding=True)),
+    )
+)
 _RUNNING_RUNS_OF_SESSIONS = sa.select(Run).where(
     Run.session_id.in_(bindparam("ids", expanding=True)), Run.status == "running"
 )
@@ -353,21 +359,22 @@ class SessionRepository(_Repository):
         locked until it ends, so it is not read and locked a second time.
         """
         ids = sorted({sid for sid in session_ids if sid})
-        locked = await self._locked_rows()
+        locked = self._locked_rows()
         missing = [sid for sid in ids if sid not in locked]
         if missing:
             for row in (await self.session.scalars(_LOCK_SESSIONS, {"ids": missing})).all():
                 locked[row.id] = row
+            # The SELECT began the transaction if it had not begun: remember it was this one.
+            self.session.info["locked_sessions_of"] = self.session.sync_session.get_transaction()
+            self.session.info["locked_sessions"] = locked
         return {sid: locked[sid] for sid in ids if sid in locked}
 
-    async def _locked_rows(self) -> dict[str, Session]:
+    def _locked_rows(self) -> dict[str, Session]:
         """The sessions locked by the current transaction, by id (forgotten when it ends)."""
-        await self.session.connection()  # begins the transaction if it has not begun
         transaction = self.session.sync_session.get_transaction()
         info = self.session.info
-        if info.get("locked_sessions_of") is not transaction:
-            info["locked_sessions_of"] = transaction
-            info["locked_sessions"] = {}
+        if transaction is None or info.get("locked_sessions_of") is not transaction:
+            return {}
         locked: dict[str, Session] = info["locked_sessions"]
         return locked
 
@@ -867,6 +874,11 @@ class RunRepository(_Repository):
         """The session's queued and running runs, oldest first."""
         params = {"session_id": session_id}
         return list((await self.session.scalars(_ACTIVE_RUNS_OF_SESSION, params)).all())
+
+    async def has_run_in(self, session_id: str, statuses: Sequence[str]) -> bool:
+        """Whether the session has a run in one of ``statuses`` (an index probe)."""
+        params = {"session_id": session_id, "statuses": list(statuses)}
+        return bool(await self.session.scalar(_SESSION_HAS_RUN_IN, params))
 
     async def open_for_request(self, request_id: str) -> list[Run]:
         """Queued or running ``cross_conversation`` runs that answer ``request_id``."""
