@@ -104,18 +104,8 @@ def decode_cursor(cursor: str, kinds: Sequence[type]) -> list[Any]:
 # --- statements of the request hot path, built once ------------------------------------------
 # Building a statement (coercing each ``.where``, generating its cache key) costs more than
 # running it on SQLite, so the queries every send, claim and completion runs are built here
-# with bound parameters and only executed per call.
-
-
-def _returning_row(stmt: sa.Update, model: type[_T]) -> sa.UpdateBase:
-    """``stmt`` returning the updated row into the loaded object.
-
-    ``RETURNING`` refreshes the loaded object in the same statement (SQLite ≥ 3.35 and
-    PostgreSQL both support it), instead of a second SELECT.
-    """
-    return stmt.returning(model).execution_options(
-        synchronize_session=False, populate_existing=True
-    )
+# with bound parameters and only executed per call. Parameters that fill INSERT/UPDATE values
+# are named ``p_…``: SQLAlchemy reserves the column names there.
 
 
 @lru_cache(maxsize=8)
@@ -131,19 +121,22 @@ def _insert_statement(model: type[Base]) -> sa.Insert:
     return sa.insert(table).returning(*table.c)
 
 
+_SESSIONS = Base.metadata.tables[Session.__tablename__]
+_MESSAGES = Base.metadata.tables[Message.__tablename__]
+_REPLIES = Base.metadata.tables[ReplyRequest.__tablename__]
+_RUNS = Base.metadata.tables[Run.__tablename__]
+
 _LOCK_SESSIONS = (
     sa.select(Session)
     .where(Session.id.in_(bindparam("ids", expanding=True)))
     .order_by(Session.id)
     .with_for_update()
 )
-_SESSIONS = Base.metadata.tables[Session.__tablename__]
 _TOUCH_SESSION = (
     sa.update(_SESSIONS)
     .where(_SESSIONS.c.id == bindparam("session_id"))
     .values(updated_at=bindparam("at"))
 )
-_MESSAGES = Base.metadata.tables[Message.__tablename__]
 _APPEND_MESSAGE = (
     sa.insert(_MESSAGES)
     .values(
@@ -210,8 +203,6 @@ _CLAIMABLE_RUNS = (
 # Conditional UPDATEs of one row are Core statements on the table returning every column
 # (``_update_one`` refreshes the loaded object from that row): the ORM's bulk-update path
 # costs several times the statement itself.
-_RUNS = Base.metadata.tables[Run.__tablename__]
-_REPLIES = Base.metadata.tables[ReplyRequest.__tablename__]
 _SET_RUNNING = (
     sa.update(_RUNS)
     .where(_RUNS.c.id == bindparam("p_run_id"), _RUNS.c.status == "queued")
@@ -1037,8 +1028,14 @@ class RunRepository(_Repository):
 
 
 async def _update_returning(session: AsyncSession, stmt: sa.Update, model: type[_T]) -> _T | None:
-    """Run a conditional UPDATE of one row; the updated row if it matched, else None."""
-    returning = _returning_row(stmt, model)
+    """Run a conditional UPDATE of one row; the updated row if it matched, else None.
+
+    ``RETURNING`` the row refreshes the loaded object in the same statement (SQLite ≥ 3.35
+    and PostgreSQL both support it), instead of a second SELECT.
+    """
+    returning = stmt.returning(model).execution_options(
+        synchronize_session=False, populate_existing=True
+    )
     row: _T | None = (await session.execute(returning)).scalars().first()
     return row
 
