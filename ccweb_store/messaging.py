@@ -63,13 +63,16 @@ async def send_message(
         )
     send = _validate_send(store, source, source_id, args, reply_mode)
     async with store.uow() as uow:
-        # Locking the target first serialises concurrent sends to it (PostgreSQL; SQLite's
-        # BEGIN IMMEDIATE already does), so only one of them finds it idle.
-        target = await uow.sessions.lock(target_id)
-        source_row = await _require_session(uow, source_id, "source")
-        if target is None:
+        # Locking the target serialises concurrent sends to it (PostgreSQL; SQLite's
+        # BEGIN IMMEDIATE already does), so only one of them finds it idle. The source is
+        # read (and locked, in id order) by the same statement.
+        found = await uow.sessions.lock_many([target_id, source_id])
+        if source_id not in found:
+            raise _not_found(source_id, "source")
+        if target_id not in found:
             raise _not_found(target_id, "target")
-        if await uow.runs.active_for_session(target_id):
+        source_row, target = found[source_id], found[target_id]
+        if await uow.runs.has_run_in(target_id, ("queued", "running")):
             raise Conflict(
                 f"conversation {target_id!r} is busy (it has a queued or running turn); "
                 "nothing was sent. Try again after it finishes, or pick another conversation",

@@ -157,7 +157,7 @@ async def deliver_ready_replies(
 
 async def record_target_answer(
     uow: UnitOfWork,
-    request_id: str,
+    request: ReplyRequest,
     *,
     completed: bool,
     output: str | None,
@@ -169,32 +169,36 @@ async def record_target_answer(
     A completed run makes a ``waiting`` request ``ready`` with its output; a failed run makes
     it ``failed``. An answer that arrives after the request failed (expired, failed by hand) is
     kept as its reply text, so ``reply.retry`` can still deliver it. The caller must already
-    hold the source session's lock (see the module docstring) and commits.
+    hold the source session's lock (see the module docstring) and commits. ``request`` may
+    have been read before that lock: a transition that moves it refreshes it (``RETURNING``),
+    and one that does not re-reads it; None if it no longer exists.
     """
-    request = await uow.replies.get(request_id, for_update=True)
-    if request is None:
-        return None
+    request_id = request.request_id
     now = utcnow()
     if completed:
         text = output or ""
-        if not await uow.replies.transition(
+        moved = await uow.replies.transition(
             request_id, ["waiting"], "ready", reply_text=text, completed_at=now
-        ):
-            await uow.replies.transition(request_id, ["failed"], "failed", reply_text=text)
+        ) or await uow.replies.transition(request_id, ["failed"], "failed", reply_text=text)
     else:
-        await uow.replies.transition(
+        moved = await uow.replies.transition(
             request_id,
             ["waiting"],
             "failed",
             last_error=error or "the target conversation's run failed",
             completed_at=now,
         )
+    if not moved:
+        fresh = await uow.replies.get(request_id, for_update=True)
+        if fresh is None:
+            return None
+        request = fresh
     await deliver_reply(uow, request, delivered_by_run_id=delivered_by_run_id)
     return request
 
 
 async def _source_is_running(uow: UnitOfWork, source_id: str) -> bool:
-    return bool(await uow.runs.running_for_sessions([source_id]))
+    return await uow.runs.has_run_in(source_id, ("running",))
 
 
 async def _answering_message_id(uow: UnitOfWork, request: ReplyRequest) -> str | None:

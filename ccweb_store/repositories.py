@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from functools import lru_cache
+from typing import Any, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import aliased, make_transient_to_detached
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.util import identity_key
+from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store import errors
 from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
@@ -27,6 +31,7 @@ from ccweb_store.models import (
     RUN_STATUSES,
     SESSION_ID_MAX_LENGTH,
     SESSION_ID_PATTERN,
+    Base,
     Message,
     ReplyRequest,
     Run,
@@ -36,6 +41,9 @@ from ccweb_store.models import (
 )
 
 MAX_PAGE = 500
+
+_T = TypeVar("_T")
+_B = TypeVar("_B", bound=Base)
 
 
 def validate_session_id(value: object, *, code: str = errors.INVALID_CONVERSATION_ID) -> str:
@@ -93,6 +101,164 @@ def decode_cursor(cursor: str, kinds: Sequence[type]) -> list[Any]:
         raise InvalidInput(f"invalid cursor {cursor!r}", code=errors.INVALID_CURSOR) from exc
 
 
+# --- statements of the request hot path, built once ------------------------------------------
+# Building a statement (coercing each ``.where``, generating its cache key) costs more than
+# running it on SQLite, so the queries every send, claim and completion runs are built here
+# with bound parameters and only executed per call. Parameters that fill INSERT/UPDATE values
+# are named ``p_…``: SQLAlchemy reserves the column names there.
+
+
+@lru_cache(maxsize=8)
+def _column_attributes(model: type[Base]) -> tuple[tuple[str, sa.ColumnElement[Any]], ...]:
+    """``(attribute name, column)`` of every column of a mapped class."""
+    return tuple((attr.key, attr.columns[0]) for attr in sa.inspect(model).column_attrs)
+
+
+@lru_cache(maxsize=8)
+def _insert_statement(model: type[Base]) -> sa.Insert:
+    """``INSERT INTO <table> … RETURNING`` every column, on the table (Core, no flush)."""
+    table = Base.metadata.tables[model.__tablename__]
+    return sa.insert(table).returning(*table.c)
+
+
+_SESSIONS = Base.metadata.tables[Session.__tablename__]
+_MESSAGES = Base.metadata.tables[Message.__tablename__]
+_REPLIES = Base.metadata.tables[ReplyRequest.__tablename__]
+_RUNS = Base.metadata.tables[Run.__tablename__]
+
+_LOCK_SESSIONS = (
+    sa.select(Session)
+    .where(Session.id.in_(bindparam("ids", expanding=True)))
+    .order_by(Session.id)
+    .with_for_update()
+)
+_TOUCH_SESSION = (
+    sa.update(_SESSIONS)
+    .where(_SESSIONS.c.id == bindparam("session_id"))
+    .values(updated_at=bindparam("at"))
+)
+_APPEND_MESSAGE = (
+    sa.insert(_MESSAGES)
+    .values(
+        id=bindparam("p_id"),
+        session_id=bindparam("p_session_id"),
+        seq=sa.select(sa.func.coalesce(sa.func.max(_MESSAGES.c.seq), 0) + 1)
+        .where(_MESSAGES.c.session_id == bindparam("p_session_id"))
+        .scalar_subquery(),
+        role=bindparam("p_role"),
+        content=bindparam("p_content"),
+        created_at=bindparam("p_created_at"),
+        metadata=bindparam("p_metadata"),
+    )
+    .returning(*_MESSAGES.c)
+)
+_GET_REPLY = sa.select(ReplyRequest).where(ReplyRequest.request_id == bindparam("request_id"))
+_LOCK_REPLY = _GET_REPLY.with_for_update().execution_options(populate_existing=True)
+_DELIVERABLE_FOR_SOURCE = (
+    sa.select(ReplyRequest)
+    .where(
+        ReplyRequest.source_conversation_id == bindparam("session_id"),
+        sa.or_(
+            ReplyRequest.status == "ready",
+            sa.and_(
+                ReplyRequest.status == "failed",
+                ReplyRequest.reply_message_id.is_(None),
+                ReplyRequest.returned_at.is_(None),
+            ),
+        ),
+    )
+    .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+)
+_GET_RUN = sa.select(Run).where(Run.id == bindparam("run_id"))
+_LOCK_RUN = _GET_RUN.with_for_update()
+_ACTIVE_RUNS_OF_SESSION = (
+    sa.select(Run)
+    .where(Run.session_id == bindparam("session_id"), Run.status.in_(("queued", "running")))
+    .order_by(Run.created_at, Run.id)
+)
+_SESSION_HAS_RUN_IN = sa.select(
+    sa.exists().where(
+        Run.session_id == bindparam("session_id"),
+        Run.status.in_(bindparam("statuses", expanding=True)),
+    )
+)
+_RUNNING_RUNS_OF_SESSIONS = sa.select(Run).where(
+    Run.session_id.in_(bindparam("ids", expanding=True)), Run.status == "running"
+)
+_ANY_EXPIRED_LEASE = sa.select(
+    sa.exists().where(Run.status == "running", Run.lease_expires_at < bindparam("now"))
+)
+_running = aliased(Run)
+_CLAIMABLE_RUNS = (
+    sa.select(Run)
+    .where(
+        Run.status == "queued",
+        Run.kind.in_(bindparam("kinds", expanding=True)),
+        ~sa.exists().where(_running.session_id == Run.session_id, _running.status == "running"),
+    )
+    .order_by(Run.created_at, Run.id)
+    .limit(8)
+    .with_for_update(skip_locked=True, of=Run)
+)
+# Conditional UPDATEs of one row are Core statements on the table returning every column
+# (``_update_one`` refreshes the loaded object from that row): the ORM's bulk-update path
+# costs several times the statement itself.
+_SET_RUNNING = (
+    sa.update(_RUNS)
+    .where(_RUNS.c.id == bindparam("p_run_id"), _RUNS.c.status == "queued")
+    .values(
+        status="running",
+        worker_id=bindparam("p_worker_id"),
+        started_at=bindparam("p_now"),
+        lease_expires_at=bindparam("p_lease_expires_at"),
+    )
+    .returning(*_RUNS.c)
+)
+_FINISH_RUN = (
+    sa.update(_RUNS)
+    .where(
+        _RUNS.c.id == bindparam("p_run_id"),
+        _RUNS.c.status.in_(bindparam("p_from", expanding=True)),
+    )
+    .values(
+        status=bindparam("p_status"),
+        output=bindparam("p_output"),
+        error=bindparam("p_error"),
+        finished_at=bindparam("p_now"),
+        lease_expires_at=None,
+    )
+    .returning(*_RUNS.c)
+)
+
+
+@lru_cache(maxsize=64)
+def _transition_statement(columns: tuple[str, ...]) -> sa.UpdateBase:
+    """``UPDATE reply_requests SET status, <columns> WHERE id AND status IN (…) RETURNING *``,
+    built once per set of columns (a bound parameter per column, named after it)."""
+    return (
+        sa.update(_REPLIES)
+        .where(
+            _REPLIES.c.request_id == bindparam("p_request_id"),
+            _REPLIES.c.status.in_(bindparam("from_statuses", expanding=True)),
+        )
+        .values(status=bindparam("to_status"), **{c: bindparam(f"v_{c}") for c in columns})
+        .returning(*_REPLIES.c)
+    )
+
+
+@lru_cache(maxsize=16)
+def _by_metadata_statement(key: str) -> sa.Select[Message]:
+    """A session's messages whose ``metadata[key]`` equals a value, in order (one per key)."""
+    return (
+        sa.select(Message)
+        .where(
+            Message.session_id == bindparam("session_id"),
+            Message.metadata_[key].as_string() == bindparam("value"),
+        )
+        .order_by(Message.seq)
+    )
+
+
 class _Repository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -101,17 +267,27 @@ class _Repository:
     def dialect(self) -> str:
         return self.session.get_bind().dialect.name
 
-    async def _insert(self, row: Any, conflict: Callable[[], DomainError]) -> None:
-        """Add ``row`` now, turning a uniqueness clash into ``conflict()``.
+    async def _insert(self, row: Base, conflict: Callable[[], DomainError]) -> None:
+        """Insert ``row`` now, turning a uniqueness clash into ``conflict()``.
 
-        No savepoint: a clash ends the unit of work (the caller raises, the transaction rolls
-        back), so nothing ever continues in it, and two statements per insert are saved.
+        One Core ``INSERT … RETURNING`` (a flush of the unit of work costs several times
+        more); the returned columns, server defaults included, fill ``row``, which then joins
+        the session as if it had been loaded. Like a flush, a ``None`` leaves a column with a
+        server default to that default. No savepoint: a clash ends the unit of work (the
+        caller raises, the transaction rolls back), so nothing ever continues in it.
         """
-        self.session.add(row)
+        columns = _column_attributes(type(row))
+        state = row.__dict__
+        values = {
+            column.name: state[key]
+            for key, column in columns
+            if key in state and not (state[key] is None and column.server_default is not None)
+        }
         try:
-            await self.session.flush()
+            returned = (await self.session.execute(_insert_statement(type(row)), values)).one()
         except IntegrityError as exc:
             raise conflict() from exc
+        _attach(self.session, row, returned._mapping)
 
 
 class SessionRepository(_Repository):
@@ -174,34 +350,29 @@ class SessionRepository(_Repository):
         locked until it ends, so it is not read and locked a second time.
         """
         ids = sorted({sid for sid in session_ids if sid})
-        locked = await self._locked_rows()
+        locked = self._locked_rows()
         missing = [sid for sid in ids if sid not in locked]
         if missing:
-            stmt = (
-                sa.select(Session)
-                .where(Session.id.in_(missing))
-                .order_by(Session.id)
-                .with_for_update()
-            )
-            for row in (await self.session.scalars(stmt)).all():
+            for row in (await self.session.scalars(_LOCK_SESSIONS, {"ids": missing})).all():
                 locked[row.id] = row
+            # The SELECT began the transaction if it had not begun: remember it was this one.
+            self.session.info["locked_sessions_of"] = self.session.sync_session.get_transaction()
+            self.session.info["locked_sessions"] = locked
         return {sid: locked[sid] for sid in ids if sid in locked}
 
-    async def _locked_rows(self) -> dict[str, Session]:
+    def _locked_rows(self) -> dict[str, Session]:
         """The sessions locked by the current transaction, by id (forgotten when it ends)."""
-        await self.session.connection()  # begins the transaction if it has not begun
         transaction = self.session.sync_session.get_transaction()
         info = self.session.info
-        if info.get("locked_sessions_of") is not transaction:
-            info["locked_sessions_of"] = transaction
-            info["locked_sessions"] = {}
+        if transaction is None or info.get("locked_sessions_of") is not transaction:
+            return {}
         locked: dict[str, Session] = info["locked_sessions"]
         return locked
 
     async def touch(self, session_id: str, at: datetime | None = None) -> bool:
         """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
-        stmt = sa.update(Session).where(Session.id == session_id).values(updated_at=at or utcnow())
-        result = await self.session.execute(stmt.execution_options(synchronize_session=False))
+        params = {"session_id": session_id, "at": at or utcnow()}
+        result = await self.session.execute(_TOUCH_SESSION, params)
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
     async def list_page(
@@ -273,30 +444,23 @@ class MessageRepository(_Repository):
                 f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
             )
         message_id = id or new_id("msg")
-        next_seq = (
-            sa.select(sa.func.coalesce(sa.func.max(Message.seq), 0) + 1)
-            .where(Message.session_id == session_id)
-            .scalar_subquery()
-        )
-        stmt = (
-            sa.insert(Message)
-            .values(
-                id=message_id,
-                session_id=session_id,
-                seq=next_seq,
-                role=role,
-                content=content,
-                created_at=created_at or now,
-                metadata_=metadata,
-            )
-            .returning(Message)
-        )
+        params = {
+            "p_id": message_id,
+            "p_session_id": session_id,
+            "p_role": role,
+            "p_content": content,
+            "p_created_at": created_at or now,
+            "p_metadata": metadata,
+        }
         try:
-            return (await self.session.scalars(stmt)).one()
+            returned = (await self.session.execute(_APPEND_MESSAGE, params)).one()
         except IntegrityError as exc:
             raise Conflict(
                 f"message id {message_id!r} already exists", code="message_exists"
             ) from exc
+        message = Message()
+        _attach(self.session, message, returned._mapping)
+        return message
 
     async def get(self, message_id: str) -> Message | None:
         return await self.session.get(Message, message_id)
@@ -336,22 +500,14 @@ class MessageRepository(_Repository):
 
     async def list_by_metadata(self, session_id: str, key: str, value: str) -> list[Message]:
         """Every message of the session whose ``metadata[key]`` equals ``value``, in order."""
-        stmt = (
-            sa.select(Message)
-            .where(Message.session_id == session_id, Message.metadata_[key].as_string() == value)
-            .order_by(Message.seq)
-        )
-        return list((await self.session.scalars(stmt)).all())
+        params = {"session_id": session_id, "value": value}
+        return list((await self.session.scalars(_by_metadata_statement(key), params)).all())
 
     async def find_by_metadata(self, session_id: str, key: str, value: str) -> Message | None:
         """The first message of the session whose ``metadata[key]`` equals ``value``."""
-        stmt = (
-            sa.select(Message)
-            .where(Message.session_id == session_id, Message.metadata_[key].as_string() == value)
-            .order_by(Message.seq)
-            .limit(1)
-        )
-        return (await self.session.scalars(stmt)).first()
+        params = {"session_id": session_id, "value": value}
+        stmt = _by_metadata_statement(key).limit(1)
+        return (await self.session.scalars(stmt, params)).first()
 
     async def find_reply_request_message(self, session_id: str, request_id: str) -> Message | None:
         """The message of the session that carried reply request ``request_id``.
@@ -507,10 +663,8 @@ class ReplyRepository(_Repository):
 
     async def get(self, request_id: str, *, for_update: bool = False) -> ReplyRequest | None:
         """The request; ``for_update`` locks the row (PostgreSQL) and re-reads it fresh."""
-        stmt = sa.select(ReplyRequest).where(ReplyRequest.request_id == request_id)
-        if for_update:
-            stmt = stmt.with_for_update().execution_options(populate_existing=True)
-        return (await self.session.execute(stmt)).scalar_one_or_none()
+        stmt = _LOCK_REPLY if for_update else _GET_REPLY
+        return (await self.session.execute(stmt, {"request_id": request_id})).scalar_one_or_none()
 
     async def require(self, request_id: str, *, for_update: bool = False) -> ReplyRequest:
         row = await self.get(request_id, for_update=for_update)
@@ -525,12 +679,14 @@ class ReplyRepository(_Repository):
     ) -> bool:
         """Move to ``to_status`` only from one of ``from_statuses``; True if it moved."""
         validate_choice(to_status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
-        stmt = (
-            sa.update(ReplyRequest)
-            .where(ReplyRequest.request_id == request_id, ReplyRequest.status.in_(from_statuses))
-            .values(status=to_status, **values)
-        )
-        return await _update_returning(self.session, stmt, ReplyRequest)
+        stmt = _transition_statement(tuple(sorted(values)))
+        params = {f"v_{column}": value for column, value in values.items()}
+        params |= {
+            "p_request_id": request_id,
+            "from_statuses": list(from_statuses),
+            "to_status": to_status,
+        }
+        return (await _update_one(self.session, ReplyRequest, stmt, params)) is not None
 
     async def list_page(
         self,
@@ -575,22 +731,8 @@ class ReplyRepository(_Repository):
         """Replies owed to ``source_session_id``: ``ready`` ones, and ``failed`` ones whose
         notice has not been delivered yet (no ``reply_message_id``) and whose outcome was not
         settled before import (no ``returned_at``), oldest first."""
-        stmt = (
-            sa.select(ReplyRequest)
-            .where(
-                ReplyRequest.source_conversation_id == source_session_id,
-                sa.or_(
-                    ReplyRequest.status == "ready",
-                    sa.and_(
-                        ReplyRequest.status == "failed",
-                        ReplyRequest.reply_message_id.is_(None),
-                        ReplyRequest.returned_at.is_(None),
-                    ),
-                ),
-            )
-            .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
-        )
-        return list((await self.session.scalars(stmt)).all())
+        params = {"session_id": source_session_id}
+        return list((await self.session.scalars(_DELIVERABLE_FOR_SOURCE, params)).all())
 
     async def claim_failure_notice(self, request_id: str, message_id: str) -> bool:
         """Record that the failure notice ``message_id`` goes out for a failed request.
@@ -608,7 +750,7 @@ class ReplyRepository(_Repository):
             )
             .values(reply_message_id=message_id)
         )
-        return await _update_returning(self.session, stmt, ReplyRequest)
+        return (await _update_returning(self.session, stmt, ReplyRequest)) is not None
 
     async def ready_for_source(self, source_session_id: str) -> list[ReplyRequest]:
         """Replies ready to deliver to ``source_session_id``, oldest first."""
@@ -710,10 +852,8 @@ class RunRepository(_Repository):
         return row
 
     async def get(self, run_id: str, *, for_update: bool = False) -> Run | None:
-        stmt = sa.select(Run).where(Run.id == run_id)
-        if for_update:
-            stmt = stmt.with_for_update()
-        return (await self.session.execute(stmt)).scalar_one_or_none()
+        stmt = _LOCK_RUN if for_update else _GET_RUN
+        return (await self.session.execute(stmt, {"run_id": run_id})).scalar_one_or_none()
 
     async def require(self, run_id: str, *, for_update: bool = False) -> Run:
         row = await self.get(run_id, for_update=for_update)
@@ -723,12 +863,13 @@ class RunRepository(_Repository):
 
     async def active_for_session(self, session_id: str) -> list[Run]:
         """The session's queued and running runs, oldest first."""
-        stmt = (
-            sa.select(Run)
-            .where(Run.session_id == session_id, Run.status.in_(("queued", "running")))
-            .order_by(Run.created_at, Run.id)
-        )
-        return list((await self.session.scalars(stmt)).all())
+        params = {"session_id": session_id}
+        return list((await self.session.scalars(_ACTIVE_RUNS_OF_SESSION, params)).all())
+
+    async def has_run_in(self, session_id: str, statuses: Sequence[str]) -> bool:
+        """Whether the session has a run in one of ``statuses`` (an index probe)."""
+        params = {"session_id": session_id, "statuses": list(statuses)}
+        return bool(await self.session.scalar(_SESSION_HAS_RUN_IN, params))
 
     async def open_for_request(self, request_id: str) -> list[Run]:
         """Queued or running ``cross_conversation`` runs that answer ``request_id``."""
@@ -743,8 +884,8 @@ class RunRepository(_Repository):
         ids = list(session_ids)
         if not ids:
             return {}
-        stmt = sa.select(Run).where(Run.session_id.in_(ids), Run.status == "running")
-        return {run.session_id: run for run in (await self.session.scalars(stmt)).all()}
+        rows = (await self.session.scalars(_RUNNING_RUNS_OF_SESSIONS, {"ids": ids})).all()
+        return {run.session_id: run for run in rows}
 
     async def active_for_sessions(self, session_ids: Iterable[str]) -> dict[str, Run]:
         """Each session's active run: its running run, else its oldest queued one."""
@@ -777,24 +918,10 @@ class RunRepository(_Repository):
         unique index settles two claimers racing for different runs of one session.
         """
         now = now or utcnow()
-        running = aliased(Run)
-        stmt = (
-            sa.select(Run)
-            .where(
-                Run.status == "queued",
-                ~sa.exists().where(
-                    running.session_id == Run.session_id, running.status == "running"
-                ),
-            )
-            .order_by(Run.created_at, Run.id)
-            .limit(8)
-            .with_for_update(skip_locked=True, of=Run)
-        )
-        if kinds:
-            for kind in kinds:
-                validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
-            stmt = stmt.where(Run.kind.in_(kinds))
-        for candidate in (await self.session.scalars(stmt)).all():
+        for kind in kinds or ():
+            validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
+        params = {"kinds": list(kinds or RUN_KINDS)}
+        for candidate in (await self.session.scalars(_CLAIMABLE_RUNS, params)).all():
             if self.dialect == "sqlite":
                 # BEGIN IMMEDIATE: no other writer can start a run of this session meanwhile.
                 won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
@@ -811,17 +938,13 @@ class RunRepository(_Repository):
     async def _set_running(
         self, run_id: str, worker_id: str, lease_seconds: int, now: datetime
     ) -> bool:
-        stmt = (
-            sa.update(Run)
-            .where(Run.id == run_id, Run.status == "queued")
-            .values(
-                status="running",
-                worker_id=worker_id,
-                started_at=now,
-                lease_expires_at=now + timedelta(seconds=lease_seconds),
-            )
-        )
-        return await _update_returning(self.session, stmt, Run)
+        params = {
+            "p_run_id": run_id,
+            "p_worker_id": worker_id,
+            "p_now": now,
+            "p_lease_expires_at": now + timedelta(seconds=lease_seconds),
+        }
+        return (await _update_one(self.session, Run, _SET_RUNNING, params)) is not None
 
     async def heartbeat(
         self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
@@ -833,7 +956,7 @@ class RunRepository(_Repository):
             .where(Run.id == run_id, Run.status == "running", Run.worker_id == worker_id)
             .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
         )
-        return await _update_returning(self.session, stmt, Run)
+        return (await _update_returning(self.session, stmt, Run)) is not None
 
     async def finish(
         self,
@@ -844,23 +967,25 @@ class RunRepository(_Repository):
         error: str | None = None,
         from_statuses: Sequence[str] = ("queued", "running"),
         now: datetime | None = None,
-    ) -> bool:
-        """Close the run as ``completed``/``failed``/``cancelled`` if it is still open."""
+    ) -> Run | None:
+        """Close the run as ``completed``/``failed``/``cancelled`` if it is still open; the
+        closed run, or None if it was not open."""
         validate_choice(
             status, ("completed", "failed", "cancelled"), errors.INVALID_STATUS, "run status"
         )
-        stmt = (
-            sa.update(Run)
-            .where(Run.id == run_id, Run.status.in_(from_statuses))
-            .values(
-                status=status,
-                output=output,
-                error=error,
-                finished_at=now or utcnow(),
-                lease_expires_at=None,
-            )
-        )
-        return await _update_returning(self.session, stmt, Run)
+        params = {
+            "p_run_id": run_id,
+            "p_from": list(from_statuses),
+            "p_status": status,
+            "p_output": output,
+            "p_error": error,
+            "p_now": now or utcnow(),
+        }
+        return await _update_one(self.session, Run, _FINISH_RUN, params)
+
+    async def has_expired_lease(self, *, now: datetime | None = None) -> bool:
+        """Whether any running run's lease has passed (an index probe on ``status``)."""
+        return bool(await self.session.scalar(_ANY_EXPIRED_LEASE, {"now": now or utcnow()}))
 
     async def expired(self, *, now: datetime | None = None, limit: int = 100) -> list[Run]:
         """Running runs whose lease has passed (skipping rows another process holds)."""
@@ -879,7 +1004,7 @@ class RunRepository(_Repository):
         if count_attempt:
             values["attempts"] = Run.attempts + 1
         stmt = sa.update(Run).where(Run.id == run_id, Run.status == "running").values(**values)
-        return await _update_returning(self.session, stmt, Run)
+        return (await _update_returning(self.session, stmt, Run)) is not None
 
     async def list_recent(
         self,
@@ -902,8 +1027,8 @@ class RunRepository(_Repository):
         return list((await self.session.scalars(stmt)).all())
 
 
-async def _update_returning(session: AsyncSession, stmt: sa.Update, model: type[Any]) -> bool:
-    """Run a conditional UPDATE of one row; True if it matched.
+async def _update_returning(session: AsyncSession, stmt: sa.Update, model: type[_T]) -> _T | None:
+    """Run a conditional UPDATE of one row; the updated row if it matched, else None.
 
     ``RETURNING`` the row refreshes the loaded object in the same statement (SQLite ≥ 3.35
     and PostgreSQL both support it), instead of a second SELECT.
@@ -911,4 +1036,38 @@ async def _update_returning(session: AsyncSession, stmt: sa.Update, model: type[
     returning = stmt.returning(model).execution_options(
         synchronize_session=False, populate_existing=True
     )
-    return (await session.execute(returning)).scalars().first() is not None
+    row: _T | None = (await session.execute(returning)).scalars().first()
+    return row
+
+
+def _attach(session: AsyncSession, row: Base, returned: Mapping[Any, Any]) -> None:
+    """Fill ``row`` from a ``RETURNING`` of every column and make it a loaded object."""
+    for key, column in _column_attributes(type(row)):
+        setattr(row, key, returned[column])
+    make_transient_to_detached(row)
+    session.add(row)
+
+
+async def _update_one(
+    session: AsyncSession,
+    model: type[_B],
+    stmt: sa.UpdateBase,
+    params: dict[str, Any],
+) -> _B | None:
+    """Run a Core UPDATE of one row returning every column; the session's object for the
+    row, refreshed from it (as ``populate_existing`` would), or None if no row matched."""
+    row = (await session.execute(stmt, params)).first()
+    if row is None:
+        return None
+    values = row._mapping
+    mapper = sa.inspect(model)
+    key = identity_key(model, tuple(values[column] for column in mapper.primary_key))
+    loaded = session.sync_session.identity_map.get(key)
+    if loaded is None:
+        fresh = model()
+        _attach(session, fresh, values)
+        return fresh
+    for attribute, column in _column_attributes(model):
+        set_committed_value(loaded, attribute, values[column])
+    found: _B = loaded
+    return found

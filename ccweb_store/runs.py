@@ -24,7 +24,7 @@ from ccweb_store.arguments import (
     require_str,
 )
 from ccweb_store.errors import Conflict
-from ccweb_store.models import FINISHED_RUN_STATUSES, RUN_KINDS, Message, ReplyRequest, Run, utcnow
+from ccweb_store.models import RUN_KINDS, Message, ReplyRequest, Run, utcnow
 from ccweb_store.replies import deliver_ready_replies, record_target_answer
 from ccweb_store.repositories import clamp_limit, validate_choice, validate_session_id
 from ccweb_store.schemas import message_out, reply_out, run_out
@@ -62,10 +62,17 @@ async def claim_run(
     kinds = optional_str_list(params, "kinds")
     for kind in kinds or ():
         validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "kind")
-    await requeue_expired(store, now=now)
     async with store.uow() as uow:
-        run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
-        await uow.commit()
+        # One indexed probe instead of a separate pass: expired leases are rare.
+        expired = await uow.runs.has_expired_lease(now=now)
+        if not expired:
+            run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
+            await uow.commit()
+    if expired:
+        await requeue_expired(store, now=now)
+        async with store.uow() as uow:
+            run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
+            await uow.commit()
     return {"run": run_out(run) if run is not None else None}
 
 
@@ -102,10 +109,12 @@ async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any
     output = optional_str(params, "output")
     error = optional_str(params, "error")
     async with store.uow() as uow:
-        run = await uow.runs.require(run_id, for_update=True)
-        if run.status in FINISHED_RUN_STATUSES:
-            return await _completion_result(uow, run)
-        message, replies = await _close_run(uow, run, status, output=output, error=error)
+        # The conditional UPDATE locks and closes the run in one statement; only a run that
+        # is already finished (or unknown) needs reading.
+        run = await uow.runs.finish(run_id, status, output=output, error=error)
+        if run is None:
+            return await _completion_result(uow, await uow.runs.require(run_id))
+        message, replies = await _after_close(uow, run, status, output=output, error=error)
         await uow.commit()
     return {
         "run": run_out(run),
@@ -114,10 +123,10 @@ async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any
     }
 
 
-async def _close_run(
+async def _after_close(
     uow: UnitOfWork, run: Run, status: str, *, output: str | None, error: str | None
 ) -> tuple[Message | None, list[ReplyRequest]]:
-    """Finish ``run`` (held FOR UPDATE) and everything its end sets off; the caller commits."""
+    """Everything the end of ``run`` (just finished, so locked) sets off; the caller commits."""
     answers = run.kind == "cross_conversation" and run.reply_request_id is not None
     linked = (
         await uow.replies.get(run.reply_request_id) if answers and run.reply_request_id else None
@@ -125,7 +134,6 @@ async def _close_run(
     await uow.sessions.lock_many(
         [run.session_id, linked.source_conversation_id if linked is not None else None]
     )
-    await uow.runs.finish(run.id, status, output=output, error=error)
     message = None
     if output and output.strip():
         message = await uow.messages.append(
@@ -135,7 +143,7 @@ async def _close_run(
     if linked is not None:
         answered = await record_target_answer(
             uow,
-            linked.request_id,
+            linked,
             completed=status == "completed",
             output=output,
             error=error,
@@ -221,13 +229,9 @@ async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[
             if not await uow.runs.requeue(run_id):
                 continue
             if attempts >= max_attempts:
-                await _close_run(
-                    uow,
-                    run,
-                    "failed",
-                    output=None,
-                    error=f"the run's lease expired {attempts} times; giving up",
-                )
+                error = f"the run's lease expired {attempts} times; giving up"
+                await uow.runs.finish(run_id, "failed", error=error)
+                await _after_close(uow, run, "failed", output=None, error=error)
                 failed += 1
                 log.warning("run %s failed after %d expired leases", run_id, attempts)
             else:

@@ -237,6 +237,26 @@ async def test_heartbeats_and_requeues_only_touch_the_holders_run(store: Store) 
     assert (row.status, row.worker_id, row.attempts) == ("queued", None, 1)
 
 
+async def test_busy_running_and_expired_lease_probes_follow_the_runs_state(
+    store: Store,
+) -> None:
+    await _make_sessions(store, "p")
+    async with store.uow() as uow:
+        assert not await uow.runs.has_run_in("p", ("queued", "running"))
+        run = await uow.runs.enqueue("p", "user_turn")
+        assert await uow.runs.has_run_in("p", ("queued", "running"))
+        assert not await uow.runs.has_run_in("p", ("running",))
+        await uow.runs.claim("w1", lease_seconds=60)
+        assert await uow.runs.has_run_in("p", ("running",))
+        assert not await uow.runs.has_expired_lease()
+        assert await uow.runs.has_expired_lease(now=utcnow() + timedelta(hours=1))
+        closed = await uow.runs.finish(run.id, "completed", output="done")
+        assert closed is run and (run.status, run.output) == ("completed", "done")
+        assert not await uow.runs.has_run_in("p", ("queued", "running"))
+        assert not await uow.runs.has_expired_lease(now=utcnow() + timedelta(hours=1))
+        await uow.commit()
+
+
 async def test_reply_transitions_are_conditional_on_the_current_status(store: Store) -> None:
     async with store.uow() as uow:
         await uow.replies.add(
