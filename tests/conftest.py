@@ -131,3 +131,13 @@ async def store(settings: Settings) -> AsyncIterator[Store]:
         yield active
     finally:
         await active.dispose()
+
+
+@pytest.fixture
+async def pair(store: Store) -> Store:
+    """The store with a source ``conv-a`` (Planner) and a target ``conv-b`` (Tester)."""
+    async with store.uow() as uow:
+        await uow.sessions.create("conv-a", title="Planner")
+        await uow.sessions.create("conv-b", title="Tester")
+        await uow.commit()
+    return store

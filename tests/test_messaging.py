@@ -21,14 +21,6 @@ from tests.lifecycle_support import (
 )
 
 
-@pytest.fixture
-async def pair(store: Store) -> Store:
-    """A source ``conv-a`` (Planner) and a target ``conv-b`` (Tester)."""
-    await make_conversation(store, "conv-a", "Planner")
-    await make_conversation(store, "conv-b", "Tester")
-    return store
-
-
 async def test_one_way_send_queues_a_target_run_and_creates_no_reply_request(pair: Store) -> None:
     result = await messaging.send_message(
         pair,

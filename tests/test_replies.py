@@ -28,14 +28,6 @@ from tests.lifecycle_support import (
 )
 
 
-@pytest.fixture
-async def pair(store: Store) -> Store:
-    """A source ``conv-a`` (Planner) and a target ``conv-b`` (Tester)."""
-    await make_conversation(store, "conv-a", "Planner")
-    await make_conversation(store, "conv-b", "Tester")
-    return store
-
-
 async def _answer(store: Store, output: str = "All tests pass", status: str = "completed") -> Any:
     """The target claims its run and completes it."""
     run = await claim(store, "target-worker", kinds=["cross_conversation"])

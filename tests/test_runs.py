@@ -23,13 +23,6 @@ from tests.lifecycle_support import (
 LONG_AGO = timedelta(hours=1)
 
 
-@pytest.fixture
-async def pair(store: Store) -> Store:
-    await make_conversation(store, "conv-a", "Planner")
-    await make_conversation(store, "conv-b", "Tester")
-    return store
-
-
 async def test_start_run_returns_a_running_run_and_refuses_a_second(pair: Store) -> None:
     run = await runs.start_run(pair, {"sessionId": "conv-a", "runtimeText": "hello"})
     assert (run["status"], run["kind"], run["runtimeText"]) == ("running", "user_turn", "hello")
