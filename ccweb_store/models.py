@@ -168,6 +168,8 @@ class Run(Base):
         sa.CheckConstraint(_in_list("kind", RUN_KINDS), name="kind"),
         sa.CheckConstraint(_in_list("status", RUN_STATUSES), name="status"),
         sa.Index(None, "status", "created_at"),
+        # A claim for one kind finds its queued runs in claim order (migration 0005).
+        sa.Index(None, "status", "kind", "created_at", "id"),
         sa.Index(None, "session_id", "status"),
         sa.Index(None, "reply_request_id"),
         # The database itself refuses a second running run for one session.

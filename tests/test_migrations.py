@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ccweb_store.db import alembic_config, create_engine, current_revision, downgrade, migrate
 
@@ -207,5 +208,46 @@ async def test_downgrading_an_empty_schema_then_upgrading_again_is_clean(
         async with engine.connect() as connection:
             count = (await connection.execute(sa.text("SELECT count(*) FROM sessions"))).scalar()
         assert count == 0
+    finally:
+        await engine.dispose()
+
+
+async def _runs_indexes(engine: AsyncEngine) -> set[str]:
+    async with engine.connect() as connection:
+        return await connection.run_sync(
+            lambda sync: {index["name"] for index in sa.inspect(sync).get_indexes("runs")}
+        )
+
+
+async def test_a_claim_for_one_kind_reads_the_0005_index_which_comes_and_goes(
+    empty_database_url: str,
+) -> None:
+    """0005 adds ``runs (status, kind, created_at, id)``; the claim's plan uses it."""
+    from ccweb_store.repositories import _CLAIMABLE_RUNS
+
+    index = "ix_runs_status_kind_created_at_id"
+    engine = create_engine(empty_database_url)
+    try:
+        await migrate(engine, "0004")
+        assert index not in await _runs_indexes(engine)
+
+        await migrate(engine)
+        assert index in await _runs_indexes(engine)
+        claim = _CLAIMABLE_RUNS.params(kinds=["cross_conversation"]).compile(
+            dialect=engine.dialect, compile_kwargs={"literal_binds": True}
+        )
+        async with engine.connect() as connection:
+            if engine.dialect.name == "sqlite":
+                explain = f"EXPLAIN QUERY PLAN {claim}"
+            else:  # an empty table: forbid the sequential scan that would otherwise win
+                await connection.execute(sa.text("SET enable_seqscan = off"))
+                explain = f"EXPLAIN {claim}"
+            plan = " ".join(str(row) for row in (await connection.execute(sa.text(explain))))
+        assert index in plan
+
+        await downgrade(engine, "0004")
+        assert index not in await _runs_indexes(engine)
+        async with engine.connect() as connection:
+            assert await current_revision(connection) == "0004"
     finally:
         await engine.dispose()
