@@ -223,7 +223,7 @@ async def test_a_claim_for_one_kind_reads_the_0005_index_which_comes_and_goes(
     empty_database_url: str,
 ) -> None:
     """0005 adds ``runs (status, kind, created_at, id)``; the claim's plan uses it."""
-    from ccweb_store.repositories import _CLAIMABLE_RUNS
+    from ccweb_store.repositories.runs import _CLAIMABLE_RUNS
 
     index = "ix_runs_status_kind_created_at_id"
     engine = create_engine(empty_database_url)

@@ -1,0 +1,38 @@
+"""Repositories: SQL for each table, and nothing else.
+
+They take the unit of work's ``AsyncSession``, at most ``flush()``, and never commit.
+State changes are conditional (``UPDATE … WHERE status IN (…)``) and report whether they
+won, so two writers can never both move the same row.
+"""
+
+from ccweb_store.repositories.base import (
+    MAX_PAGE,
+    clamp_limit,
+    decode_cursor,
+    encode_cursor,
+    validate_choice,
+    validate_session_id,
+)
+from ccweb_store.repositories.messages import (
+    MessageRepository,
+    MessageText,
+    latest_nonblank_by_role_query,
+)
+from ccweb_store.repositories.replies import ReplyRepository
+from ccweb_store.repositories.runs import RunRepository
+from ccweb_store.repositories.sessions import SessionRepository
+
+__all__ = [
+    "MAX_PAGE",
+    "MessageRepository",
+    "MessageText",
+    "ReplyRepository",
+    "RunRepository",
+    "SessionRepository",
+    "clamp_limit",
+    "decode_cursor",
+    "encode_cursor",
+    "latest_nonblank_by_role_query",
+    "validate_choice",
+    "validate_session_id",
+]

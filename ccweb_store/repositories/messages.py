@@ -1,0 +1,288 @@
+"""Messages: append with the next seq, read in order, find by metadata, prompt cards."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.expression import bindparam
+
+from ccweb_store import errors
+from ccweb_store.errors import Conflict, InvalidInput, NotFound
+from ccweb_store.models import (
+    ROLES,
+    Message,
+    new_id,
+    utcnow,
+)
+from ccweb_store.repositories.base import (
+    MESSAGES,
+    Repository,
+    attach_returned,
+    validate_choice,
+)
+from ccweb_store.repositories.sessions import SessionRepository
+
+_APPEND_MESSAGE = (
+    sa.insert(MESSAGES)
+    .values(
+        id=bindparam("p_id"),
+        session_id=bindparam("p_session_id"),
+        seq=sa.select(sa.func.coalesce(sa.func.max(MESSAGES.c.seq), 0) + 1)
+        .where(MESSAGES.c.session_id == bindparam("p_session_id"))
+        .scalar_subquery(),
+        role=bindparam("p_role"),
+        content=bindparam("p_content"),
+        created_at=bindparam("p_created_at"),
+        metadata=bindparam("p_metadata"),
+    )
+    .returning(*MESSAGES.c)
+)
+
+
+@lru_cache(maxsize=16)
+def _by_metadata_statement(key: str) -> sa.Select[Message]:
+    """A session's messages whose ``metadata[key]`` equals a value, in order (one per key)."""
+    return (
+        sa.select(Message)
+        .where(
+            Message.session_id == bindparam("session_id"),
+            Message.metadata_[key].as_string() == bindparam("value"),
+        )
+        .order_by(Message.seq)
+    )
+
+
+class MessageRepository(Repository):
+    async def append(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+        created_at: datetime | None = None,
+    ) -> Message:
+        """Append a message with the session's next ``seq``.
+
+        Bumping the session's ``updated_at`` first takes its row lock (PostgreSQL) or the
+        write lock (SQLite, ``BEGIN IMMEDIATE``), so concurrent appends get gap-free seqs.
+        The seq is computed inside the INSERT, which returns the new row.
+        """
+        validate_choice(role, ROLES, errors.INVALID_ROLE, "role")
+        if not isinstance(content, str):
+            raise InvalidInput("content must be a string")
+        now = utcnow()
+        if not await SessionRepository(self.session).touch(session_id, now):
+            raise NotFound(
+                f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
+            )
+        message_id = id or new_id("msg")
+        params = {
+            "p_id": message_id,
+            "p_session_id": session_id,
+            "p_role": role,
+            "p_content": content,
+            "p_created_at": created_at or now,
+            "p_metadata": metadata,
+        }
+        try:
+            returned = (await self.session.execute(_APPEND_MESSAGE, params)).one()
+        except IntegrityError as exc:
+            raise Conflict(
+                f"message id {message_id!r} already exists", code="message_exists"
+            ) from exc
+        message = Message()
+        attach_returned(self.session, message, returned._mapping)
+        return message
+
+    async def get(self, message_id: str) -> Message | None:
+        return await self.session.get(Message, message_id)
+
+    async def list_after(
+        self, session_id: str, *, after_seq: int = 0, limit: int = 100
+    ) -> list[Message]:
+        """Messages with ``seq > after_seq``, in order."""
+        stmt = (
+            sa.select(Message)
+            .where(Message.session_id == session_id, Message.seq > after_seq)
+            .order_by(Message.seq)
+            .limit(limit)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def latest_by_role(self, session_id: str, role: str, *, limit: int) -> list[Message]:
+        """The newest ``limit`` messages of ``role``, newest first (an index range scan)."""
+        stmt = (
+            sa.select(Message)
+            .where(Message.session_id == session_id, Message.role == role)
+            .order_by(Message.seq.desc())
+            .limit(limit)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def count(self, session_ids: Iterable[str]) -> dict[str, int]:
+        ids = list(session_ids)
+        if not ids:
+            return {}
+        stmt = (
+            sa.select(Message.session_id, sa.func.count())
+            .where(Message.session_id.in_(ids))
+            .group_by(Message.session_id)
+        )
+        return {sid: int(n) for sid, n in (await self.session.execute(stmt)).all()}
+
+    async def list_by_metadata(self, session_id: str, key: str, value: str) -> list[Message]:
+        """Every message of the session whose ``metadata[key]`` equals ``value``, in order."""
+        params = {"session_id": session_id, "value": value}
+        return list((await self.session.scalars(_by_metadata_statement(key), params)).all())
+
+    async def find_by_metadata(self, session_id: str, key: str, value: str) -> Message | None:
+        """The first message of the session whose ``metadata[key]`` equals ``value``."""
+        params = {"session_id": session_id, "value": value}
+        stmt = _by_metadata_statement(key).limit(1)
+        return (await self.session.scalars(stmt, params)).first()
+
+    async def find_reply_request_message(self, session_id: str, request_id: str) -> Message | None:
+        """The message of the session that carried reply request ``request_id``.
+
+        cc-web marks it with ``metadata.crossConversation.replyRequestId`` (older rows with a
+        top-level ``metadata.replyRequestId``).
+        """
+        nested = Message.metadata_[("crossConversation", "replyRequestId")].as_string()
+        top = Message.metadata_["replyRequestId"].as_string()
+        stmt = (
+            sa.select(Message)
+            .where(
+                Message.session_id == session_id, sa.or_(nested == request_id, top == request_id)
+            )
+            .order_by(Message.seq)
+            .limit(1)
+        )
+        return (await self.session.scalars(stmt)).first()
+
+    async def latest_nonblank_by_role(
+        self, session_id: str, role: str, *, limit: int, before_seq: int | None = None
+    ) -> list[MessageText]:
+        """The newest ``limit`` non-blank ``role`` messages below ``before_seq``, newest first."""
+        stmt = latest_nonblank_by_role_query(session_id, role, limit=limit, before_seq=before_seq)
+        return [MessageText._make(row) for row in (await self.session.execute(stmt)).all()]
+
+    async def find_prompt_card(self, prompt_id: str) -> Message | None:
+        """The assistant message carrying ``metadata.ccwebPrompt.promptId == prompt_id``.
+
+        Cards written here use the prompt id as their message id, so this is a primary-key
+        read; cards imported from cc-web's JSON keep their own ids and are found by a JSON
+        lookup over assistant messages (a scan, run only when the key read misses).
+        """
+        row = await self.session.get(Message, prompt_id)
+        if row is not None and _prompt_id_of(row) == prompt_id:
+            return row
+        stmt = (
+            sa.select(Message)
+            .where(Message.role == "assistant", _prompt_field("promptId") == prompt_id)
+            .order_by(Message.seq)
+            .limit(1)
+        )
+        return (await self.session.scalars(stmt)).first()
+
+    async def snapshot(self, session_id: str) -> list[sa.Row[Any]]:
+        """Every message of the session as ``(id, seq, role, content, created_at, metadata)``."""
+        stmt = sa.select(
+            Message.id,
+            Message.seq,
+            Message.role,
+            Message.content,
+            Message.created_at,
+            Message.metadata_,
+        ).where(Message.session_id == session_id)
+        return list((await self.session.execute(stmt)).all())
+
+    async def owners(self, message_ids: Sequence[str], *, chunk: int = 500) -> dict[str, str]:
+        """``{message_id: session_id}`` for those of ``message_ids`` that exist."""
+        owners: dict[str, str] = {}
+        for start in range(0, len(message_ids), chunk):
+            stmt = sa.select(Message.id, Message.session_id).where(
+                Message.id.in_(message_ids[start : start + chunk])
+            )
+            owners.update({mid: sid for mid, sid in (await self.session.execute(stmt)).all()})
+        return owners
+
+    async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert rows (attribute names as keys) in batches: one executemany, not N adds.
+
+        A Core insert, so an explicit ``created_at: None`` stays NULL (legacy rows) instead of
+        taking the server default as the ORM would.
+        """
+        if rows:
+            columns = {attr.key: attr.columns[0].name for attr in Message.__mapper__.column_attrs}
+            params = [{columns[key]: value for key, value in row.items()} for row in rows]
+            table = Message.metadata.tables[Message.__tablename__]
+            await self.session.execute(sa.insert(table), params)
+
+    async def update_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Update rows by primary key (each dict holds ``id`` and the new values)."""
+        if rows:
+            await self.session.execute(sa.update(Message), list(rows))
+
+    async def answer_prompt_card(self, message_id: str, metadata: dict[str, Any]) -> bool:
+        """Replace the card's metadata only while its prompt is still pending; True if it won."""
+        stmt = (
+            sa.update(Message)
+            .where(Message.id == message_id, _prompt_field("status") == "pending")
+            .values({Message.metadata_: metadata})
+            .execution_options(synchronize_session=False)
+        )
+        won = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
+        if won:
+            row = await self.session.get(Message, message_id)
+            if row is not None:
+                await self.session.refresh(row)
+        return won
+
+
+#: Characters a blank message consists of, as far as SQL can tell (Python decides the rest).
+_BLANK_CHARACTERS = " \t\n\r\f\v"
+
+
+def _prompt_field(name: str) -> sa.ColumnElement[str]:
+    """``metadata.ccwebPrompt.<name>`` as text (SQLite ``json_extract``, PostgreSQL ``#>>``)."""
+    field: sa.ColumnElement[str] = Message.metadata_[("ccwebPrompt", name)].as_string()
+    return field
+
+
+def _prompt_id_of(row: Message) -> object:
+    prompt = (row.metadata_ or {}).get("ccwebPrompt")
+    return prompt.get("promptId") if isinstance(prompt, dict) else None
+
+
+class MessageText(NamedTuple):
+    """The columns a reader of message text needs (no metadata, no ORM identity)."""
+
+    id: str
+    seq: int
+    content: str
+    created_at: datetime | None
+
+
+def latest_nonblank_by_role_query(
+    session_id: str, role: str, *, limit: int, before_seq: int | None = None
+) -> sa.Select[str, int, str, datetime | None]:
+    """SELECT the newest ``limit`` messages of ``role`` whose content is not blank.
+
+    A backward range scan of ``ix_messages_session_id_role_seq``: the blank test is a filter
+    on the rows the index yields, so it reads ``limit`` rows plus any blank ones among them.
+    """
+    stmt = sa.select(Message.id, Message.seq, Message.content, Message.created_at).where(
+        Message.session_id == session_id,
+        Message.role == role,
+        sa.func.trim(Message.content, _BLANK_CHARACTERS) != "",
+    )
+    if before_seq is not None:
+        stmt = stmt.where(Message.seq < before_seq)
+    return stmt.order_by(Message.seq.desc()).limit(limit)

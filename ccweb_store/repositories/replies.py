@@ -1,0 +1,199 @@
+"""Reply requests: conditional status transitions, pages, what a source can be delivered."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql.expression import bindparam
+
+from ccweb_store import errors
+from ccweb_store.errors import Conflict, NotFound
+from ccweb_store.models import (
+    REPLY_STATUSES,
+    ReplyRequest,
+    utcnow,
+)
+from ccweb_store.repositories.base import (
+    REPLIES,
+    Repository,
+    decode_cursor,
+    encode_cursor,
+    update_one,
+    update_returning,
+    validate_choice,
+)
+
+_GET_REPLY = sa.select(ReplyRequest).where(ReplyRequest.request_id == bindparam("request_id"))
+_LOCK_REPLY = _GET_REPLY.with_for_update().execution_options(populate_existing=True)
+_DELIVERABLE_FOR_SOURCE = (
+    sa.select(ReplyRequest)
+    .where(
+        ReplyRequest.source_conversation_id == bindparam("session_id"),
+        sa.or_(
+            ReplyRequest.status == "ready",
+            sa.and_(
+                ReplyRequest.status == "failed",
+                ReplyRequest.reply_message_id.is_(None),
+                ReplyRequest.returned_at.is_(None),
+            ),
+        ),
+    )
+    .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+)
+
+
+@lru_cache(maxsize=64)
+def _transition_statement(columns: tuple[str, ...]) -> sa.UpdateBase:
+    """``UPDATE reply_requests SET status, <columns> WHERE id AND status IN (…) RETURNING *``,
+    built once per set of columns (a bound parameter per column, named after it)."""
+    return (
+        sa.update(REPLIES)
+        .where(
+            REPLIES.c.request_id == bindparam("p_request_id"),
+            REPLIES.c.status.in_(bindparam("from_statuses", expanding=True)),
+        )
+        .values(status=bindparam("to_status"), **{c: bindparam(f"v_{c}") for c in columns})
+        .returning(*REPLIES.c)
+    )
+
+
+class ReplyRepository(Repository):
+    async def add(self, row: ReplyRequest) -> ReplyRequest:
+        validate_choice(row.status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
+        row.created_at = row.created_at or utcnow()
+        await self._insert(
+            row,
+            lambda: Conflict(
+                f"reply request {row.request_id!r} already exists", code="request_exists"
+            ),
+        )
+        return row
+
+    async def get(self, request_id: str, *, for_update: bool = False) -> ReplyRequest | None:
+        """The request; ``for_update`` locks the row (PostgreSQL) and re-reads it fresh."""
+        stmt = _LOCK_REPLY if for_update else _GET_REPLY
+        return (await self.session.execute(stmt, {"request_id": request_id})).scalar_one_or_none()
+
+    async def require(self, request_id: str, *, for_update: bool = False) -> ReplyRequest:
+        row = await self.get(request_id, for_update=for_update)
+        if row is None:
+            raise NotFound(
+                f"reply request {request_id!r} does not exist", code=errors.REQUEST_NOT_FOUND
+            )
+        return row
+
+    async def transition(
+        self, request_id: str, from_statuses: Sequence[str], to_status: str, **values: Any
+    ) -> bool:
+        """Move to ``to_status`` only from one of ``from_statuses``; True if it moved."""
+        validate_choice(to_status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
+        stmt = _transition_statement(tuple(sorted(values)))
+        params = {f"v_{column}": value for column, value in values.items()}
+        params |= {
+            "p_request_id": request_id,
+            "from_statuses": list(from_statuses),
+            "to_status": to_status,
+        }
+        return (await update_one(self.session, ReplyRequest, stmt, params)) is not None
+
+    async def list_page(
+        self,
+        *,
+        statuses: Sequence[str] | None = None,
+        session_id: str | None = None,
+        as_source: bool = True,
+        as_target: bool = True,
+        older_than: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[ReplyRequest], str | None]:
+        """Oldest first, keyset-paginated by ``(created_at, request_id)``."""
+        stmt = sa.select(ReplyRequest).order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+        if statuses:
+            for status in statuses:
+                validate_choice(status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
+            stmt = stmt.where(ReplyRequest.status.in_(statuses))
+        if session_id is not None:
+            sides = []
+            if as_source:
+                sides.append(ReplyRequest.source_conversation_id == session_id)
+            if as_target:
+                sides.append(ReplyRequest.target_conversation_id == session_id)
+            stmt = stmt.where(sa.or_(*sides))
+        if older_than is not None:
+            stmt = stmt.where(ReplyRequest.created_at < older_than)
+        if cursor:
+            created_at, last_id = decode_cursor(cursor, (datetime, str))
+            stmt = stmt.where(
+                sa.tuple_(ReplyRequest.created_at, ReplyRequest.request_id)
+                > sa.tuple_(created_at, last_id)
+            )
+        rows = list((await self.session.scalars(stmt.limit(limit + 1))).all())
+        next_cursor = None
+        if len(rows) > limit:
+            rows = rows[:limit]
+            next_cursor = encode_cursor(rows[-1].created_at, rows[-1].request_id)
+        return rows, next_cursor
+
+    async def deliverable_for_source(self, source_session_id: str) -> list[ReplyRequest]:
+        """Replies owed to ``source_session_id``: ``ready`` ones, and ``failed`` ones whose
+        notice has not been delivered yet (no ``reply_message_id``) and whose outcome was not
+        settled before import (no ``returned_at``), oldest first."""
+        params = {"session_id": source_session_id}
+        return list((await self.session.scalars(_DELIVERABLE_FOR_SOURCE, params)).all())
+
+    async def claim_failure_notice(self, request_id: str, message_id: str) -> bool:
+        """Record that the failure notice ``message_id`` goes out for a failed request.
+
+        Conditional on no notice having been recorded, so only one writer ever sends it, and
+        on ``returned_at`` being NULL: an imported failure was settled in cc-web and is owed none.
+        """
+        stmt = (
+            sa.update(ReplyRequest)
+            .where(
+                ReplyRequest.request_id == request_id,
+                ReplyRequest.status == "failed",
+                ReplyRequest.reply_message_id.is_(None),
+                ReplyRequest.returned_at.is_(None),
+            )
+            .values(reply_message_id=message_id)
+        )
+        return (await update_returning(self.session, stmt, ReplyRequest)) is not None
+
+    async def ready_for_source(self, source_session_id: str) -> list[ReplyRequest]:
+        """Replies ready to deliver to ``source_session_id``, oldest first."""
+        stmt = (
+            sa.select(ReplyRequest)
+            .where(
+                ReplyRequest.source_conversation_id == source_session_id,
+                ReplyRequest.status == "ready",
+            )
+            .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def get_many(
+        self, request_ids: Sequence[str], *, chunk: int = 500
+    ) -> dict[str, ReplyRequest]:
+        """The existing requests among ``request_ids``, by id."""
+        found: dict[str, ReplyRequest] = {}
+        for start in range(0, len(request_ids), chunk):
+            stmt = sa.select(ReplyRequest).where(
+                ReplyRequest.request_id.in_(request_ids[start : start + chunk])
+            )
+            found.update({row.request_id: row for row in (await self.session.scalars(stmt))})
+        return found
+
+    async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert request rows in one batch (keys are column names)."""
+        if rows:
+            await self.session.execute(sa.insert(ReplyRequest), list(rows))
+
+    async def update_columns(self, request_id: str, values: dict[str, Any]) -> None:
+        """Overwrite the given columns of one request (the importer's forward-only sync)."""
+        stmt = sa.update(ReplyRequest).where(ReplyRequest.request_id == request_id).values(**values)
+        await self.session.execute(stmt.execution_options(synchronize_session=False))

@@ -1,0 +1,330 @@
+"""Runs: the queue — enqueue, claim with a lease, heartbeat, finish, requeue."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import aliased
+from sqlalchemy.sql.expression import bindparam
+
+from ccweb_store import errors
+from ccweb_store.errors import Conflict, NotFound
+from ccweb_store.models import (
+    RUN_KINDS,
+    RUN_STATUSES,
+    Run,
+    new_id,
+    utcnow,
+)
+from ccweb_store.repositories.base import (
+    RUNS,
+    Repository,
+    update_one,
+    update_returning,
+    validate_choice,
+)
+
+_GET_RUN = sa.select(Run).where(Run.id == bindparam("run_id"))
+_LOCK_RUN = _GET_RUN.with_for_update()
+_ACTIVE_RUNS_OF_SESSION = (
+    sa.select(Run)
+    .where(Run.session_id == bindparam("session_id"), Run.status.in_(("queued", "running")))
+    .order_by(Run.created_at, Run.id)
+)
+_SESSION_HAS_RUN_IN = sa.select(
+    sa.exists().where(
+        Run.session_id == bindparam("session_id"),
+        Run.status.in_(bindparam("statuses", expanding=True)),
+    )
+)
+_RUNNING_RUNS_OF_SESSIONS = sa.select(Run).where(
+    Run.session_id.in_(bindparam("ids", expanding=True)), Run.status == "running"
+)
+_ANY_EXPIRED_LEASE = sa.select(
+    sa.exists().where(Run.status == "running", Run.lease_expires_at < bindparam("now"))
+)
+_running = aliased(Run)
+_CLAIMABLE_RUNS = (
+    sa.select(Run)
+    .where(
+        Run.status == "queued",
+        Run.kind.in_(bindparam("kinds", expanding=True)),
+        ~sa.exists().where(_running.session_id == Run.session_id, _running.status == "running"),
+    )
+    .order_by(Run.created_at, Run.id)
+    .limit(8)
+    .with_for_update(skip_locked=True, of=Run)
+)
+# Conditional UPDATEs of one row are Core statements on the table returning every column
+# (``update_one`` refreshes the loaded object from that row): the ORM's bulk-update path
+# costs several times the statement itself.
+_SET_RUNNING = (
+    sa.update(RUNS)
+    .where(RUNS.c.id == bindparam("p_run_id"), RUNS.c.status == "queued")
+    .values(
+        status="running",
+        worker_id=bindparam("p_worker_id"),
+        started_at=bindparam("p_now"),
+        lease_expires_at=bindparam("p_lease_expires_at"),
+    )
+    .returning(*RUNS.c)
+)
+_FINISH_RUN = (
+    sa.update(RUNS)
+    .where(
+        RUNS.c.id == bindparam("p_run_id"),
+        RUNS.c.status.in_(bindparam("p_from", expanding=True)),
+    )
+    .values(
+        status=bindparam("p_status"),
+        output=bindparam("p_output"),
+        error=bindparam("p_error"),
+        finished_at=bindparam("p_now"),
+        lease_expires_at=None,
+    )
+    .returning(*RUNS.c)
+)
+
+
+class RunRepository(Repository):
+    async def enqueue(
+        self,
+        session_id: str,
+        kind: str,
+        *,
+        runtime_text: str | None = None,
+        hop_count: int = 0,
+        reply_request_id: str | None = None,
+    ) -> Run:
+        """A new ``queued`` run."""
+        return await self._add(
+            session_id, kind, "queued", runtime_text, hop_count, reply_request_id
+        )
+
+    async def start(
+        self,
+        session_id: str,
+        kind: str,
+        *,
+        runtime_text: str | None = None,
+        hop_count: int = 0,
+        reply_request_id: str | None = None,
+        worker_id: str | None = None,
+    ) -> Run:
+        """A new run that is already ``running``; ``conversation_busy`` if one runs."""
+        return await self._add(
+            session_id, kind, "running", runtime_text, hop_count, reply_request_id, worker_id
+        )
+
+    async def _add(
+        self,
+        session_id: str,
+        kind: str,
+        status: str,
+        runtime_text: str | None,
+        hop_count: int,
+        reply_request_id: str | None,
+        worker_id: str | None = None,
+    ) -> Run:
+        validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
+        now = utcnow()
+        row = Run(
+            id=new_id("run"),
+            session_id=session_id,
+            kind=kind,
+            status=status,
+            runtime_text=runtime_text,
+            hop_count=hop_count,
+            reply_request_id=reply_request_id,
+            worker_id=worker_id,
+            attempts=0,
+            created_at=now,
+            started_at=now if status == "running" else None,
+        )
+        await self._insert(
+            row,
+            lambda: Conflict(
+                f"conversation {session_id!r} already has a running run",
+                code=errors.CONVERSATION_BUSY,
+            ),
+        )
+        return row
+
+    async def get(self, run_id: str, *, for_update: bool = False) -> Run | None:
+        stmt = _LOCK_RUN if for_update else _GET_RUN
+        return (await self.session.execute(stmt, {"run_id": run_id})).scalar_one_or_none()
+
+    async def require(self, run_id: str, *, for_update: bool = False) -> Run:
+        row = await self.get(run_id, for_update=for_update)
+        if row is None:
+            raise NotFound(f"run {run_id!r} does not exist", code=errors.RUN_NOT_FOUND)
+        return row
+
+    async def active_for_session(self, session_id: str) -> list[Run]:
+        """The session's queued and running runs, oldest first."""
+        params = {"session_id": session_id}
+        return list((await self.session.scalars(_ACTIVE_RUNS_OF_SESSION, params)).all())
+
+    async def has_run_in(self, session_id: str, statuses: Sequence[str]) -> bool:
+        """Whether the session has a run in one of ``statuses`` (an index probe)."""
+        params = {"session_id": session_id, "statuses": list(statuses)}
+        return bool(await self.session.scalar(_SESSION_HAS_RUN_IN, params))
+
+    async def open_for_request(self, request_id: str) -> list[Run]:
+        """Queued or running ``cross_conversation`` runs that answer ``request_id``."""
+        stmt = sa.select(Run).where(
+            Run.reply_request_id == request_id,
+            Run.kind == "cross_conversation",
+            Run.status.in_(("queued", "running")),
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def running_for_sessions(self, session_ids: Iterable[str]) -> dict[str, Run]:
+        ids = list(session_ids)
+        if not ids:
+            return {}
+        rows = (await self.session.scalars(_RUNNING_RUNS_OF_SESSIONS, {"ids": ids})).all()
+        return {run.session_id: run for run in rows}
+
+    async def active_for_sessions(self, session_ids: Iterable[str]) -> dict[str, Run]:
+        """Each session's active run: its running run, else its oldest queued one."""
+        ids = list(session_ids)
+        if not ids:
+            return {}
+        stmt = (
+            sa.select(Run)
+            .where(Run.session_id.in_(ids), Run.status.in_(("queued", "running")))
+            .order_by(Run.created_at, Run.id)
+        )
+        active: dict[str, Run] = {}
+        for run in (await self.session.scalars(stmt)).all():
+            current = active.get(run.session_id)
+            if current is None or (run.status == "running" and current.status != "running"):
+                active[run.session_id] = run
+        return active
+
+    async def claim(
+        self,
+        worker_id: str,
+        *,
+        lease_seconds: int,
+        kinds: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> Run | None:
+        """Take the oldest queued run of a session that has no running run, leased to ``worker_id``.
+
+        PostgreSQL skips rows other claimers hold (``FOR UPDATE SKIP LOCKED``); the partial
+        unique index settles two claimers racing for different runs of one session.
+        """
+        now = now or utcnow()
+        for kind in kinds or ():
+            validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
+        params = {"kinds": list(kinds or RUN_KINDS)}
+        for candidate in (await self.session.scalars(_CLAIMABLE_RUNS, params)).all():
+            if self.dialect == "sqlite":
+                # BEGIN IMMEDIATE: no other writer can start a run of this session meanwhile.
+                won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
+            else:
+                try:
+                    async with self.session.begin_nested():
+                        won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
+                except IntegrityError:
+                    continue  # another claimer started a run of this session first
+            if won:
+                return candidate
+        return None
+
+    async def _set_running(
+        self, run_id: str, worker_id: str, lease_seconds: int, now: datetime
+    ) -> bool:
+        params = {
+            "p_run_id": run_id,
+            "p_worker_id": worker_id,
+            "p_now": now,
+            "p_lease_expires_at": now + timedelta(seconds=lease_seconds),
+        }
+        return (await update_one(self.session, Run, _SET_RUNNING, params)) is not None
+
+    async def heartbeat(
+        self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
+    ) -> bool:
+        """Extend the lease if ``worker_id`` still holds the running run."""
+        now = now or utcnow()
+        stmt = (
+            sa.update(Run)
+            .where(Run.id == run_id, Run.status == "running", Run.worker_id == worker_id)
+            .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
+        )
+        return (await update_returning(self.session, stmt, Run)) is not None
+
+    async def finish(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        output: str | None = None,
+        error: str | None = None,
+        from_statuses: Sequence[str] = ("queued", "running"),
+        now: datetime | None = None,
+    ) -> Run | None:
+        """Close the run as ``completed``/``failed``/``cancelled`` if it is still open; the
+        closed run, or None if it was not open."""
+        validate_choice(
+            status, ("completed", "failed", "cancelled"), errors.INVALID_STATUS, "run status"
+        )
+        params = {
+            "p_run_id": run_id,
+            "p_from": list(from_statuses),
+            "p_status": status,
+            "p_output": output,
+            "p_error": error,
+            "p_now": now or utcnow(),
+        }
+        return await update_one(self.session, Run, _FINISH_RUN, params)
+
+    async def has_expired_lease(self, *, now: datetime | None = None) -> bool:
+        """Whether any running run's lease has passed (an index probe on ``status``)."""
+        return bool(await self.session.scalar(_ANY_EXPIRED_LEASE, {"now": now or utcnow()}))
+
+    async def expired(self, *, now: datetime | None = None, limit: int = 100) -> list[Run]:
+        """Running runs whose lease has passed (skipping rows another process holds)."""
+        stmt = (
+            sa.select(Run)
+            .where(Run.status == "running", Run.lease_expires_at < (now or utcnow()))
+            .order_by(Run.lease_expires_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def requeue(self, run_id: str, *, count_attempt: bool = True) -> bool:
+        """Put a running run back in the queue (its worker is gone)."""
+        values: dict[str, Any] = {"status": "queued", "worker_id": None, "lease_expires_at": None}
+        if count_attempt:
+            values["attempts"] = Run.attempts + 1
+        stmt = sa.update(Run).where(Run.id == run_id, Run.status == "running").values(**values)
+        return (await update_returning(self.session, stmt, Run)) is not None
+
+    async def list_recent(
+        self,
+        *,
+        session_id: str | None = None,
+        statuses: Sequence[str] | None = None,
+        created_before: datetime | None = None,
+        limit: int = 50,
+    ) -> list[Run]:
+        """Newest first."""
+        stmt = sa.select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
+        if session_id is not None:
+            stmt = stmt.where(Run.session_id == session_id)
+        if created_before is not None:
+            stmt = stmt.where(Run.created_at < created_before)
+        if statuses:
+            for status in statuses:
+                validate_choice(status, RUN_STATUSES, errors.INVALID_STATUS, "run status")
+            stmt = stmt.where(Run.status.in_(statuses))
+        return list((await self.session.scalars(stmt)).all())

@@ -1,0 +1,165 @@
+"""Conversations (``sessions``): create, read, lock, page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql.expression import bindparam
+
+from ccweb_store import errors
+from ccweb_store.errors import Conflict, NotFound
+from ccweb_store.models import (
+    Session,
+    new_id,
+    utcnow,
+)
+from ccweb_store.repositories.base import (
+    SESSIONS,
+    Repository,
+    decode_cursor,
+    encode_cursor,
+    validate_session_id,
+)
+
+_LOCK_SESSIONS = (
+    sa.select(Session)
+    .where(Session.id.in_(bindparam("ids", expanding=True)))
+    .order_by(Session.id)
+    .with_for_update()
+)
+_TOUCH_SESSION = (
+    sa.update(SESSIONS)
+    .where(SESSIONS.c.id == bindparam("session_id"))
+    .values(updated_at=bindparam("at"))
+)
+
+
+class SessionRepository(Repository):
+    async def create(
+        self,
+        id: str | None = None,
+        *,
+        title: str | None = None,
+        agent: str | None = None,
+        cwd: str | None = None,
+        extra: dict[str, Any] | None = None,
+        created_at: datetime | None = None,
+        updated_at: datetime | None = None,
+        archived_at: datetime | None = None,
+    ) -> Session:
+        session_id = validate_session_id(id) if id is not None else new_id("conv")
+        now = utcnow()
+        row = Session(
+            id=session_id,
+            title=title,
+            agent=agent,
+            cwd=cwd,
+            extra=extra,
+            created_at=created_at or now,
+            updated_at=updated_at or created_at or now,
+            archived_at=archived_at,
+        )
+        if await self.session.get(Session, session_id) is not None:
+            raise Conflict(
+                f"conversation {session_id!r} already exists", code=errors.CONVERSATION_EXISTS
+            )
+        await self._insert(
+            row,
+            lambda: Conflict(
+                f"conversation {session_id!r} already exists", code=errors.CONVERSATION_EXISTS
+            ),
+        )
+        return row
+
+    async def get(self, session_id: str) -> Session | None:
+        return await self.session.get(Session, session_id)
+
+    async def require(self, session_id: str) -> Session:
+        """The session, or ``conversation_not_found``."""
+        row = await self.get(validate_session_id(session_id))
+        if row is None:
+            raise NotFound(
+                f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
+            )
+        return row
+
+    async def lock(self, session_id: str) -> Session | None:
+        """Read the session holding its row lock (PostgreSQL) until the transaction ends."""
+        return (await self.lock_many([session_id])).get(session_id)
+
+    async def lock_many(self, session_ids: Iterable[str | None]) -> dict[str, Session]:
+        """Lock several sessions (PostgreSQL) in id order, so two writers never deadlock.
+
+        Returns the ones that exist, by id. A row this transaction already locked stays
+        locked until it ends, so it is not read and locked a second time.
+        """
+        ids = sorted({sid for sid in session_ids if sid})
+        locked = self._locked_rows()
+        missing = [sid for sid in ids if sid not in locked]
+        if missing:
+            for row in (await self.session.scalars(_LOCK_SESSIONS, {"ids": missing})).all():
+                locked[row.id] = row
+            # The SELECT began the transaction if it had not begun: remember it was this one.
+            self.session.info["locked_sessions_of"] = self.session.sync_session.get_transaction()
+            self.session.info["locked_sessions"] = locked
+        return {sid: locked[sid] for sid in ids if sid in locked}
+
+    def _locked_rows(self) -> dict[str, Session]:
+        """The sessions locked by the current transaction, by id (forgotten when it ends)."""
+        transaction = self.session.sync_session.get_transaction()
+        info = self.session.info
+        if transaction is None or info.get("locked_sessions_of") is not transaction:
+            return {}
+        locked: dict[str, Session] = info["locked_sessions"]
+        return locked
+
+    async def touch(self, session_id: str, at: datetime | None = None) -> bool:
+        """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
+        params = {"session_id": session_id, "at": at or utcnow()}
+        result = await self.session.execute(_TOUCH_SESSION, params)
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def list_page(
+        self, *, limit: int = 50, cursor: str | None = None, include_archived: bool = True
+    ) -> tuple[list[Session], str | None]:
+        """Newest created first, keyset-paginated by ``(created_at, id)``."""
+        stmt = sa.select(Session).order_by(Session.created_at.desc(), Session.id.desc())
+        if not include_archived:
+            stmt = stmt.where(Session.archived_at.is_(None))
+        if cursor:
+            created_at, last_id = decode_cursor(cursor, (datetime, str))
+            stmt = stmt.where(
+                sa.tuple_(Session.created_at, Session.id) < sa.tuple_(created_at, last_id)
+            )
+        rows = list((await self.session.scalars(stmt.limit(limit + 1))).all())
+        next_cursor = None
+        if len(rows) > limit:
+            rows = rows[:limit]
+            next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id)
+        return rows, next_cursor
+
+    async def search(
+        self, *, limit: int, query: str | None = None, include_archived: bool = False
+    ) -> tuple[list[Session], bool]:
+        """Newest activity first, optionally filtered by id or title; returns (rows, has_more)."""
+        stmt = sa.select(Session).order_by(Session.updated_at.desc(), Session.id.desc())
+        if not include_archived:
+            stmt = stmt.where(Session.archived_at.is_(None))
+        if query:
+            pattern = f"%{query.lower()}%"
+            stmt = stmt.where(
+                sa.or_(
+                    sa.func.lower(Session.title).like(pattern),
+                    sa.func.lower(Session.id).like(pattern),
+                )
+            )
+        rows = list((await self.session.scalars(stmt.limit(limit + 1))).all())
+        return rows[:limit], len(rows) > limit
+
+    async def update_columns(self, session_id: str, values: dict[str, Any]) -> None:
+        """Overwrite the given columns of one session (the importer's final sync)."""
+        stmt = sa.update(Session).where(Session.id == session_id).values(**values)
+        await self.session.execute(stmt.execution_options(synchronize_session=False))
