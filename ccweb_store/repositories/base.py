@@ -93,8 +93,9 @@ def decode_cursor(cursor: str, kinds: Sequence[type]) -> list[Any]:
 # --- statements of the request hot path, built once ------------------------------------------
 # Building a statement (coercing each ``.where``, generating its cache key) costs more than
 # running it on SQLite, so the queries every send, claim and completion runs are built once
-# at import, with bound parameters, in the module of their table, and only executed per call. Parameters that fill INSERT/UPDATE values
-# are named ``p_…``: SQLAlchemy reserves the column names there.
+# at import, with bound parameters, in the module of their table, and only executed per
+# call. Parameters that fill INSERT/UPDATE values are named ``p_…``: SQLAlchemy reserves the
+# column names there.
 
 
 @lru_cache(maxsize=8)
