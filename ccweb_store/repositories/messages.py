@@ -116,16 +116,6 @@ class MessageRepository(Repository):
         )
         return list((await self.session.scalars(stmt)).all())
 
-    async def latest_by_role(self, session_id: str, role: str, *, limit: int) -> list[Message]:
-        """The newest ``limit`` messages of ``role``, newest first (an index range scan)."""
-        stmt = (
-            sa.select(Message)
-            .where(Message.session_id == session_id, Message.role == role)
-            .order_by(Message.seq.desc())
-            .limit(limit)
-        )
-        return list((await self.session.scalars(stmt)).all())
-
     async def count(self, session_ids: Iterable[str]) -> dict[str, int]:
         ids = list(session_ids)
         if not ids:

@@ -164,18 +164,6 @@ class ReplyRepository(Repository):
         )
         return (await update_returning(self.session, stmt, ReplyRequest)) is not None
 
-    async def ready_for_source(self, source_session_id: str) -> list[ReplyRequest]:
-        """Replies ready to deliver to ``source_session_id``, oldest first."""
-        stmt = (
-            sa.select(ReplyRequest)
-            .where(
-                ReplyRequest.source_conversation_id == source_session_id,
-                ReplyRequest.status == "ready",
-            )
-            .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
-        )
-        return list((await self.session.scalars(stmt)).all())
-
     async def get_many(
         self, request_ids: Sequence[str], *, chunk: int = 500
     ) -> dict[str, ReplyRequest]:
