@@ -63,6 +63,16 @@ def optional_int(args: Mapping[str, Any], key: str, *, minimum: int | None = Non
     return value
 
 
+def bounded_int(args: Mapping[str, Any], key: str, default: int, maximum: int) -> int:
+    """An integer clamped to 1..``maximum`` (a page size, a budget), ``default`` when absent."""
+    value = args.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{key} must be an integer from 1 to {maximum}, got {value!r}")
+    return max(1, min(maximum, value))
+
+
 def optional_number(
     args: Mapping[str, Any], key: str, *, minimum: float | None = None
 ) -> float | None:

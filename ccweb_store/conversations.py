@@ -11,6 +11,7 @@ from typing import Any
 
 from ccweb_store import errors
 from ccweb_store.arguments import (
+    bounded_int,
     optional_bool,
     optional_int,
     optional_object,
@@ -20,7 +21,7 @@ from ccweb_store.arguments import (
 from ccweb_store.content import text_of
 from ccweb_store.context import Source
 from ccweb_store.errors import InvalidInput
-from ccweb_store.repositories import clamp_limit, validate_session_id
+from ccweb_store.repositories import MAX_PAGE, validate_session_id
 from ccweb_store.schemas import iso, message_out, session_out
 from ccweb_store.uow import Store
 
@@ -28,14 +29,13 @@ DEFAULT_LIST_LIMIT = 20
 MAX_LIST_LIMIT = 100
 DEFAULT_SESSION_PAGE = 50
 DEFAULT_MESSAGE_PAGE = 100
-MAX_PAGE = 500
 
 
 async def list_conversations(
     store: Store, source: Source, args: Mapping[str, Any]
 ) -> dict[str, Any]:
     """``ccweb_list_conversations``: metadata of the newest-active conversations, no text."""
-    limit = clamp_limit(args.get("limit"), DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
+    limit = bounded_int(args, "limit", DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
     query = optional_str(args, "query")
     include_archived = optional_bool(args, "includeArchived")
     async with store.read_uow() as uow:
@@ -86,7 +86,7 @@ async def get_session(store: Store, params: Mapping[str, Any]) -> dict[str, Any]
 
 async def list_sessions(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     """``session.list``: newest created first, ``{sessions, nextCursor}``."""
-    limit = clamp_limit(params.get("limit"), DEFAULT_SESSION_PAGE, MAX_PAGE)
+    limit = bounded_int(params, "limit", DEFAULT_SESSION_PAGE, MAX_PAGE)
     cursor = optional_str(params, "cursor")
     async with store.read_uow() as uow:
         rows, next_cursor = await uow.sessions.list_page(limit=limit, cursor=cursor)
@@ -128,7 +128,7 @@ async def list_messages(store: Store, params: Mapping[str, Any]) -> dict[str, An
     """``message.list``: messages after ``afterSeq`` in order, ``{messages, nextAfterSeq}``."""
     session_id = require_str(params, "sessionId")
     after_seq = optional_int(params, "afterSeq", minimum=0) or 0
-    limit = clamp_limit(params.get("limit"), DEFAULT_MESSAGE_PAGE, MAX_PAGE)
+    limit = bounded_int(params, "limit", DEFAULT_MESSAGE_PAGE, MAX_PAGE)
     async with store.read_uow() as uow:
         await uow.sessions.require(session_id)
         rows = await uow.messages.list_after(session_id, after_seq=after_seq, limit=limit)

@@ -41,6 +41,7 @@ from typing import Any
 
 from ccweb_store import errors
 from ccweb_store.arguments import (
+    bounded_int,
     optional_number,
     optional_str,
     optional_str_list,
@@ -56,7 +57,7 @@ from ccweb_store.prompts import (
     source_auto_run_prompt,
     target_prompt,
 )
-from ccweb_store.repositories import clamp_limit, validate_session_id
+from ccweb_store.repositories import MAX_PAGE, validate_session_id
 from ccweb_store.schemas import reply_out
 from ccweb_store.uow import Store, UnitOfWork
 
@@ -255,7 +256,7 @@ async def list_replies(store: Store, params: Mapping[str, Any]) -> dict[str, Any
     session_id = optional_str(params, "sessionId")
     if session_id is not None:
         validate_session_id(session_id)
-    limit = clamp_limit(params.get("limit"), 50)
+    limit = bounded_int(params, "limit", 50, MAX_PAGE)
     async with store.read_uow() as uow:
         rows, next_cursor = await uow.replies.list_page(
             statuses=statuses,

@@ -17,6 +17,7 @@ from typing import Any
 
 from ccweb_store import errors
 from ccweb_store.arguments import (
+    bounded_int,
     optional_int,
     optional_str,
     optional_str_list,
@@ -26,7 +27,7 @@ from ccweb_store.arguments import (
 from ccweb_store.errors import Conflict
 from ccweb_store.models import RUN_KINDS, Message, ReplyRequest, Run, utcnow
 from ccweb_store.replies import deliver_ready_replies, record_target_answer
-from ccweb_store.repositories import clamp_limit, validate_choice, validate_session_id
+from ccweb_store.repositories import MAX_PAGE, validate_choice, validate_session_id
 from ccweb_store.schemas import message_out, reply_out, run_out
 from ccweb_store.uow import Store, UnitOfWork
 
@@ -184,7 +185,7 @@ async def list_runs(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     if session_id is not None:
         validate_session_id(session_id)
     statuses = optional_str_list(params, "status")
-    limit = clamp_limit(params.get("limit"), 50)
+    limit = bounded_int(params, "limit", 50, MAX_PAGE)
     async with store.read_uow() as uow:
         rows = await uow.runs.list_recent(session_id=session_id, statuses=statuses, limit=limit)
     return {"runs": [run_out(row) for row in rows]}

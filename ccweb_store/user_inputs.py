@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ccweb_store import errors
+from ccweb_store.arguments import bounded_int
 from ccweb_store.content import text_of
 from ccweb_store.context import Source
 from ccweb_store.errors import InvalidInput
@@ -60,19 +61,6 @@ def apply_budget(texts_newest_first: Sequence[str], max_chars: int) -> tuple[lis
             kept.append(Budgeted(text[:remaining], len(text), truncated=True))
         return kept, True
     return kept, False
-
-
-def bounded_int(args: Mapping[str, Any], name: str, default: int, maximum: int) -> int:
-    """``args[name]`` clamped to 1..``maximum`` (``default`` when absent); non-integers refused."""
-    value = args.get(name)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(
-            f"{name} must be an integer from 1 to {maximum}, got {value!r}",
-            code=errors.INVALID_ARGUMENTS,
-        )
-    return max(1, min(maximum, value))
 
 
 def target_conversation(source: Source, args: Mapping[str, Any]) -> str:

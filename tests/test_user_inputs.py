@@ -11,12 +11,13 @@ import pytest
 import sqlalchemy as sa
 
 from ccweb_store import errors
+from ccweb_store.arguments import bounded_int
 from ccweb_store.context import Source
 from ccweb_store.errors import DomainError
 from ccweb_store.models import Base, Message, utcnow
 from ccweb_store.repositories import latest_nonblank_by_role_query
 from ccweb_store.uow import Store
-from ccweb_store.user_inputs import apply_budget, bounded_int, list_user_inputs
+from ccweb_store.user_inputs import apply_budget, list_user_inputs
 
 INDEX = "ix_messages_session_id_role_seq"
 

@@ -7,7 +7,6 @@ won, so two writers can never both move the same row.
 
 from ccweb_store.repositories.base import (
     MAX_PAGE,
-    clamp_limit,
     decode_cursor,
     encode_cursor,
     validate_choice,
@@ -29,7 +28,6 @@ __all__ = [
     "ReplyRepository",
     "RunRepository",
     "SessionRepository",
-    "clamp_limit",
     "decode_cursor",
     "encode_cursor",
     "latest_nonblank_by_role_query",

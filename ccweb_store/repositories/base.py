@@ -60,15 +60,6 @@ def validate_choice(value: object, choices: Sequence[str], code: str, what: str)
     return value
 
 
-def clamp_limit(limit: object, default: int, maximum: int = MAX_PAGE) -> int:
-    """A page size: ``default`` when absent, clamped to 1..``maximum``; non-integers refused."""
-    if limit is None:
-        return default
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise InvalidInput(f"limit must be an integer, got {limit!r}")
-    return max(1, min(maximum, limit))
-
-
 def encode_cursor(*parts: Any) -> str:
     """An opaque keyset cursor (the last row's sort key)."""
     raw = json.dumps([p.isoformat() if isinstance(p, datetime) else p for p in parts])
