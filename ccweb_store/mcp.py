@@ -19,7 +19,7 @@ from ccweb_store import __version__, jsonrpc, tools
 from ccweb_store.config import Settings
 from ccweb_store.context import Source
 from ccweb_store.errors import DomainError
-from ccweb_store.origins import forbidden_origin
+from ccweb_store.origins import origin_rejection
 from ccweb_store.uow import Store
 
 SUPPORTED_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
@@ -149,12 +149,9 @@ async def mcp_endpoint(request: Request) -> Response:
             headers={"Allow": "POST"},
         )
     settings: Settings = request.app.state.settings
-    if forbidden_origin(request, settings):
-        return jsonrpc.http_error(
-            403,
-            jsonrpc.INVALID_REQUEST,
-            f"origin {request.headers['origin']!r} is not allowed: add it to CCWEB_ALLOWED_ORIGINS",
-        )
+    rejection = origin_rejection(request, settings)
+    if rejection is not None:
+        return rejection
     version = request.headers.get(PROTOCOL_VERSION_HEADER)
     if version is not None and version not in SUPPORTED_VERSIONS:
         return jsonrpc.http_error(

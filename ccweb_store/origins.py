@@ -10,7 +10,9 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
+from starlette.responses import Response
 
+from ccweb_store import jsonrpc
 from ccweb_store.config import Settings
 
 
@@ -38,7 +40,13 @@ def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
     return False
 
 
-def forbidden_origin(request: Request, settings: Settings) -> bool:
-    """True when the request carries an ``Origin`` that is not allowed."""
+def origin_rejection(request: Request, settings: Settings) -> Response | None:
+    """A 403 naming the setting to change when the request's ``Origin`` is not allowed."""
     origin = request.headers.get("origin")
-    return origin is not None and not origin_allowed(origin, settings.allowed_origins)
+    if origin is None or origin_allowed(origin, settings.allowed_origins):
+        return None
+    return jsonrpc.http_error(
+        403,
+        jsonrpc.INVALID_REQUEST,
+        f"origin {origin!r} is not allowed: add it to CCWEB_ALLOWED_ORIGINS",
+    )

@@ -18,7 +18,7 @@ from ccweb_store.arguments import optional_int, optional_str
 from ccweb_store.config import Settings
 from ccweb_store.context import Source
 from ccweb_store.errors import InvalidInput
-from ccweb_store.origins import forbidden_origin
+from ccweb_store.origins import origin_rejection
 from ccweb_store.uow import Store
 
 RpcMethod = Callable[[Store, Mapping[str, Any]], Awaitable[Any]]
@@ -102,8 +102,9 @@ def dispatcher(store: Store) -> jsonrpc.Dispatch:
 async def rpc_endpoint(request: Request) -> Response:
     """``POST /rpc``: answer a JSON-RPC request or batch."""
     settings: Settings = request.app.state.settings
-    if forbidden_origin(request, settings):
-        return jsonrpc.http_error(403, jsonrpc.INVALID_REQUEST, "origin not allowed")
+    rejection = origin_rejection(request, settings)
+    if rejection is not None:
+        return rejection
     try:
         payload = await jsonrpc.read_payload(request, settings.max_body_bytes)
     except jsonrpc.Rejected as rejected:

@@ -36,6 +36,16 @@ async def test_session_create_returns_the_session_shape(store: Store) -> None:
         assert session["createdAt"].endswith("Z")
 
 
+async def test_a_foreign_origin_is_403_and_says_which_setting_allows_it(store: Store) -> None:
+    async with app_client(store) as client:
+        message = {"jsonrpc": "2.0", "id": 1, "method": "session.list"}
+        response = await client.post(
+            "/rpc", json=message, headers={"Origin": "http://evil.example"}
+        )
+        assert response.status_code == 403
+        assert "CCWEB_ALLOWED_ORIGINS" in response.json()["error"]["message"]
+
+
 async def test_session_create_without_an_id_makes_one(store: Store) -> None:
     async with app_client(store) as client:
         session = await rpc_result(client, "session.create", {})
