@@ -117,6 +117,13 @@ async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any
             return await _completion_result(uow, await uow.runs.require(run_id))
         message, replies = await _after_close(uow, run, status, output=output, error=error)
         await uow.commit()
+    return _completion_out(run, message, replies)
+
+
+def _completion_out(
+    run: Run, message: Message | None, replies: list[ReplyRequest]
+) -> dict[str, Any]:
+    """The result of ``run.complete``: the run, its output message, the replies it moved."""
     return {
         "run": run_out(run),
         "message": message_out(message) if message is not None else None,
@@ -124,14 +131,18 @@ async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any
     }
 
 
+async def _answered_request(uow: UnitOfWork, run: Run) -> ReplyRequest | None:
+    """The reply request a ``cross_conversation`` run answers, if it has one."""
+    if run.kind != "cross_conversation" or run.reply_request_id is None:
+        return None
+    return await uow.replies.get(run.reply_request_id)
+
+
 async def _after_close(
     uow: UnitOfWork, run: Run, status: str, *, output: str | None, error: str | None
 ) -> tuple[Message | None, list[ReplyRequest]]:
     """Everything the end of ``run`` (just finished, so locked) sets off; the caller commits."""
-    answers = run.kind == "cross_conversation" and run.reply_request_id is not None
-    linked = (
-        await uow.replies.get(run.reply_request_id) if answers and run.reply_request_id else None
-    )
+    linked = await _answered_request(uow, run)
     await uow.sessions.lock_many(
         [run.session_id, linked.source_conversation_id if linked is not None else None]
     )
@@ -159,11 +170,8 @@ async def _after_close(
 async def _completion_result(uow: UnitOfWork, run: Run) -> dict[str, Any]:
     """The result of ``run.complete`` for a run that is already finished."""
     message = await uow.messages.find_by_metadata(run.session_id, "runId", run.id)
-    replies: list[ReplyRequest] = []
-    if run.kind == "cross_conversation" and run.reply_request_id is not None:
-        linked = await uow.replies.get(run.reply_request_id)
-        if linked is not None:
-            replies.append(linked)
+    linked = await _answered_request(uow, run)
+    replies = [linked] if linked is not None else []
     for delivered in await uow.messages.list_by_metadata(
         run.session_id, "deliveredByRunId", run.id
     ):
@@ -171,11 +179,7 @@ async def _completion_result(uow: UnitOfWork, run: Run) -> dict[str, Any]:
         request = await uow.replies.get(request_id) if isinstance(request_id, str) else None
         if request is not None:
             replies.append(request)
-    return {
-        "run": run_out(run),
-        "message": message_out(message) if message is not None else None,
-        "replies": [reply_out(reply) for reply in replies],
-    }
+    return _completion_out(run, message, replies)
 
 
 async def list_runs(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
