@@ -68,7 +68,7 @@ class ReplyRepository(Repository):
         await self._insert(
             row,
             lambda: Conflict(
-                f"reply request {row.request_id!r} already exists", code="request_exists"
+                f"reply request {row.request_id!r} already exists", code=errors.REQUEST_EXISTS
             ),
         )
         return row

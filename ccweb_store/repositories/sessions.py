@@ -62,16 +62,16 @@ class SessionRepository(Repository):
             updated_at=updated_at or created_at or now,
             archived_at=archived_at,
         )
-        if await self.session.get(Session, session_id) is not None:
-            raise Conflict(
-                f"conversation {session_id!r} already exists", code=errors.CONVERSATION_EXISTS
+
+        def taken() -> Conflict:
+            return Conflict(
+                f"conversation {session_id!r} already exists; pick another id or leave it out",
+                code=errors.CONVERSATION_EXISTS,
             )
-        await self._insert(
-            row,
-            lambda: Conflict(
-                f"conversation {session_id!r} already exists", code=errors.CONVERSATION_EXISTS
-            ),
-        )
+
+        if await self.session.get(Session, session_id) is not None:
+            raise taken()
+        await self._insert(row, taken)
         return row
 
     async def get(self, session_id: str) -> Session | None:
