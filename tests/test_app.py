@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import sqlalchemy as sa
 from ccweb_store.app import create_app
 from ccweb_store.db import head_revision
 from ccweb_store.uow import Store
+from tests.cli_support import run_cli
 from tests.servers import ROOT, free_port, server_env, start_server
 
 
@@ -52,34 +52,17 @@ def test_python_server_py_migrates_a_new_sqlite_file_and_serves_healthz(tmp_path
 
 
 def test_serve_refuses_a_public_host_without_a_token(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("CCWEB_TOKEN", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "ccweb_store", "serve", "--host", "0.0.0.0"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    result = run_cli("serve", "--host", "0.0.0.0", cwd=tmp_path, timeout=30)
     assert result.returncode == 2
     assert "CCWEB_TOKEN" in result.stderr and "127.0.0.1" in result.stderr
     assert not (tmp_path / "ccweb.db").exists()
 
 
 def test_migrate_command_upgrades_and_downgrades(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     url = f"sqlite+aiosqlite:///{tmp_path / 'm.db'}"
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "ccweb_store", "migrate", *args, "--database-url", url],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return run_cli("migrate", *args, "--database-url", url, cwd=tmp_path)
 
     up = run()
     assert up.returncode == 0, up.stderr

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ccweb_store import jsonrpc
 from ccweb_store.uow import Store
+from tests.cli_support import run_cli
 from tests.http_client import app_client
+from tests.servers import server_env
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "s3cret-token"
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools.list"}
@@ -73,20 +71,8 @@ async def test_without_a_token_no_header_is_needed(store: Store) -> None:
 
 
 def test_serve_on_a_non_loopback_host_without_a_token_refuses_to_start(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO_ROOT),
-        "CCWEB_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'never.db'}",
-    }
-    env.pop("CCWEB_TOKEN", None)
-    completed = subprocess.run(
-        [sys.executable, "-m", "ccweb_store", "serve", "--host", "0.0.0.0", "--port", "1"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = server_env(CCWEB_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'never.db'}")
+    completed = run_cli("serve", "--host", "0.0.0.0", "--port", "1", env=env)
     assert completed.returncode == 2
     assert "refusing to listen on non-loopback host '0.0.0.0' without a token" in completed.stderr
     assert "CCWEB_TOKEN" in completed.stderr

@@ -8,23 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 import sqlalchemy as sa
-from typer.testing import CliRunner, Result
 
 from ccweb_store import runs
-from ccweb_store.cli import app
 from ccweb_store.config import Settings
 from ccweb_store.models import Message, ReplyRequest, Run, utcnow
 from ccweb_store.uow import Store
+from tests.cli_support import as_json, ccweb_store, run_cli
 from tests.lifecycle_support import (
     ask,
     claim,
@@ -35,8 +31,8 @@ from tests.lifecycle_support import (
     row_counts,
     runs_of,
 )
+from tests.servers import server_env
 
-ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
 
@@ -51,15 +47,6 @@ def on_store(database_url: str, work: Callable[[Store], Awaitable[T]]) -> T:
             await store.dispose()
 
     return asyncio.run(run())
-
-
-def ccweb_store(database_url: str, *args: str) -> Result:
-    return CliRunner().invoke(app, [*args, "--database-url", database_url])
-
-
-def as_json(result: Result) -> Any:
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
 
 
 async def conversations(store: Store, *ids: str) -> None:
@@ -195,17 +182,10 @@ def test_python_m_ccweb_store_replies_retry_delivers_from_ccweb_database_url(
     database_url: str,
 ) -> None:
     request_id = ready_behind_a_dead_source_run(database_url)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CCWEB_DATABASE_URL": database_url}
+    env = server_env(CCWEB_DATABASE_URL=database_url)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "ccweb_store", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return run_cli(*args, env=env)
 
     retried = run("replies", "retry", request_id, "--json")
     unknown = run("replies", "retry", "req_nope")

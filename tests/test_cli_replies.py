@@ -4,33 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import CliRunner
 
 from ccweb_store.cli import app
 from tests import debugging_data as data
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.cli_support import as_json, ccweb_store, run_cli
+from tests.servers import server_env
 
 
 def seeded(database_url: str) -> dict[str, str]:
     return asyncio.run(data.seed(database_url))
-
-
-def ccweb_store(database_url: str, *args: str) -> Result:
-    return CliRunner().invoke(app, [*args, "--database-url", database_url])
-
-
-def as_json(result: Result) -> Any:
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
 
 
 def test_replies_list_json_shows_each_open_request_with_its_target_run(
@@ -247,24 +234,10 @@ def test_a_database_without_the_views_is_reported_with_a_hint(tmp_path: Path) ->
 
 def test_python_m_ccweb_store_lists_replies_from_ccweb_database_url(database_url: str) -> None:
     seeded(database_url)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CCWEB_DATABASE_URL": database_url}
+    env = server_env(CCWEB_DATABASE_URL=database_url)
 
-    listed = subprocess.run(
-        [sys.executable, "-m", "ccweb_store", "replies", "list", "--json", "--status", "failed"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    missing = subprocess.run(
-        [sys.executable, "-m", "ccweb_store", "replies", "show", "req_nope"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    listed = run_cli("replies", "list", "--json", "--status", "failed", env=env)
+    missing = run_cli("replies", "show", "req_nope", env=env)
 
     assert listed.returncode == 0, listed.stderr
     assert [reply["requestId"] for reply in json.loads(listed.stdout)["replies"]] == [data.FAILED]

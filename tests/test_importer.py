@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,14 +23,10 @@ from ccweb_store.legacy_json import (
     RESERVED_METADATA_KEYS,
 )
 from ccweb_store.schemas import iso
-from tests.conftest import (
-    create_postgres_database,
-    drop_postgres_database,
-    migrate_url,
-    postgres_server_url,
-)
+from tests.cli_support import COMMAND
+from tests.conftest import migrate_url
+from tests.servers import ROOT, server_env
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 TABLES = {"sessions": "id", "messages": "id", "reply_requests": "request_id"}
 
 ALPHA_MESSAGES: list[dict[str, Any]] = [
@@ -615,32 +608,14 @@ def write_large_state(root: Path, *, sessions: int = 60, messages: int = 200) ->
 
 
 @pytest.fixture
-def fresh_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
+def fresh_database_url(empty_database_url: str) -> str:
     """A second migrated, empty database (for a clean import to compare with)."""
-    if backend == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'clean.db'}"
-        asyncio.run(migrate_url(url))
-        yield url
-        return
-    server = postgres_server_url()
-    assert server is not None
-    url = create_postgres_database(server)
-    try:
-        asyncio.run(migrate_url(url))
-        yield url
-    finally:
-        drop_postgres_database(server, url)
+    asyncio.run(migrate_url(empty_database_url))
+    return empty_database_url
 
 
 def cli_subprocess(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "ccweb_store", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        text=True,
-        **kwargs,
-    )
+    return subprocess.Popen([*COMMAND, *args], cwd=ROOT, env=server_env(), text=True, **kwargs)
 
 
 def test_an_import_killed_midway_then_rerun_equals_a_clean_import(

@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from ccweb_store.stdio import mcp_url
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.cli_support import run_cli
+from tests.servers import server_env
 
 
 def _run(args: list[str], lines: list[str], database_url: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "CCWEB_DATABASE_URL": database_url}
-    return subprocess.run(
-        [sys.executable, "-m", "ccweb_store", "mcp-stdio", *args],
+    return run_cli(
+        "mcp-stdio",
+        *args,
+        env=server_env(CCWEB_DATABASE_URL=database_url),
         input="".join(line + "\n" for line in lines),
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
 
 

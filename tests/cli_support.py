@@ -1,0 +1,51 @@
+"""Running the ``ccweb-store`` command in tests: in-process through typer's runner, or as
+``python -m ccweb_store`` in a subprocess that imports this worktree's package."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner, Result
+
+from ccweb_store.cli import app
+from tests.servers import ROOT, server_env
+
+COMMAND = [sys.executable, "-m", "ccweb_store"]
+
+
+def ccweb_store(database_url: str, *args: str) -> Result:
+    """The command run in-process on ``database_url``."""
+    return CliRunner().invoke(app, [*args, "--database-url", database_url])
+
+
+def as_json(result: Result) -> Any:
+    """What a command that must succeed printed as JSON."""
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def run_cli(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path = ROOT,
+    input: str | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m ccweb_store ARGS`` run to its end, its output captured as text.
+
+    ``env`` defaults to ``server_env()``: this environment importing this checkout, no token.
+    """
+    return subprocess.run(
+        [*COMMAND, *args],
+        input=input,
+        cwd=cwd,
+        env=dict(env) if env is not None else server_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
