@@ -123,12 +123,10 @@ class SessionRepository(Repository):
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
     async def list_page(
-        self, *, limit: int = 50, cursor: str | None = None, include_archived: bool = True
+        self, *, limit: int = 50, cursor: str | None = None
     ) -> tuple[list[Session], str | None]:
-        """Newest created first, keyset-paginated by ``(created_at, id)``."""
+        """Newest created first (archived ones too), keyset-paginated by ``(created_at, id)``."""
         stmt = sa.select(Session).order_by(Session.created_at.desc(), Session.id.desc())
-        if not include_archived:
-            stmt = stmt.where(Session.archived_at.is_(None))
         if cursor:
             created_at, last_id = decode_cursor(cursor, (datetime, str))
             stmt = stmt.where(
