@@ -15,7 +15,7 @@ from typing import Any
 
 from ccweb_store import errors
 from ccweb_store.arguments import optional_bool, optional_str, require_mapping, require_str
-from ccweb_store.context import Source
+from ccweb_store.context import Source, require_source
 from ccweb_store.errors import Conflict, InvalidInput, NotFound
 from ccweb_store.models import OPEN_REPLY_STATUSES, ReplyRequest, Session, new_id
 from ccweb_store.prompts import ONE_WAY, REPLY_MODES, RETURN_AND_CONTINUE, target_prompt
@@ -51,7 +51,7 @@ async def send_message(
 ) -> dict[str, Any]:
     """``ccweb_send_message``; ``reply_mode`` forces a mode (the hidden alias)."""
     args = require_mapping(args)
-    source_id = _require_source(source)
+    source_id = require_source(source)
     raw_target = args.get("targetConversationId")
     if raw_target is None:
         raise InvalidInput("targetConversationId is required: the conversation to write to")
@@ -100,7 +100,7 @@ async def create_conversation(
     has_message = content is not None and bool(content.strip())
     send = None
     if has_message:
-        source_id = _require_source(source)
+        source_id = require_source(source)
         mode = RETURN_AND_CONTINUE if wants_reply else ONE_WAY
         send = _validate_send(store, source, source_id, args, mode)
     title = (title or "").strip() or _title_from(content) or DEFAULT_TITLE
@@ -133,7 +133,7 @@ async def get_pending_reply(
     """``ccweb_get_pending_reply``: one request (seen by its source or target only), or the
     caller's open requests (``waiting``, ``ready``, ``failed``)."""
     args = require_mapping(args)
-    source_id = _require_source(source)
+    source_id = require_source(source)
     request_id = optional_str(args, "requestId")
     async with store.read_uow() as uow:
         if request_id is not None:
@@ -155,15 +155,6 @@ async def get_pending_reply(
             limit=MAX_PAGE,
         )
     return {"replies": [reply_out(row) for row in rows], "count": len(rows)}
-
-
-def _require_source(source: Source) -> str:
-    if not source.session_id:
-        raise InvalidInput(
-            "no source conversation: call this tool from a conversation (sourceSessionId)",
-            code=errors.MISSING_SOURCE_CONVERSATION,
-        )
-    return validate_session_id(source.session_id)
 
 
 def _validate_send(

@@ -12,10 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccweb_store import errors
-from ccweb_store.context import Source
+from ccweb_store.context import Source, require_source
 from ccweb_store.errors import Conflict, InvalidInput, NotFound
 from ccweb_store.models import Message, new_id, utcnow
-from ccweb_store.repositories import validate_session_id
 from ccweb_store.schemas import iso, message_out, run_out
 from ccweb_store.uow import Store
 
@@ -162,12 +161,7 @@ async def prompt_user(store: Store, source: Source, args: Mapping[str, Any]) -> 
     """``ccweb_prompt_user``: append a pending prompt card to the source."""
     title = _optional_text(args.get("title"), "title")
     questions = parse_questions(args.get("questions"))
-    if source.session_id is None:
-        raise InvalidInput(
-            "ccweb_prompt_user needs the calling conversation (sourceSessionId)",
-            code=errors.MISSING_SOURCE_CONVERSATION,
-        )
-    session_id = validate_session_id(source.session_id)
+    session_id = require_source(source)
     prompt_id = new_id("prompt")
     metadata = {
         PROMPT_KEY: {
