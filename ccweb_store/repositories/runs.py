@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -268,7 +267,6 @@ class RunRepository(Repository):
         *,
         output: str | None = None,
         error: str | None = None,
-        from_statuses: Sequence[str] = ("queued", "running"),
         now: datetime | None = None,
     ) -> Run | None:
         """Close the run as ``completed``/``failed``/``cancelled`` if it is still open; the
@@ -278,7 +276,7 @@ class RunRepository(Repository):
         )
         params = {
             "p_run_id": run_id,
-            "p_from": list(from_statuses),
+            "p_from": ["queued", "running"],
             "p_status": status,
             "p_output": output,
             "p_error": error,
@@ -301,12 +299,15 @@ class RunRepository(Repository):
         )
         return list((await self.session.scalars(stmt)).all())
 
-    async def requeue(self, run_id: str, *, count_attempt: bool = True) -> bool:
-        """Put a running run back in the queue (its worker is gone)."""
-        values: dict[str, Any] = {"status": "queued", "worker_id": None, "lease_expires_at": None}
-        if count_attempt:
-            values["attempts"] = Run.attempts + 1
-        stmt = sa.update(Run).where(Run.id == run_id, Run.status == "running").values(**values)
+    async def requeue(self, run_id: str) -> bool:
+        """Put a running run back in the queue (its worker is gone), counting an attempt."""
+        stmt = (
+            sa.update(Run)
+            .where(Run.id == run_id, Run.status == "running")
+            .values(
+                status="queued", worker_id=None, lease_expires_at=None, attempts=Run.attempts + 1
+            )
+        )
         return (await update_returning(self.session, stmt, Run)) is not None
 
     async def list_recent(
