@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ccweb_store import errors
 from ccweb_store.arguments import (
     bounded_int,
     optional_bool,
@@ -112,10 +111,7 @@ async def append_message(store: Store, params: Mapping[str, Any]) -> dict[str, A
         metadata = {**(metadata or {}), "contentBlocks": content}
         content = text_of(content)
     if not isinstance(content, str):
-        raise InvalidInput(
-            "content is required: a string or a list of {type: 'text', text} blocks",
-            code=errors.INVALID_ARGUMENTS,
-        )
+        raise InvalidInput("content is required: a string or a list of {type: 'text', text} blocks")
     async with store.uow() as uow:
         row = await uow.messages.append(
             session_id, role, content, metadata=metadata, id=message_id or None

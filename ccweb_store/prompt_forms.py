@@ -23,42 +23,38 @@ PROMPT_KEY = "ccwebPrompt"
 RESPONSE_KEY = "ccwebPromptResponse"
 
 
-def _invalid(message: str) -> InvalidInput:
-    return InvalidInput(message, code=errors.INVALID_ARGUMENTS)
-
-
 def _optional_text(value: object, what: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise _invalid(f"{what} must be a string, got {value!r}")
+        raise InvalidInput(f"{what} must be a string, got {value!r}")
     return value.strip() or None
 
 
 def _question(raw: object, index: int) -> dict[str, Any]:
     where = f"questions[{index}]"
     if not isinstance(raw, Mapping):
-        raise _invalid(f"{where} must be an object with id and question")
+        raise InvalidInput(f"{where} must be an object with id and question")
     question_id = raw.get("id")
     if not isinstance(question_id, str) or not question_id.strip():
-        raise _invalid(f"{where}.id must be a non-empty string")
+        raise InvalidInput(f"{where}.id must be a non-empty string")
     text = raw.get("question")
     if not isinstance(text, str) or not text.strip():
-        raise _invalid(f"{where}.question must be a non-empty string")
+        raise InvalidInput(f"{where}.question must be a non-empty string")
     options = raw.get("options")
     if options is None:
         options = []
     if not isinstance(options, list) or not all(
         isinstance(option, str) and option.strip() for option in options
     ):
-        raise _invalid(f"{where}.options must be a list of non-empty strings")
+        raise InvalidInput(f"{where}.options must be a list of non-empty strings")
     allow_free_text = raw.get("allowFreeText")
     if allow_free_text is None:
         allow_free_text = not options
     if not isinstance(allow_free_text, bool):
-        raise _invalid(f"{where}.allowFreeText must be true or false")
+        raise InvalidInput(f"{where}.allowFreeText must be true or false")
     if not options and not allow_free_text:
-        raise _invalid(f"{where} offers no options and no free text, so it cannot be answered")
+        raise InvalidInput(f"{where} offers no options and no free text, so it cannot be answered")
     return {
         "id": question_id,
         "question": text.strip(),
@@ -70,12 +66,12 @@ def _question(raw: object, index: int) -> dict[str, Any]:
 def parse_questions(raw: object) -> list[dict[str, Any]]:
     """The card's questions, validated and normalised (``invalid_arguments`` otherwise)."""
     if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_QUESTIONS:
-        raise _invalid(f"questions must be a list of 1 to {MAX_QUESTIONS} questions")
+        raise InvalidInput(f"questions must be a list of 1 to {MAX_QUESTIONS} questions")
     questions = [_question(item, index) for index, item in enumerate(raw)]
     ids = [question["id"] for question in questions]
     duplicates = sorted({qid for qid in ids if ids.count(qid) > 1})
     if duplicates:
-        raise _invalid(f"question ids must be unique; repeated: {', '.join(duplicates)}")
+        raise InvalidInput(f"question ids must be unique; repeated: {', '.join(duplicates)}")
     return questions
 
 
@@ -103,7 +99,7 @@ def response_text(
 def check_answers(questions: list[dict[str, Any]], raw: object) -> dict[str, str]:
     """Answers keyed by question id, in question order; every problem named at once."""
     if not isinstance(raw, Mapping):
-        raise _invalid("answers must be an object mapping each question id to its answer text")
+        raise InvalidInput("answers must be an object mapping each question id to its answer text")
     known = {question["id"] for question in questions}
     problems: list[str] = []
     unknown = sorted(str(key) for key in raw if key not in known)
@@ -128,7 +124,7 @@ def check_answers(questions: list[dict[str, Any]], raw: object) -> dict[str, str
     if missing:
         problems.insert(0, f"missing answers for: {', '.join(missing)}")
     if problems:
-        raise _invalid("; ".join(problems))
+        raise InvalidInput("; ".join(problems))
     return answers
 
 
@@ -183,7 +179,7 @@ async def respond(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     """``prompt.respond``: answer the card, append the user message, queue a run, atomically."""
     prompt_id = params.get("promptId")
     if not isinstance(prompt_id, str) or not prompt_id.strip():
-        raise _invalid("promptId must be the non-empty id ccweb_prompt_user returned")
+        raise InvalidInput("promptId must be the non-empty id ccweb_prompt_user returned")
     async with store.uow() as uow:
         card = await uow.messages.find_prompt_card(prompt_id)
         if card is None:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ccweb_store import conversations, errors, messaging, prompt_forms, user_inputs
+from ccweb_store import conversations, messaging, prompt_forms, user_inputs
 from ccweb_store.context import Source
 from ccweb_store.errors import InvalidInput
 from ccweb_store.uow import Store
@@ -341,8 +341,7 @@ async def call_tool(store: Store, source: Source, name: object, args: object) ->
         args = {}
     if not isinstance(args, Mapping):
         raise InvalidInput(
-            f"{tool.name}: arguments must be a JSON object, got {type(args).__name__}",
-            code=errors.INVALID_ARGUMENTS,
+            f"{tool.name}: arguments must be a JSON object, got {type(args).__name__}"
         )
     check_arguments(tool, args)
     return await tool.handler(store, source, args)
@@ -356,7 +355,7 @@ def check_arguments(tool: Tool, args: Mapping[str, Any]) -> None:
             continue
         problem = _type_problem(value, schema, key)
         if problem:
-            raise InvalidInput(f"{tool.name}: {problem}", code=errors.INVALID_ARGUMENTS)
+            raise InvalidInput(f"{tool.name}: {problem}")
 
 
 _JSON_TYPES: dict[str, Callable[[Any], bool]] = {
