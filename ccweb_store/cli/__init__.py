@@ -73,7 +73,9 @@ def migrate(
     setup_logging("warning")
 
     async def run() -> str | None:
-        engine = db.create_engine(settings.database_url)
+        engine = db.create_engine(
+            settings.database_url, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+        )
         try:
             if downgrade:
                 await db.downgrade(engine, revision)
