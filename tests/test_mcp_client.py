@@ -49,6 +49,12 @@ class Server:
         assert "result" in body, body
         return body["result"]
 
+    def claim(self, worker_id: str, kinds: list[str]) -> dict[str, Any] | None:
+        """``run.claim``: the claimed run, or None when nothing is queued."""
+        claimed = self.rpc("run.claim", {"workerId": worker_id, "kinds": kinds})
+        run: dict[str, Any] | None = claimed["run"]
+        return run
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
@@ -137,3 +143,45 @@ async def test_the_official_client_works_over_stdio_bridged_to_the_server(server
     params = _stdio(["--url", server.url, "--token", TOKEN], "sqlite+aiosqlite:///unused.db")
     async with Client(params) as client:
         await _exercise(client)
+
+
+async def test_a_return_and_continue_round_trip_with_the_official_client(server: Server) -> None:
+    """An agent's real MCP client asks another conversation for work; a worker does it over
+    /rpc; the answer comes back to the asking conversation, which is queued to run again."""
+    server.rpc("session.create", {"id": "round-trip-target", "title": "Tester"})
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+    transport = streamable_http_client(
+        f"{server.url}/mcp?sourceSessionId=client-src", http_client=http
+    )
+    async with http, Client(transport) as client:
+        sent = _payload(
+            await client.call_tool(
+                "ccweb_send_message",
+                {
+                    "targetConversationId": "round-trip-target",
+                    "content": "Run the tests and report back.",
+                    "replyMode": "return_and_continue",
+                },
+            )
+        )
+        assert (sent["status"], sent["replyDelivery"]) == ("waiting", "automatic")
+
+        # A worker drains the cross-conversation queue (other tests of this module queue too).
+        worked_on: dict[str, Any] = {}
+        while run := server.claim("w1", ["cross_conversation"]):
+            worked_on[run["id"]] = run
+            server.rpc(
+                "run.complete",
+                {"runId": run["id"], "status": "completed", "output": "All 42 tests pass."},
+            )
+        assert sent["requestId"] in worked_on[sent["runId"]]["runtimeText"]
+
+        reply = _payload(
+            await client.call_tool("ccweb_get_pending_reply", {"requestId": sent["requestId"]})
+        )
+    assert (reply["status"], reply["replyText"]) == ("returned", "All 42 tests pass.")
+    assert reply["originalRequest"] == "Run the tests and report back."
+    queued = server.rpc("run.list", {"sessionId": "client-src", "status": ["queued"]})["runs"]
+    auto_runs = [run for run in queued if run["replyRequestId"] == sent["requestId"]]
+    assert [run["kind"] for run in auto_runs] == ["reply_auto_run"]
+    assert "All 42 tests pass." in auto_runs[0]["runtimeText"]
