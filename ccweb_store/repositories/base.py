@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import make_transient_to_detached
+from sqlalchemy.orm import QueryableAttribute, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.util import identity_key
 
@@ -87,6 +87,18 @@ def decode_cursor(cursor: str, kinds: Sequence[type]) -> list[Any]:
 # at import, with bound parameters, in the module of their table, and only executed per
 # call. Parameters that fill INSERT/UPDATE values are named ``p_…``: SQLAlchemy reserves the
 # column names there.
+
+
+def one_of(
+    column: sa.ColumnElement[str] | QueryableAttribute[str], values: Sequence[str]
+) -> sa.ColumnElement[bool]:
+    """``column IN (…)`` over fixed values, each a plain bound parameter of the statement.
+
+    An IN over a list bound at execution (an "expanding" parameter) re-renders the SQL on
+    every call, which costs more than running it; hot-path statements that need another set
+    of values are built once per set (``lru_cache``) instead.
+    """
+    return column.in_([sa.literal(value) for value in values])
 
 
 @lru_cache(maxsize=8)

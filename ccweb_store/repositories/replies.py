@@ -22,6 +22,7 @@ from ccweb_store.repositories.base import (
     Repository,
     decode_cursor,
     encode_cursor,
+    one_of,
     update_one,
     update_returning,
     validate_choice,
@@ -47,14 +48,16 @@ _DELIVERABLE_FOR_SOURCE = (
 
 
 @lru_cache(maxsize=64)
-def _transition_statement(columns: tuple[str, ...]) -> sa.UpdateBase:
+def _transition_statement(
+    from_statuses: tuple[str, ...], columns: tuple[str, ...]
+) -> sa.UpdateBase:
     """``UPDATE reply_requests SET status, <columns> WHERE id AND status IN (…) RETURNING *``,
-    built once per set of columns (a bound parameter per column, named after it)."""
+    built once per set of from-statuses and columns (a bound parameter per column)."""
     return (
         sa.update(REPLIES)
         .where(
             REPLIES.c.request_id == bindparam("p_request_id"),
-            REPLIES.c.status.in_(bindparam("from_statuses", expanding=True)),
+            one_of(REPLIES.c.status, from_statuses),
         )
         .values(status=bindparam("to_status"), **{c: bindparam(f"v_{c}") for c in columns})
         .returning(*REPLIES.c)
@@ -91,13 +94,9 @@ class ReplyRepository(Repository):
     ) -> bool:
         """Move to ``to_status`` only from one of ``from_statuses``; True if it moved."""
         validate_choice(to_status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
-        stmt = _transition_statement(tuple(sorted(values)))
+        stmt = _transition_statement(tuple(from_statuses), tuple(sorted(values)))
         params = {f"v_{column}": value for column, value in values.items()}
-        params |= {
-            "p_request_id": request_id,
-            "from_statuses": list(from_statuses),
-            "to_status": to_status,
-        }
+        params |= {"p_request_id": request_id, "to_status": to_status}
         return (await update_one(self.session, ReplyRequest, stmt, params)) is not None
 
     async def list_page(

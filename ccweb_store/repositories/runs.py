@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -22,6 +23,7 @@ from ccweb_store.models import (
 from ccweb_store.repositories.base import (
     RUNS,
     Repository,
+    one_of,
     update_one,
     update_returning,
     validate_choice,
@@ -34,12 +36,6 @@ _ACTIVE_RUNS_OF_SESSION = (
     .where(Run.session_id == bindparam("session_id"), Run.status.in_(("queued", "running")))
     .order_by(Run.created_at, Run.id)
 )
-_SESSION_HAS_RUN_IN = sa.select(
-    sa.exists().where(
-        Run.session_id == bindparam("session_id"),
-        Run.status.in_(bindparam("statuses", expanding=True)),
-    )
-)
 _RUNNING_RUNS_OF_SESSIONS = sa.select(Run).where(
     Run.session_id.in_(bindparam("ids", expanding=True)), Run.status == "running"
 )
@@ -47,17 +43,32 @@ _ANY_EXPIRED_LEASE = sa.select(
     sa.exists().where(Run.status == "running", Run.lease_expires_at < bindparam("now"))
 )
 _running = aliased(Run)
-_CLAIMABLE_RUNS = (
-    sa.select(Run)
-    .where(
-        Run.status == "queued",
-        Run.kind.in_(bindparam("kinds", expanding=True)),
-        ~sa.exists().where(_running.session_id == Run.session_id, _running.status == "running"),
+
+
+@lru_cache(maxsize=16)
+def _has_run_in_statement(statuses: tuple[str, ...]) -> sa.Select[bool]:
+    """Whether a session has a run in one of ``statuses`` (built once per set)."""
+    return sa.select(
+        sa.exists().where(Run.session_id == bindparam("session_id"), one_of(Run.status, statuses))
     )
-    .order_by(Run.created_at, Run.id)
-    .limit(8)
-    .with_for_update(skip_locked=True, of=Run)
-)
+
+
+@lru_cache(maxsize=16)
+def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[Run]:
+    """The oldest queued runs of these kinds whose session runs nothing (built once per set)."""
+    return (
+        sa.select(Run)
+        .where(
+            Run.status == "queued",
+            one_of(Run.kind, kinds),
+            ~sa.exists().where(_running.session_id == Run.session_id, _running.status == "running"),
+        )
+        .order_by(Run.created_at, Run.id)
+        .limit(8)
+        .with_for_update(skip_locked=True, of=Run)
+    )
+
+
 # Conditional UPDATEs of one row are Core statements on the table returning every column
 # (``update_one`` refreshes the loaded object from that row): the ORM's bulk-update path
 # costs several times the statement itself.
@@ -76,7 +87,7 @@ _FINISH_RUN = (
     sa.update(RUNS)
     .where(
         RUNS.c.id == bindparam("p_run_id"),
-        RUNS.c.status.in_(bindparam("p_from", expanding=True)),
+        one_of(RUNS.c.status, ("queued", "running")),
     )
     .values(
         status=bindparam("p_status"),
@@ -170,8 +181,8 @@ class RunRepository(Repository):
 
     async def has_run_in(self, session_id: str, statuses: Sequence[str]) -> bool:
         """Whether the session has a run in one of ``statuses`` (an index probe)."""
-        params = {"session_id": session_id, "statuses": list(statuses)}
-        return bool(await self.session.scalar(_SESSION_HAS_RUN_IN, params))
+        stmt = _has_run_in_statement(tuple(statuses))
+        return bool(await self.session.scalar(stmt, {"session_id": session_id}))
 
     async def open_for_request(self, request_id: str) -> list[Run]:
         """Queued or running ``cross_conversation`` runs that answer ``request_id``."""
@@ -222,8 +233,8 @@ class RunRepository(Repository):
         now = now or utcnow()
         for kind in kinds or ():
             validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
-        params = {"kinds": list(kinds or RUN_KINDS)}
-        for candidate in (await self.session.scalars(_CLAIMABLE_RUNS, params)).all():
+        stmt = _claimable_runs_statement(tuple(kinds or RUN_KINDS))
+        for candidate in (await self.session.scalars(stmt)).all():
             if self.dialect == "sqlite":
                 # BEGIN IMMEDIATE: no other writer can start a run of this session meanwhile.
                 won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
@@ -276,7 +287,6 @@ class RunRepository(Repository):
         )
         params = {
             "p_run_id": run_id,
-            "p_from": ["queued", "running"],
             "p_status": status,
             "p_output": output,
             "p_error": error,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,12 +25,17 @@ from ccweb_store.repositories.base import (
     validate_session_id,
 )
 
-_LOCK_SESSIONS = (
-    sa.select(Session)
-    .where(Session.id.in_(bindparam("ids", expanding=True)))
-    .order_by(Session.id)
-    .with_for_update()
-)
+
+@lru_cache(maxsize=32)
+def _lock_sessions_statement(count: int) -> sa.Select[Session]:
+    """SELECT … FOR UPDATE of ``count`` sessions by id (``id_0``, ``id_1``, …), in id order.
+
+    One statement per count, each id its own bound parameter (see ``base.one_of``).
+    """
+    ids: list[sa.BindParameter[str]] = [bindparam(f"id_{i}") for i in range(count)]
+    return sa.select(Session).where(Session.id.in_(ids)).order_by(Session.id).with_for_update()
+
+
 _TOUCH_SESSION = (
     sa.update(SESSIONS)
     .where(SESSIONS.c.id == bindparam("session_id"))
@@ -100,7 +106,9 @@ class SessionRepository(Repository):
         locked = self._locked_rows()
         missing = [sid for sid in ids if sid not in locked]
         if missing:
-            for row in (await self.session.scalars(_LOCK_SESSIONS, {"ids": missing})).all():
+            stmt = _lock_sessions_statement(len(missing))
+            params = {f"id_{i}": sid for i, sid in enumerate(missing)}
+            for row in (await self.session.scalars(stmt, params)).all():
                 locked[row.id] = row
             # The SELECT began the transaction if it had not begun: remember it was this one.
             self.session.info["locked_sessions_of"] = self.session.sync_session.get_transaction()
