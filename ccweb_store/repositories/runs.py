@@ -54,10 +54,11 @@ def _has_run_in_statement(statuses: tuple[str, ...]) -> sa.Select[bool]:
 
 
 @lru_cache(maxsize=16)
-def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[Run]:
-    """The oldest queued runs of these kinds whose session runs nothing (built once per set)."""
+def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[str]:
+    """The ids of the oldest queued runs of these kinds whose session runs nothing (built
+    once per set). Only ids: the UPDATE that claims one returns its row."""
     return (
-        sa.select(Run)
+        sa.select(Run.id)
         .where(
             Run.status == "queued",
             one_of(Run.kind, kinds),
@@ -234,30 +235,31 @@ class RunRepository(Repository):
         for kind in kinds or ():
             validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
         stmt = _claimable_runs_statement(tuple(kinds or RUN_KINDS))
-        for candidate in (await self.session.scalars(stmt)).all():
+        for run_id in (await self.session.scalars(stmt)).all():
             if self.dialect == "sqlite":
                 # BEGIN IMMEDIATE: no other writer can start a run of this session meanwhile.
-                won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
+                won = await self._set_running(run_id, worker_id, lease_seconds, now)
             else:
                 try:
                     async with self.session.begin_nested():
-                        won = await self._set_running(candidate.id, worker_id, lease_seconds, now)
+                        won = await self._set_running(run_id, worker_id, lease_seconds, now)
                 except IntegrityError:
                     continue  # another claimer started a run of this session first
-            if won:
-                return candidate
+            if won is not None:
+                return won
         return None
 
     async def _set_running(
         self, run_id: str, worker_id: str, lease_seconds: int, now: datetime
-    ) -> bool:
+    ) -> Run | None:
+        """Lease the run if it is still queued; the running run, or None."""
         params = {
             "p_run_id": run_id,
             "p_worker_id": worker_id,
             "p_now": now,
             "p_lease_expires_at": now + timedelta(seconds=lease_seconds),
         }
-        return (await update_one(self.session, Run, _SET_RUNNING, params)) is not None
+        return await update_one(self.session, Run, _SET_RUNNING, params)
 
     async def heartbeat(
         self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
