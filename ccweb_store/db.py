@@ -8,16 +8,16 @@ SQLITE_BUSY at once, whatever the busy timeout. PostgreSQL runs on asyncpg.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 from sqlalchemy import event, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.dialects import registry
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
+from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry, Pool, StaticPool
+from sqlalchemy.util import await_only
 
 from ccweb_store.config import database_kind, normalize_database_url
 
@@ -40,39 +40,76 @@ def create_engine(url: str, *, busy_timeout_ms: int = 30_000, **kwargs: Any) -> 
     return create_async_engine(url, **kwargs)
 
 
-class InlineSQLiteConnection(aiosqlite.Connection):
-    """An aiosqlite connection whose statements run on the event loop's own thread.
+async def _ready() -> None:
+    return None
 
-    aiosqlite hands every call (cursor, execute, fetch, close: four per query) to a worker
-    thread, and on SQLite those hand-offs cost far more than the statement. A call on a local
-    SQLite file takes microseconds, and this process's writers already take turns on the
-    unit of work's lock, so running statements inline blocks the loop only while another
-    *process* holds the write lock (for at most the busy timeout).
+
+class InlineCursor(sqlite3.Cursor):
+    """A ``sqlite3`` cursor that passes for an async driver's under SQLAlchemy's asyncio layer.
+
+    ``AsyncConnection.execute`` insists that a statement awaited something (a check against
+    sync drivers configured by mistake), so each statement awaits one finished coroutine: a
+    single round trip to the event loop instead of aiosqlite's several thread hand-offs. The
+    asyncio layer also soft-closes a cursor with an awaitable before its results leave the
+    greenlet; a ``sqlite3`` cursor has fetched nothing ahead, so there is nothing to do.
     """
 
-    async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if not self._running or not self._connection:
-            raise ValueError("Connection closed")
-        return fn(*args, **kwargs)
+    def execute(self, sql: str, parameters: Any = (), /) -> InlineCursor:
+        await_only(_ready())
+        return super().execute(sql, parameters)
+
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> InlineCursor:
+        await_only(_ready())
+        return super().executemany(sql, seq_of_parameters)
+
+    async def _async_soft_close(self) -> None:
+        return None
 
 
-def _inline_connector(database: str) -> Callable[[], Awaitable[aiosqlite.Connection]]:
-    async def connect() -> aiosqlite.Connection:
-        connection = InlineSQLiteConnection(
-            partial(sqlite3.connect, database, isolation_level=None, check_same_thread=False),
-            iter_chunk_size=64,
-        )
-        connection._thread.daemon = True
-        return await connection
+class InlineConnection(sqlite3.Connection):
+    """A ``sqlite3`` connection whose cursors are ``InlineCursor``s."""
 
-    return connect
+    def cursor(self, factory: Any = InlineCursor) -> Any:
+        return super().cursor(factory)
+
+
+class InlineSQLiteDialect(SQLiteDialect_pysqlite):
+    """The standard library's ``sqlite3`` under the asyncio engine, on the loop's own thread.
+
+    A statement on a local SQLite file takes microseconds. Run through aiosqlite, each one
+    costs hand-offs to its worker thread, and through SQLAlchemy's async adaptation several
+    greenlet switches (cursor, execute, fetch, close), which together cost several times the
+    statement. Here the driver is synchronous, so a call made through ``AsyncConnection`` or
+    ``AsyncSession`` runs in one greenlet from start to end. This process's writers take
+    turns on the unit of work's lock (``uow.Store``), so a statement blocks the loop only
+    while another *process* holds the write lock (for at most the busy timeout).
+
+    Users still write ``sqlite+aiosqlite:///PATH`` (or ``sqlite:///PATH``); ``create_engine``
+    picks this dialect for them.
+    """
+
+    driver = "ccweb_inline"
+    is_async = True
+    supports_statement_cache = True
+
+    @classmethod
+    def get_pool_class(cls, url: URL) -> type[Pool]:
+        if cls._is_url_file_db(url):
+            return AsyncAdaptedQueuePool
+        return StaticPool
+
+    def create_connect_args(self, url: URL) -> Any:
+        args, kwargs = super().create_connect_args(url)
+        # BEGIN is ours (see _on_begin); the pool may hand the connection to any task.
+        kwargs.update(factory=InlineConnection, isolation_level=None, check_same_thread=False)
+        return args, kwargs
+
+
+registry.register("sqlite.ccweb_inline", __name__, "InlineSQLiteDialect")
 
 
 def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> AsyncEngine:
-    from sqlalchemy.engine import make_url
-
-    database = make_url(url).database or ":memory:"
-    engine = create_async_engine(url, async_creator=_inline_connector(database), **kwargs)
+    engine = create_async_engine(make_url(url).set(drivername="sqlite+ccweb_inline"), **kwargs)
     sync_engine = engine.sync_engine
 
     @event.listens_for(sync_engine, "connect")
@@ -163,7 +200,6 @@ async def create_database(server_url: str, name: str) -> str:
 
     For tests and benchmarks that want a scratch database of their own.
     """
-    from sqlalchemy.engine import make_url
 
     await _run_autocommit(server_url, f'CREATE DATABASE "{name}"')
     return (
