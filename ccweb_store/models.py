@@ -83,12 +83,26 @@ JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 NOW = sa.text("CURRENT_TIMESTAMP")
 
 
+#: Marks an object a repository filled from a row (``repositories.base.Repository._load``).
+FROM_DATABASE = "_ccweb_from_database"
+
+
 class Base(DeclarativeBase):
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map: ClassVar[dict[Any, Any]] = {
         datetime: UTCDateTime(),
         dict[str, Any]: JSONType,
     }
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        # Repositories write with Core statements and hand out objects no ORM session tracks:
+        # a change to one would be lost without a word, so it is refused instead.
+        if FROM_DATABASE in self.__dict__:
+            raise AttributeError(
+                f"{type(self).__name__}.{key} is read-only: objects read from the database "
+                "are snapshots of their rows; change the row through a repository"
+            )
+        super().__setattr__(key, value)
 
 
 class Session(Base):

@@ -323,8 +323,9 @@ async def test_list_conversations_hides_archived_unless_asked_and_shows_running(
     async with app_client(store) as client:
         await _seed(client)
         async with store.uow() as uow:
-            gamma = await uow.sessions.require("gamma")
-            gamma.archived_at = utcnow() - timedelta(minutes=1)
+            await uow.sessions.update_columns(
+                "gamma", {"archived_at": utcnow() - timedelta(minutes=1)}
+            )
             await uow.runs.start("alpha", "user_turn")
             await uow.commit()
         listed = (await call_tool(client, "ccweb_list_conversations", {}))["structuredContent"]

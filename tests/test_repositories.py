@@ -363,3 +363,36 @@ async def test_the_check_constraints_refuse_bad_enums_written_by_hand(store: Sto
                     " VALUES ('m1', 'raw', 1, 'owner', 'x')"
                 )
             )
+
+
+async def test_objects_read_from_the_database_refuse_changes_that_would_be_lost(
+    store: Store,
+) -> None:
+    await _make_sessions(store, "snap")
+    async with store.uow() as uow:
+        row = await uow.sessions.require("snap")
+        with pytest.raises(AttributeError, match="read-only"):
+            row.title = "changed"
+        await uow.sessions.update_columns("snap", {"title": "changed"})
+        await uow.commit()
+    async with store.read_uow() as uow:
+        assert (await uow.sessions.require("snap")).title == "changed"
+
+
+async def test_one_object_per_row_in_a_unit_of_work_refreshed_by_each_statement(
+    store: Store,
+) -> None:
+    await _make_sessions(store, "held")
+    async with store.uow() as uow:
+        queued = await uow.runs.enqueue("held", "user_turn")
+        claimed = await uow.runs.claim("worker-1", lease_seconds=60)
+        assert claimed is queued
+        assert (queued.status, queued.worker_id) == ("running", "worker-1")
+        finished = await uow.runs.finish(queued.id, "completed", output="done")
+        assert finished is queued
+        assert (queued.status, queued.output) == ("completed", "done")
+        await uow.commit()
+    async with store.read_uow() as uow:
+        fresh = await uow.runs.require(queued.id)
+    assert fresh is not queued
+    assert (fresh.status, fresh.output) == ("completed", "done")

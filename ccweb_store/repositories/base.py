@@ -13,13 +13,13 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import QueryableAttribute, make_transient_to_detached
-from sqlalchemy.orm.attributes import set_committed_value
-from sqlalchemy.orm.util import identity_key
+from sqlalchemy.orm import QueryableAttribute
+from sqlalchemy.orm.instrumentation import manager_of_class
 
 from ccweb_store import errors
 from ccweb_store.errors import DomainError, InvalidInput
 from ccweb_store.models import (
+    FROM_DATABASE,
     SESSION_ID_MAX_LENGTH,
     SESSION_ID_PATTERN,
     Base,
@@ -108,11 +108,22 @@ def column_attributes(model: type[Base]) -> tuple[tuple[str, sa.ColumnElement[An
 
 
 @lru_cache(maxsize=8)
-def insert_statement(model: type[Base]) -> sa.Insert:
-    """``INSERT INTO <table> … RETURNING`` every column, on the table (Core, no flush)."""
-    table = Base.metadata.tables[model.__tablename__]
-    return sa.insert(table).returning(*table.c)
+def _row_keys(model: type[Base]) -> tuple[str, ...]:
+    """The attribute name of each column of the model's table, in the table's column order:
+    the order of ``select(TABLE)`` and of ``RETURNING *TABLE.c``."""
+    by_name = {column.name: key for key, column in column_attributes(model)}
+    return tuple(by_name[column.name] for column in Base.metadata.tables[model.__tablename__].c)
 
+
+@lru_cache(maxsize=8)
+def _primary_key(model: type[Base]) -> str:
+    (column,) = sa.inspect(model).primary_key
+    return next(key for key, mapped in column_attributes(model) if mapped is column)
+
+
+# Objects are built without the ORM's loading (``Repository._load``), which would otherwise be
+# what first sets up the mapped classes' attributes.
+sa.orm.configure_mappers()
 
 SESSIONS = Base.metadata.tables[Session.__tablename__]
 MESSAGES = Base.metadata.tables[Message.__tablename__]
@@ -121,77 +132,87 @@ RUNS = Base.metadata.tables[Run.__tablename__]
 
 
 class Repository:
+    """SQL on one table, inside the unit of work's transaction.
+
+    Rows come back as instances of the mapped classes, filled straight from Core rows: the
+    ORM's loading and its unit of work (identity map, attribute events, flushes) cost more
+    than the statements on SQLite, and nothing here writes through the ORM — every change is
+    a Core statement. One object stands for one row per unit of work (``_load``), refreshed
+    whenever a statement returns that row, so a conditional ``UPDATE … RETURNING`` updates
+    the object a caller already holds.
+    """
+
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+        self._loaded: dict[tuple[type[Base], Any], Any] = session.info.setdefault(
+            "ccweb_loaded", {}
+        )
 
     @property
     def dialect(self) -> str:
         return self.session.get_bind().dialect.name
 
-    async def _insert(self, row: Base, conflict: Callable[[], DomainError]) -> None:
-        """Insert ``row`` now, turning a uniqueness clash into ``conflict()``.
+    def _load(self, model: type[_B], row: Sequence[Any], into: _B | None = None) -> _B:
+        """The unit of work's object for ``row`` (every column, in table order), refreshed."""
+        values = dict(zip(_row_keys(model), row, strict=True))
+        values[FROM_DATABASE] = True
+        key = (model, values[_primary_key(model)])
+        loaded = self._loaded.get(key, into)
+        if loaded is None:
+            loaded = manager_of_class(model).new_instance()
+        loaded.__dict__.update(values)
+        self._loaded[key] = loaded
+        found: _B = loaded
+        return found
 
-        One Core ``INSERT … RETURNING`` (a flush of the unit of work costs several times
-        more); the returned columns, server defaults included, fill ``row``, which then joins
-        the session as if it had been loaded. Like a flush, a ``None`` leaves a column with a
+    async def _first(
+        self, model: type[_B], stmt: sa.Executable, params: Mapping[str, Any] | None = None
+    ) -> _B | None:
+        """The first row of ``stmt`` (selecting or returning every column) as an object."""
+        row = (await self.session.execute(stmt, params)).first()
+        return None if row is None else self._load(model, row)
+
+    async def _all(
+        self, model: type[_B], stmt: sa.Executable, params: Mapping[str, Any] | None = None
+    ) -> list[_B]:
+        """Every row of ``stmt`` (selecting or returning every column) as objects."""
+        return [self._load(model, row) for row in (await self.session.execute(stmt, params))]
+
+    async def _insert(
+        self,
+        model: type[_B],
+        values: Mapping[str, Any],
+        conflict: Callable[[], DomainError],
+        *,
+        into: _B | None = None,
+    ) -> _B:
+        """Insert one row (attribute names as keys) now; the row as an object (``into`` if
+        given), server defaults included. A uniqueness clash raises ``conflict()``.
+
+        One Core ``INSERT … RETURNING``. Like a flush, a ``None`` leaves a column with a
         server default to that default. No savepoint: a clash ends the unit of work (the
         caller raises, the transaction rolls back), so nothing ever continues in it.
         """
-        columns = column_attributes(type(row))
-        state = row.__dict__
-        values = {
-            column.name: state[key]
-            for key, column in columns
-            if key in state and not (state[key] is None and column.server_default is not None)
+        params = {
+            column.name: values[key]
+            for key, column in column_attributes(model)
+            if key in values and not (values[key] is None and column.server_default is not None)
         }
         try:
-            returned = (await self.session.execute(insert_statement(type(row)), values)).one()
+            row = (await self.session.execute(insert_statement(model), params)).one()
         except IntegrityError as exc:
             raise conflict() from exc
-        attach_returned(self.session, row, returned._mapping)
+        return self._load(model, row, into)
+
+    async def _update_returning(self, model: type[_B], stmt: sa.Update) -> _B | None:
+        """Run a conditional UPDATE of one row; the updated row if it matched, else None."""
+        table = Base.metadata.tables[model.__tablename__]
+        returning = stmt.returning(*table.c).execution_options(synchronize_session=False)
+        return await self._first(model, returning)
 
 
-async def update_returning(session: AsyncSession, stmt: sa.Update, model: type[_T]) -> _T | None:
-    """Run a conditional UPDATE of one row; the updated row if it matched, else None.
-
-    ``RETURNING`` the row refreshes the loaded object in the same statement (SQLite ≥ 3.35
-    and PostgreSQL both support it), instead of a second SELECT.
-    """
-    returning = stmt.returning(model).execution_options(
-        synchronize_session=False, populate_existing=True
-    )
-    row: _T | None = (await session.execute(returning)).scalars().first()
-    return row
-
-
-def attach_returned(session: AsyncSession, row: Base, returned: Mapping[Any, Any]) -> None:
-    """Fill ``row`` from a ``RETURNING`` of every column and make it a loaded object."""
-    for key, column in column_attributes(type(row)):
-        setattr(row, key, returned[column])
-    make_transient_to_detached(row)
-    session.add(row)
-
-
-async def update_one(
-    session: AsyncSession,
-    model: type[_B],
-    stmt: sa.UpdateBase,
-    params: dict[str, Any],
-) -> _B | None:
-    """Run a Core UPDATE of one row returning every column; the session's object for the
-    row, refreshed from it (as ``populate_existing`` would), or None if no row matched."""
-    row = (await session.execute(stmt, params)).first()
-    if row is None:
-        return None
-    values = row._mapping
-    mapper = sa.inspect(model)
-    key = identity_key(model, tuple(values[column] for column in mapper.primary_key))
-    loaded = session.sync_session.identity_map.get(key)
-    if loaded is None:
-        fresh = model()
-        attach_returned(session, fresh, values)
-        return fresh
-    for attribute, column in column_attributes(model):
-        set_committed_value(loaded, attribute, values[column])
-    found: _B = loaded
-    return found
+@lru_cache(maxsize=8)
+def insert_statement(model: type[Base]) -> sa.Insert:
+    """``INSERT INTO <table> … RETURNING`` every column, on the table (Core, no flush)."""
+    table = Base.metadata.tables[model.__tablename__]
+    return sa.insert(table).returning(*table.c)

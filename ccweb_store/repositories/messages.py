@@ -22,7 +22,6 @@ from ccweb_store.models import (
 from ccweb_store.repositories.base import (
     MESSAGES,
     Repository,
-    attach_returned,
     validate_choice,
 )
 from ccweb_store.repositories.sessions import SessionRepository
@@ -44,16 +43,19 @@ _APPEND_MESSAGE = (
 )
 
 
+_GET_MESSAGE = sa.select(MESSAGES).where(MESSAGES.c.id == bindparam("message_id"))
+
+
 @lru_cache(maxsize=16)
-def _by_metadata_statement(key: str) -> sa.Select[Message]:
+def _by_metadata_statement(key: str) -> sa.Select[Any]:
     """A session's messages whose ``metadata[key]`` equals a value, in order (one per key)."""
     return (
-        sa.select(Message)
+        sa.select(MESSAGES)
         .where(
-            Message.session_id == bindparam("session_id"),
-            Message.metadata_[key].as_string() == bindparam("value"),
+            MESSAGES.c.session_id == bindparam("session_id"),
+            MESSAGES.c["metadata"][key].as_string() == bindparam("value"),
         )
-        .order_by(Message.seq)
+        .order_by(MESSAGES.c.seq)
     )
 
 
@@ -97,24 +99,22 @@ class MessageRepository(Repository):
             raise Conflict(
                 f"message id {message_id!r} already exists", code="message_exists"
             ) from exc
-        message = Message()
-        attach_returned(self.session, message, returned._mapping)
-        return message
+        return self._load(Message, returned)
 
     async def get(self, message_id: str) -> Message | None:
-        return await self.session.get(Message, message_id)
+        return await self._first(Message, _GET_MESSAGE, {"message_id": message_id})
 
     async def list_after(
         self, session_id: str, *, after_seq: int = 0, limit: int = 100
     ) -> list[Message]:
         """Messages with ``seq > after_seq``, in order."""
         stmt = (
-            sa.select(Message)
+            sa.select(MESSAGES)
             .where(Message.session_id == session_id, Message.seq > after_seq)
             .order_by(Message.seq)
             .limit(limit)
         )
-        return list((await self.session.scalars(stmt)).all())
+        return await self._all(Message, stmt)
 
     async def count(self, session_ids: Iterable[str]) -> dict[str, int]:
         ids = list(session_ids)
@@ -130,13 +130,12 @@ class MessageRepository(Repository):
     async def list_by_metadata(self, session_id: str, key: str, value: str) -> list[Message]:
         """Every message of the session whose ``metadata[key]`` equals ``value``, in order."""
         params = {"session_id": session_id, "value": value}
-        return list((await self.session.scalars(_by_metadata_statement(key), params)).all())
+        return await self._all(Message, _by_metadata_statement(key), params)
 
     async def find_by_metadata(self, session_id: str, key: str, value: str) -> Message | None:
         """The first message of the session whose ``metadata[key]`` equals ``value``."""
         params = {"session_id": session_id, "value": value}
-        stmt = _by_metadata_statement(key).limit(1)
-        return (await self.session.scalars(stmt, params)).first()
+        return await self._first(Message, _by_metadata_statement(key).limit(1), params)
 
     async def find_reply_request_message(self, session_id: str, request_id: str) -> Message | None:
         """The message of the session that carried reply request ``request_id``.
@@ -147,14 +146,14 @@ class MessageRepository(Repository):
         nested = Message.metadata_[("crossConversation", "replyRequestId")].as_string()
         top = Message.metadata_["replyRequestId"].as_string()
         stmt = (
-            sa.select(Message)
+            sa.select(MESSAGES)
             .where(
                 Message.session_id == session_id, sa.or_(nested == request_id, top == request_id)
             )
             .order_by(Message.seq)
             .limit(1)
         )
-        return (await self.session.scalars(stmt)).first()
+        return await self._first(Message, stmt)
 
     async def latest_nonblank_by_role(
         self, session_id: str, role: str, *, limit: int, before_seq: int | None = None
@@ -170,16 +169,16 @@ class MessageRepository(Repository):
         read; cards imported from cc-web's JSON keep their own ids and are found by a JSON
         lookup over assistant messages (a scan, run only when the key read misses).
         """
-        row = await self.session.get(Message, prompt_id)
+        row = await self.get(prompt_id)
         if row is not None and _prompt_id_of(row) == prompt_id:
             return row
         stmt = (
-            sa.select(Message)
+            sa.select(MESSAGES)
             .where(Message.role == "assistant", _prompt_field("promptId") == prompt_id)
             .order_by(Message.seq)
             .limit(1)
         )
-        return (await self.session.scalars(stmt)).first()
+        return await self._first(Message, stmt)
 
     async def snapshot(self, session_id: str) -> list[sa.Row[Any]]:
         """Every message of the session as ``(id, seq, role, content, created_at, metadata)``."""
@@ -226,14 +225,8 @@ class MessageRepository(Repository):
             sa.update(Message)
             .where(Message.id == message_id, _prompt_field("status") == "pending")
             .values({Message.metadata_: metadata})
-            .execution_options(synchronize_session=False)
         )
-        won = bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
-        if won:
-            row = await self.session.get(Message, message_id)
-            if row is not None:
-                await self.session.refresh(row)
-        return won
+        return await self._update_returning(Message, stmt) is not None
 
 
 #: Characters a blank message consists of, as far as SQL can tell (Python decides the rest).

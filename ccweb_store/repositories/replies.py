@@ -20,30 +20,29 @@ from ccweb_store.models import (
 from ccweb_store.repositories.base import (
     REPLIES,
     Repository,
+    column_attributes,
     decode_cursor,
     encode_cursor,
     one_of,
-    update_one,
-    update_returning,
     validate_choice,
 )
 
-_GET_REPLY = sa.select(ReplyRequest).where(ReplyRequest.request_id == bindparam("request_id"))
-_LOCK_REPLY = _GET_REPLY.with_for_update().execution_options(populate_existing=True)
+_GET_REPLY = sa.select(REPLIES).where(REPLIES.c.request_id == bindparam("request_id"))
+_LOCK_REPLY = _GET_REPLY.with_for_update()
 _DELIVERABLE_FOR_SOURCE = (
-    sa.select(ReplyRequest)
+    sa.select(REPLIES)
     .where(
-        ReplyRequest.source_conversation_id == bindparam("session_id"),
+        REPLIES.c.source_conversation_id == bindparam("session_id"),
         sa.or_(
-            ReplyRequest.status == "ready",
+            REPLIES.c.status == "ready",
             sa.and_(
-                ReplyRequest.status == "failed",
-                ReplyRequest.reply_message_id.is_(None),
-                ReplyRequest.returned_at.is_(None),
+                REPLIES.c.status == "failed",
+                REPLIES.c.reply_message_id.is_(None),
+                REPLIES.c.returned_at.is_(None),
             ),
         ),
     )
-    .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+    .order_by(REPLIES.c.created_at, REPLIES.c.request_id)
 )
 
 
@@ -66,20 +65,34 @@ def _transition_statement(
 
 class ReplyRepository(Repository):
     async def add(self, row: ReplyRequest) -> ReplyRequest:
-        validate_choice(row.status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
-        row.created_at = row.created_at or utcnow()
-        await self._insert(
-            row,
+        """Insert a request built by the caller (unsaved); ``row`` itself comes back filled."""
+        values = {
+            key: row.__dict__[key]
+            for key, _ in column_attributes(ReplyRequest)
+            if key in row.__dict__
+        }
+        return await self.create(values, into=row)
+
+    async def create(
+        self, values: dict[str, Any], *, into: ReplyRequest | None = None
+    ) -> ReplyRequest:
+        """Insert a request from its values (attribute names as keys)."""
+        validate_choice(values.get("status"), REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
+        values = {**values, "created_at": values.get("created_at") or utcnow()}
+        request_id = values.get("request_id")
+        return await self._insert(
+            ReplyRequest,
+            values,
             lambda: Conflict(
-                f"reply request {row.request_id!r} already exists", code=errors.REQUEST_EXISTS
+                f"reply request {request_id!r} already exists", code=errors.REQUEST_EXISTS
             ),
+            into=into,
         )
-        return row
 
     async def get(self, request_id: str, *, for_update: bool = False) -> ReplyRequest | None:
         """The request; ``for_update`` locks the row (PostgreSQL) and re-reads it fresh."""
         stmt = _LOCK_REPLY if for_update else _GET_REPLY
-        return (await self.session.execute(stmt, {"request_id": request_id})).scalar_one_or_none()
+        return await self._first(ReplyRequest, stmt, {"request_id": request_id})
 
     async def require(self, request_id: str, *, for_update: bool = False) -> ReplyRequest:
         row = await self.get(request_id, for_update=for_update)
@@ -97,7 +110,7 @@ class ReplyRepository(Repository):
         stmt = _transition_statement(tuple(from_statuses), tuple(sorted(values)))
         params = {f"v_{column}": value for column, value in values.items()}
         params |= {"p_request_id": request_id, "to_status": to_status}
-        return (await update_one(self.session, ReplyRequest, stmt, params)) is not None
+        return (await self._first(ReplyRequest, stmt, params)) is not None
 
     async def list_page(
         self,
@@ -111,7 +124,7 @@ class ReplyRepository(Repository):
         cursor: str | None = None,
     ) -> tuple[list[ReplyRequest], str | None]:
         """Oldest first, keyset-paginated by ``(created_at, request_id)``."""
-        stmt = sa.select(ReplyRequest).order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+        stmt = sa.select(REPLIES).order_by(ReplyRequest.created_at, ReplyRequest.request_id)
         if statuses:
             for status in statuses:
                 validate_choice(status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
@@ -131,7 +144,7 @@ class ReplyRepository(Repository):
                 sa.tuple_(ReplyRequest.created_at, ReplyRequest.request_id)
                 > sa.tuple_(created_at, last_id)
             )
-        rows = list((await self.session.scalars(stmt.limit(limit + 1))).all())
+        rows = await self._all(ReplyRequest, stmt.limit(limit + 1))
         next_cursor = None
         if len(rows) > limit:
             rows = rows[:limit]
@@ -143,7 +156,7 @@ class ReplyRepository(Repository):
         notice has not been delivered yet (no ``reply_message_id``) and whose outcome was not
         settled before import (no ``returned_at``), oldest first."""
         params = {"session_id": source_session_id}
-        return list((await self.session.scalars(_DELIVERABLE_FOR_SOURCE, params)).all())
+        return await self._all(ReplyRequest, _DELIVERABLE_FOR_SOURCE, params)
 
     async def claim_failure_notice(self, request_id: str, message_id: str) -> bool:
         """Record that the failure notice ``message_id`` goes out for a failed request.
@@ -161,7 +174,7 @@ class ReplyRepository(Repository):
             )
             .values(reply_message_id=message_id)
         )
-        return (await update_returning(self.session, stmt, ReplyRequest)) is not None
+        return (await self._update_returning(ReplyRequest, stmt)) is not None
 
     async def get_many(
         self, request_ids: Sequence[str], *, chunk: int = 500
@@ -169,10 +182,10 @@ class ReplyRepository(Repository):
         """The existing requests among ``request_ids``, by id."""
         found: dict[str, ReplyRequest] = {}
         for start in range(0, len(request_ids), chunk):
-            stmt = sa.select(ReplyRequest).where(
+            stmt = sa.select(REPLIES).where(
                 ReplyRequest.request_id.in_(request_ids[start : start + chunk])
             )
-            found.update({row.request_id: row for row in (await self.session.scalars(stmt))})
+            found.update({row.request_id: row for row in await self._all(ReplyRequest, stmt)})
         return found
 
     async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from functools import lru_cache
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import aliased
 from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store import errors
@@ -24,55 +24,59 @@ from ccweb_store.repositories.base import (
     RUNS,
     Repository,
     one_of,
-    update_one,
-    update_returning,
     validate_choice,
 )
 
-_GET_RUN = sa.select(Run).where(Run.id == bindparam("run_id"))
+_GET_RUN = sa.select(RUNS).where(RUNS.c.id == bindparam("run_id"))
 _LOCK_RUN = _GET_RUN.with_for_update()
 _ACTIVE_RUNS_OF_SESSION = (
-    sa.select(Run)
-    .where(Run.session_id == bindparam("session_id"), Run.status.in_(("queued", "running")))
-    .order_by(Run.created_at, Run.id)
+    sa.select(RUNS)
+    .where(
+        RUNS.c.session_id == bindparam("session_id"),
+        one_of(RUNS.c.status, ("queued", "running")),
+    )
+    .order_by(RUNS.c.created_at, RUNS.c.id)
 )
-_RUNNING_RUNS_OF_SESSIONS = sa.select(Run).where(
-    Run.session_id.in_(bindparam("ids", expanding=True)), Run.status == "running"
+_RUNNING_RUNS_OF_SESSIONS = sa.select(RUNS).where(
+    RUNS.c.session_id.in_(bindparam("ids", expanding=True)), RUNS.c.status == "running"
 )
 _ANY_EXPIRED_LEASE = sa.select(
-    sa.exists().where(Run.status == "running", Run.lease_expires_at < bindparam("now"))
+    sa.exists().where(RUNS.c.status == "running", RUNS.c.lease_expires_at < bindparam("now"))
 )
-_running = aliased(Run)
+_running = RUNS.alias("running")
 
 
 @lru_cache(maxsize=16)
-def _has_run_in_statement(statuses: tuple[str, ...]) -> sa.Select[bool]:
+def _has_run_in_statement(statuses: tuple[str, ...]) -> sa.Select[Any]:
     """Whether a session has a run in one of ``statuses`` (built once per set)."""
     return sa.select(
-        sa.exists().where(Run.session_id == bindparam("session_id"), one_of(Run.status, statuses))
+        sa.exists().where(
+            RUNS.c.session_id == bindparam("session_id"), one_of(RUNS.c.status, statuses)
+        )
     )
 
 
 @lru_cache(maxsize=16)
-def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[str]:
+def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[Any]:
     """The ids of the oldest queued runs of these kinds whose session runs nothing (built
     once per set). Only ids: the UPDATE that claims one returns its row."""
     return (
-        sa.select(Run.id)
+        sa.select(RUNS.c.id)
         .where(
-            Run.status == "queued",
-            one_of(Run.kind, kinds),
-            ~sa.exists().where(_running.session_id == Run.session_id, _running.status == "running"),
+            RUNS.c.status == "queued",
+            one_of(RUNS.c.kind, kinds),
+            ~sa.exists().where(
+                _running.c.session_id == RUNS.c.session_id, _running.c.status == "running"
+            ),
         )
-        .order_by(Run.created_at, Run.id)
+        .order_by(RUNS.c.created_at, RUNS.c.id)
         .limit(8)
-        .with_for_update(skip_locked=True, of=Run)
+        .with_for_update(skip_locked=True, of=RUNS)
     )
 
 
-# Conditional UPDATEs of one row are Core statements on the table returning every column
-# (``update_one`` refreshes the loaded object from that row): the ORM's bulk-update path
-# costs several times the statement itself.
+# Conditional UPDATEs of one row are Core statements on the table returning every column,
+# which refreshes the object the unit of work holds for the row (``Repository._load``).
 _SET_RUNNING = (
     sa.update(RUNS)
     .where(RUNS.c.id == bindparam("p_run_id"), RUNS.c.status == "queued")
@@ -143,31 +147,31 @@ class RunRepository(Repository):
     ) -> Run:
         validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
         now = utcnow()
-        row = Run(
-            id=new_id("run"),
-            session_id=session_id,
-            kind=kind,
-            status=status,
-            runtime_text=runtime_text,
-            hop_count=hop_count,
-            reply_request_id=reply_request_id,
-            worker_id=worker_id,
-            attempts=0,
-            created_at=now,
-            started_at=now if status == "running" else None,
-        )
-        await self._insert(
-            row,
+        values = {
+            "id": new_id("run"),
+            "session_id": session_id,
+            "kind": kind,
+            "status": status,
+            "runtime_text": runtime_text,
+            "hop_count": hop_count,
+            "reply_request_id": reply_request_id,
+            "worker_id": worker_id,
+            "attempts": 0,
+            "created_at": now,
+            "started_at": now if status == "running" else None,
+        }
+        return await self._insert(
+            Run,
+            values,
             lambda: Conflict(
                 f"conversation {session_id!r} already has a running run",
                 code=errors.CONVERSATION_BUSY,
             ),
         )
-        return row
 
     async def get(self, run_id: str, *, for_update: bool = False) -> Run | None:
         stmt = _LOCK_RUN if for_update else _GET_RUN
-        return (await self.session.execute(stmt, {"run_id": run_id})).scalar_one_or_none()
+        return await self._first(Run, stmt, {"run_id": run_id})
 
     async def require(self, run_id: str, *, for_update: bool = False) -> Run:
         row = await self.get(run_id, for_update=for_update)
@@ -178,7 +182,7 @@ class RunRepository(Repository):
     async def active_for_session(self, session_id: str) -> list[Run]:
         """The session's queued and running runs, oldest first."""
         params = {"session_id": session_id}
-        return list((await self.session.scalars(_ACTIVE_RUNS_OF_SESSION, params)).all())
+        return await self._all(Run, _ACTIVE_RUNS_OF_SESSION, params)
 
     async def has_run_in(self, session_id: str, statuses: Sequence[str]) -> bool:
         """Whether the session has a run in one of ``statuses`` (an index probe)."""
@@ -187,18 +191,18 @@ class RunRepository(Repository):
 
     async def open_for_request(self, request_id: str) -> list[Run]:
         """Queued or running ``cross_conversation`` runs that answer ``request_id``."""
-        stmt = sa.select(Run).where(
+        stmt = sa.select(RUNS).where(
             Run.reply_request_id == request_id,
             Run.kind == "cross_conversation",
             Run.status.in_(("queued", "running")),
         )
-        return list((await self.session.scalars(stmt)).all())
+        return await self._all(Run, stmt)
 
     async def running_for_sessions(self, session_ids: Iterable[str]) -> dict[str, Run]:
         ids = list(session_ids)
         if not ids:
             return {}
-        rows = (await self.session.scalars(_RUNNING_RUNS_OF_SESSIONS, {"ids": ids})).all()
+        rows = await self._all(Run, _RUNNING_RUNS_OF_SESSIONS, {"ids": ids})
         return {run.session_id: run for run in rows}
 
     async def active_for_sessions(self, session_ids: Iterable[str]) -> dict[str, Run]:
@@ -207,12 +211,12 @@ class RunRepository(Repository):
         if not ids:
             return {}
         stmt = (
-            sa.select(Run)
+            sa.select(RUNS)
             .where(Run.session_id.in_(ids), Run.status.in_(("queued", "running")))
             .order_by(Run.created_at, Run.id)
         )
         active: dict[str, Run] = {}
-        for run in (await self.session.scalars(stmt)).all():
+        for run in await self._all(Run, stmt):
             current = active.get(run.session_id)
             if current is None or (run.status == "running" and current.status != "running"):
                 active[run.session_id] = run
@@ -259,7 +263,7 @@ class RunRepository(Repository):
             "p_now": now,
             "p_lease_expires_at": now + timedelta(seconds=lease_seconds),
         }
-        return await update_one(self.session, Run, _SET_RUNNING, params)
+        return await self._first(Run, _SET_RUNNING, params)
 
     async def heartbeat(
         self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
@@ -271,7 +275,7 @@ class RunRepository(Repository):
             .where(Run.id == run_id, Run.status == "running", Run.worker_id == worker_id)
             .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
         )
-        return (await update_returning(self.session, stmt, Run)) is not None
+        return (await self._update_returning(Run, stmt)) is not None
 
     async def finish(
         self,
@@ -294,7 +298,7 @@ class RunRepository(Repository):
             "p_error": error,
             "p_now": now or utcnow(),
         }
-        return await update_one(self.session, Run, _FINISH_RUN, params)
+        return await self._first(Run, _FINISH_RUN, params)
 
     async def has_expired_lease(self, *, now: datetime | None = None) -> bool:
         """Whether any running run's lease has passed (an index probe on ``status``)."""
@@ -303,13 +307,13 @@ class RunRepository(Repository):
     async def expired(self, *, now: datetime | None = None, limit: int = 100) -> list[Run]:
         """Running runs whose lease has passed (skipping rows another process holds)."""
         stmt = (
-            sa.select(Run)
+            sa.select(RUNS)
             .where(Run.status == "running", Run.lease_expires_at < (now or utcnow()))
             .order_by(Run.lease_expires_at)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        return list((await self.session.scalars(stmt)).all())
+        return await self._all(Run, stmt)
 
     async def requeue(self, run_id: str) -> bool:
         """Put a running run back in the queue (its worker is gone), counting an attempt."""
@@ -320,7 +324,7 @@ class RunRepository(Repository):
                 status="queued", worker_id=None, lease_expires_at=None, attempts=Run.attempts + 1
             )
         )
-        return (await update_returning(self.session, stmt, Run)) is not None
+        return (await self._update_returning(Run, stmt)) is not None
 
     async def list_recent(
         self,
@@ -331,7 +335,7 @@ class RunRepository(Repository):
         limit: int = 50,
     ) -> list[Run]:
         """Newest first."""
-        stmt = sa.select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
+        stmt = sa.select(RUNS).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
         if session_id is not None:
             stmt = stmt.where(Run.session_id == session_id)
         if created_before is not None:
@@ -340,4 +344,4 @@ class RunRepository(Repository):
             for status in statuses:
                 validate_choice(status, RUN_STATUSES, errors.INVALID_STATUS, "run status")
             stmt = stmt.where(Run.status.in_(statuses))
-        return list((await self.session.scalars(stmt)).all())
+        return await self._all(Run, stmt)

@@ -27,13 +27,18 @@ from ccweb_store.repositories.base import (
 
 
 @lru_cache(maxsize=32)
-def _lock_sessions_statement(count: int) -> sa.Select[Session]:
+def _lock_sessions_statement(count: int) -> sa.Select[Any]:
     """SELECT … FOR UPDATE of ``count`` sessions by id (``id_0``, ``id_1``, …), in id order.
 
     One statement per count, each id its own bound parameter (see ``base.one_of``).
     """
     ids: list[sa.BindParameter[str]] = [bindparam(f"id_{i}") for i in range(count)]
-    return sa.select(Session).where(Session.id.in_(ids)).order_by(Session.id).with_for_update()
+    return (
+        sa.select(SESSIONS).where(SESSIONS.c.id.in_(ids)).order_by(SESSIONS.c.id).with_for_update()
+    )
+
+
+_GET_SESSION = sa.select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id"))
 
 
 _TOUCH_SESSION = (
@@ -58,16 +63,16 @@ class SessionRepository(Repository):
     ) -> Session:
         session_id = validate_session_id(id) if id is not None else new_id("conv")
         now = utcnow()
-        row = Session(
-            id=session_id,
-            title=title,
-            agent=agent,
-            cwd=cwd,
-            extra=extra,
-            created_at=created_at or now,
-            updated_at=updated_at or created_at or now,
-            archived_at=archived_at,
-        )
+        values = {
+            "id": session_id,
+            "title": title,
+            "agent": agent,
+            "cwd": cwd,
+            "extra": extra,
+            "created_at": created_at or now,
+            "updated_at": updated_at or created_at or now,
+            "archived_at": archived_at,
+        }
 
         def taken() -> Conflict:
             return Conflict(
@@ -75,13 +80,12 @@ class SessionRepository(Repository):
                 code=errors.CONVERSATION_EXISTS,
             )
 
-        if await self.session.get(Session, session_id) is not None:
+        if await self.get(session_id) is not None:
             raise taken()
-        await self._insert(row, taken)
-        return row
+        return await self._insert(Session, values, taken)
 
     async def get(self, session_id: str) -> Session | None:
-        return await self.session.get(Session, session_id)
+        return await self._first(Session, _GET_SESSION, {"session_id": session_id})
 
     async def require(self, session_id: str) -> Session:
         """The session, or ``conversation_not_found``."""
@@ -108,7 +112,7 @@ class SessionRepository(Repository):
         if missing:
             stmt = _lock_sessions_statement(len(missing))
             params = {f"id_{i}": sid for i, sid in enumerate(missing)}
-            for row in (await self.session.scalars(stmt, params)).all():
+            for row in await self._all(Session, stmt, params):
                 locked[row.id] = row
             # The SELECT began the transaction if it had not begun: remember it was this one.
             self.session.info["locked_sessions_of"] = self.session.sync_session.get_transaction()
@@ -134,13 +138,13 @@ class SessionRepository(Repository):
         self, *, limit: int = 50, cursor: str | None = None
     ) -> tuple[list[Session], str | None]:
         """Newest created first (archived ones too), keyset-paginated by ``(created_at, id)``."""
-        stmt = sa.select(Session).order_by(Session.created_at.desc(), Session.id.desc())
+        stmt = sa.select(SESSIONS).order_by(Session.created_at.desc(), Session.id.desc())
         if cursor:
             created_at, last_id = decode_cursor(cursor, (datetime, str))
             stmt = stmt.where(
                 sa.tuple_(Session.created_at, Session.id) < sa.tuple_(created_at, last_id)
             )
-        rows = list((await self.session.scalars(stmt.limit(limit + 1))).all())
+        rows = await self._all(Session, stmt.limit(limit + 1))
         next_cursor = None
         if len(rows) > limit:
             rows = rows[:limit]
@@ -151,7 +155,7 @@ class SessionRepository(Repository):
         self, *, limit: int, query: str | None = None, include_archived: bool = False
     ) -> tuple[list[Session], bool]:
         """Newest activity first, optionally filtered by id or title; returns (rows, has_more)."""
-        stmt = sa.select(Session).order_by(Session.updated_at.desc(), Session.id.desc())
+        stmt = sa.select(SESSIONS).order_by(Session.updated_at.desc(), Session.id.desc())
         if not include_archived:
             stmt = stmt.where(Session.archived_at.is_(None))
         if query:
@@ -162,7 +166,7 @@ class SessionRepository(Repository):
                     sa.func.lower(Session.id).like(pattern),
                 )
             )
-        rows = list((await self.session.scalars(stmt.limit(limit + 1))).all())
+        rows = await self._all(Session, stmt.limit(limit + 1))
         return rows[:limit], len(rows) > limit
 
     async def update_columns(self, session_id: str, values: dict[str, Any]) -> None:
