@@ -315,8 +315,8 @@ async def reply_story(store: Store, request_id: str) -> ReplyStory:
             ).all()
         )
         request_message = await uow.messages.get(reply.message_id) if reply.message_id else None
-        source_messages = await uow.messages.list_by_metadata(
-            reply.source_conversation_id, "replyToRequestId", request_id
+        source_messages = await uow.messages.replies_to_request(
+            reply.source_conversation_id, request_id
         )
         reply_message = source_messages[0] if source_messages else None
         if reply.reply_message_id:
