@@ -305,18 +305,10 @@ async def reply_story(store: Store, request_id: str) -> ReplyStory:
             raise NotFound(
                 f"reply request {request_id!r} does not exist", code=errors.REQUEST_NOT_FOUND
             )
-        runs = list(
-            (
-                await uow.session.scalars(
-                    sa.select(Run)
-                    .where(Run.reply_request_id == request_id)
-                    .order_by(Run.created_at, Run.id)
-                )
-            ).all()
-        )
+        runs = await uow.runs.for_request(request_id)
         request_message = await uow.messages.get(reply.message_id) if reply.message_id else None
-        source_messages = await uow.messages.list_by_metadata(
-            reply.source_conversation_id, "replyToRequestId", request_id
+        source_messages = await uow.messages.replies_to_request(
+            reply.source_conversation_id, request_id
         )
         reply_message = source_messages[0] if source_messages else None
         if reply.reply_message_id:

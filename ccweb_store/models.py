@@ -1,4 +1,9 @@
-"""The ORM schema (SPEC §1). Alembic migrations mirror it exactly; ``alembic check`` proves it."""
+"""The ORM schema (SPEC §1). Alembic migrations mirror it exactly; ``alembic check`` proves it.
+
+The one exception is ``MIGRATION_OWNED_INDEXES``: expression indexes that a migration creates
+and the ORM does not declare (SQLite cannot reflect them, so autogenerate cannot compare
+them); ``migrations/env.py`` leaves exactly these out of the comparison.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,10 @@ from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TypeDecorator
 
 NAMING_CONVENTION = {
@@ -130,6 +138,7 @@ class Message(Base):
         sa.CheckConstraint(_in_list("role", ROLES), name="role"),
         # Serves "latest N messages of role R in session S" as an index range scan.
         sa.Index(None, "session_id", "role", "seq"),
+        # Migration 0006 adds REPLY_TO_REQUEST_ID_INDEX on an expression (see the end of file).
     )
 
     id: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
@@ -215,3 +224,61 @@ class Run(Base):
     finished_at: Mapped[datetime | None]
     output: Mapped[str | None] = mapped_column(sa.Text)
     error: Mapped[str | None] = mapped_column(sa.Text)
+
+
+# --- the expression index on metadata.replyToRequestId (migration 0006) ---------------------
+
+_JSON_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class JsonKeyText(sa.ColumnElement[str]):
+    """A top-level key of a JSON column as text, the key written into the SQL.
+
+    SQLite ``json_extract(col, '$.key')``, PostgreSQL ``(col ->> 'key')``. The key is a
+    literal, not a bound parameter: only then can either planner match the expression to an
+    index built on the same text. (``Message.metadata_[key].as_string()`` binds the path.)
+    """
+
+    __visit_name__ = "json_key_text"
+    inherit_cache = True
+    _traverse_internals = [  # noqa: RUF012 (SQLAlchemy declares it a plain attribute)
+        ("column", InternalTraversal.dp_clauseelement),
+        ("key", InternalTraversal.dp_string),
+    ]
+    type = sa.Text()
+
+    def __init__(self, column: sa.ColumnElement[Any], key: str) -> None:
+        if not _JSON_KEY_PATTERN.match(key):
+            raise ValueError(f"not a plain JSON key: {key!r}")
+        self.column = column
+        self.key = key
+
+
+@compiles(JsonKeyText, "sqlite")
+def _json_key_text_sqlite(element: JsonKeyText, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"json_extract({compiler.process(element.column, **kw)}, '$.{element.key}')"
+
+
+@compiles(JsonKeyText, "postgresql")
+def _json_key_text_postgresql(element: JsonKeyText, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"({compiler.process(element.column, **kw)} ->> '{element.key}')"
+
+
+#: ``messages (metadata.replyToRequestId, session_id, seq) WHERE metadata.replyToRequestId
+#: IS NOT NULL``: finds the replies already delivered for a request (SPEC §4) without reading
+#: the source's other messages. Created by migration 0006 with ``reply_to_request_id``.
+REPLY_TO_REQUEST_ID_INDEX = "ix_messages_reply_to_request_id"
+
+MIGRATION_OWNED_INDEXES = frozenset({REPLY_TO_REQUEST_ID_INDEX})
+
+
+def reply_to_request_id(metadata: sa.ColumnElement[Any] | None = None) -> JsonKeyText:
+    """``messages.metadata.replyToRequestId`` as text, exactly as ``REPLY_TO_REQUEST_ID_INDEX``
+    indexes it (a query must render this same expression for the index to serve it).
+
+    ``metadata`` defaults to the ORM table's column; the migration passes a bare
+    ``sa.column("metadata")``. Changing what this renders needs a migration that rebuilds
+    the index.
+    """
+    column = Message.__table__.c.metadata if metadata is None else metadata
+    return JsonKeyText(column, "replyToRequestId")

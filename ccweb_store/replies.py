@@ -204,8 +204,8 @@ async def _source_is_running(uow: UnitOfWork, source_id: str) -> bool:
 
 async def _answering_message_id(uow: UnitOfWork, request: ReplyRequest) -> str | None:
     """A reply to this request already in the source (not a failure notice), if any."""
-    for message in await uow.messages.list_by_metadata(
-        request.source_conversation_id, "replyToRequestId", request.request_id
+    for message in await uow.messages.replies_to_request(
+        request.source_conversation_id, request.request_id
     ):
         if not (message.metadata_ or {}).get("replyFailed"):
             return message.id

@@ -69,3 +69,27 @@ async def complete(
     return await runs.complete_run(
         store, {"runId": run_id, "status": status, "output": output, **more}
     )
+
+
+async def insert_message_by_hand(
+    store: Store, session_id: str, message_id: str, metadata_json: str | None
+) -> None:
+    """A message row written with plain SQL, as an operator or an older tool would write it:
+    the next seq of the session, ``metadata`` given as JSON text."""
+    metadata = "CAST(:metadata AS JSONB)" if store.dialect == "postgresql" else ":metadata"
+    async with store.uow() as uow:
+        await uow.session.execute(
+            sa.text(
+                "INSERT INTO messages (id, session_id, seq, role, content, metadata)"
+                " VALUES (:id, :session_id,"
+                " (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = :of_session),"
+                f" 'assistant', 'written by hand', {metadata})"
+            ),
+            {
+                "id": message_id,
+                "session_id": session_id,
+                "of_session": session_id,
+                "metadata": metadata_json,
+            },
+        )
+        await uow.commit()

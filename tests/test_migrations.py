@@ -251,3 +251,62 @@ async def test_a_claim_for_one_kind_reads_the_0005_index_which_comes_and_goes(
             assert await current_revision(connection) == "0004"
     finally:
         await engine.dispose()
+
+
+async def _messages_indexes(engine: AsyncEngine) -> set[str]:
+    """From the catalog: SQLite's reflection skips (with a warning) expression indexes."""
+    if engine.dialect.name == "sqlite":
+        sql = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'messages'"
+    else:
+        sql = "SELECT indexname FROM pg_indexes WHERE tablename = 'messages'"
+    async with engine.connect() as connection:
+        return set((await connection.execute(sa.text(sql))).scalars().all())
+
+
+async def test_the_0006_reply_index_comes_and_goes_while_the_views_stay(
+    empty_database_url: str,
+) -> None:
+    """0006 indexes ``metadata.replyToRequestId`` of the rows already there, drops cleanly,
+    and neither direction touches the 0003 views or the messages."""
+    from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX
+    from ccweb_store.repositories.messages import REPLIES_TO_REQUEST
+
+    metadata = '{"replyToRequestId": "req-1"}'
+    if empty_database_url.startswith("postgresql"):
+        metadata = f"CAST('{metadata}' AS JSONB)"
+    else:
+        metadata = f"'{metadata}'"
+    lookup = sa.select(REPLIES_TO_REQUEST.subquery().c.id)  # the repository's lookup
+    find = {"session_id": "a", "request_id": "req-1"}
+    activity = sa.text("SELECT session_id, message_count FROM conversation_activity")
+    engine = create_engine(empty_database_url)
+    try:
+        await migrate(engine, "0005")
+        async with engine.begin() as connection:
+            await connection.execute(sa.text("INSERT INTO sessions (id) VALUES ('a')"))
+            await connection.execute(
+                sa.text(
+                    "INSERT INTO messages (id, session_id, seq, role, content, metadata)"
+                    f" VALUES ('m1', 'a', 1, 'assistant', 'reply', {metadata}),"
+                    " ('m2', 'a', 2, 'user', 'plain', NULL)"
+                )
+            )
+        assert REPLY_TO_REQUEST_ID_INDEX not in await _messages_indexes(engine)
+
+        for _ in range(2):
+            await migrate(engine)
+            assert REPLY_TO_REQUEST_ID_INDEX in await _messages_indexes(engine)
+            async with engine.connect() as connection:
+                assert (await connection.execute(lookup, find)).scalars().all() == ["m1"]
+                assert (await connection.execute(activity)).all() == [("a", 2)]
+
+            await downgrade(engine, "0005")
+            assert REPLY_TO_REQUEST_ID_INDEX not in await _messages_indexes(engine)
+            async with engine.connect() as connection:
+                views = await connection.run_sync(lambda c: sa.inspect(c).get_view_names())
+                assert {"pending_replies", "conversation_activity"} <= set(views)
+                assert (await connection.execute(activity)).all() == [("a", 2)]
+                assert (await connection.execute(lookup, find)).scalars().all() == ["m1"]
+                assert await current_revision(connection) == "0005"
+    finally:
+        await engine.dispose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -17,10 +18,12 @@ from ccweb_store.models import Session, utcnow
 from ccweb_store.prompts import LEGACY_ORIGINAL_REQUEST
 from ccweb_store.uow import Store
 from tests.conftest import migrate_url
+from tests.http_client import app_client, rpc_result
 from tests.lifecycle_support import (
     ask,
     claim,
     complete,
+    insert_message_by_hand,
     make_conversation,
     messages_of,
     reply_row,
@@ -153,6 +156,58 @@ async def test_a_reply_already_answered_in_the_source_is_only_marked_returned(pa
     assert row.status == "returned" and row.reply_message_id == existing.id
     assert len(await messages_of(pair, "conv-a")) == 1
     assert await runs_of(pair, "conv-a") == []
+
+
+@pytest.mark.parametrize("written_by", ["message.append", "INSERT"])
+async def test_an_answer_written_into_the_source_by_another_tool_counts(
+    pair: Store, written_by: str
+) -> None:
+    """The host API or plain SQL: any message of the source naming the request answers it."""
+    request_id = (await ask(pair, "conv-a", "conv-b", "Look"))["requestId"]
+    metadata = {"replyToRequestId": request_id, "source": "host"}
+    if written_by == "message.append":
+        async with app_client(pair) as client:
+            params = {"sessionId": "conv-a", "role": "assistant", "content": "seen", "id": "m-1"}
+            await rpc_result(client, "message.append", {**params, "metadata": metadata})
+    else:
+        await insert_message_by_hand(pair, "conv-a", "m-1", json.dumps(metadata))
+
+    result = await _answer(pair, "looked")
+
+    assert [(r["status"], r["replyMessageId"]) for r in result["replies"]] == [("returned", "m-1")]
+    assert [m.id for m in await messages_of(pair, "conv-a")] == ["m-1"]
+    assert await runs_of(pair, "conv-a") == []
+
+
+async def test_an_answer_naming_the_request_in_another_conversation_is_not_the_sources(
+    pair: Store,
+) -> None:
+    await make_conversation(pair, "conv-c", "Bystander")
+    request_id = (await ask(pair, "conv-a", "conv-b", "Look"))["requestId"]
+    metadata = json.dumps({"replyToRequestId": request_id})
+    await insert_message_by_hand(pair, "conv-c", "m-elsewhere", metadata)
+
+    await _answer(pair, "looked")
+
+    [reply] = _reply_messages(await messages_of(pair, "conv-a"), request_id)
+    assert (
+        reply.content == "looked"
+        and reply.id == (await reply_row(pair, request_id)).reply_message_id
+    )
+    assert [m.id for m in await messages_of(pair, "conv-c")] == ["m-elsewhere"]
+    assert len(await runs_of(pair, "conv-a", "reply_auto_run")) == 1
+
+
+async def test_a_failure_notice_already_in_the_source_is_not_an_answer(pair: Store) -> None:
+    request_id = (await ask(pair, "conv-a", "conv-b", "Look"))["requestId"]
+    notice = json.dumps({"replyToRequestId": request_id, "replyFailed": True})
+    await insert_message_by_hand(pair, "conv-a", "m-notice", notice)
+
+    await _answer(pair, "looked after all")
+
+    notice_row, reply = _reply_messages(await messages_of(pair, "conv-a"), request_id)
+    assert notice_row.id == "m-notice" and reply.content == "looked after all"
+    assert (await reply_row(pair, request_id)).reply_message_id == reply.id
 
 
 async def test_a_reply_whose_source_is_gone_fails(pair: Store) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -12,8 +13,10 @@ from sqlalchemy.exc import IntegrityError
 from ccweb_store import errors
 from ccweb_store.config import Settings
 from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
-from ccweb_store.models import ReplyRequest, new_id, utcnow
+from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX, ReplyRequest, new_id, utcnow
+from ccweb_store.repositories.messages import REPLIES_TO_REQUEST
 from ccweb_store.uow import Store
+from tests.lifecycle_support import insert_message_by_hand
 
 
 async def _make_sessions(store: Store, *ids: str) -> None:
@@ -396,3 +399,89 @@ async def test_one_object_per_row_in_a_unit_of_work_refreshed_by_each_statement(
         fresh = await uow.runs.require(queued.id)
     assert fresh is not queued
     assert (fresh.status, fresh.output) == ("completed", "done")
+
+
+async def test_the_replies_to_a_request_are_the_sessions_messages_naming_it_however_written(
+    store: Store,
+) -> None:
+    await _make_sessions(store, "src", "other")
+    async with store.uow() as uow:
+        await uow.messages.append(
+            "src",
+            "assistant",
+            "notice",
+            metadata={"replyToRequestId": "req-1", "replyFailed": True},
+        )
+        await uow.messages.append("src", "assistant", "run", metadata={"runId": "req-1"})
+        await uow.messages.append("src", "user", "plain")
+        await uow.commit()
+    await insert_message_by_hand(store, "src", "by-hand", '{"replyToRequestId": "req-1"}')
+    await insert_message_by_hand(store, "src", "other-request", '{"replyToRequestId": "req-2"}')
+    await insert_message_by_hand(store, "src", "nested", '{"x": {"replyToRequestId": "req-1"}}')
+    await insert_message_by_hand(store, "src", "a-list", '["replyToRequestId", "req-1"]')
+    await insert_message_by_hand(store, "src", "no-metadata", None)
+    await insert_message_by_hand(store, "other", "elsewhere", '{"replyToRequestId": "req-1"}')
+
+    async with store.read_uow() as uow:
+        found = await uow.messages.replies_to_request("src", "req-1")
+        elsewhere = await uow.messages.replies_to_request("other", "req-1")
+        second = await uow.messages.replies_to_request("src", "req-2")
+        none = await uow.messages.replies_to_request("src", "req-3")
+
+    assert [(m.seq, m.content) for m in found] == [(1, "notice"), (4, "written by hand")]
+    assert found[1].id == "by-hand" and found[1].metadata_ == {"replyToRequestId": "req-1"}
+    assert [m.id for m in elsewhere] == ["elsewhere"]
+    assert [m.id for m in second] == ["other-request"]
+    assert none == []
+
+
+async def _plan(store: Store, statement: sa.Select[Any], params: dict[str, str]) -> str:
+    """The engine's plan for ``statement`` compiled here with its parameters left bound, as
+    the repository runs it (PostgreSQL: the generic plan of a prepared statement, which
+    cannot depend on the values), as one string."""
+    compiled = statement.compile(dialect=store.engine.dialect)
+    bound = compiled.construct_params(params)
+    values = [bound[name] for name in compiled.positiontup or ()]
+    async with store.engine.connect() as connection:
+        if store.dialect == "sqlite":
+            plan = await connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", tuple(values))
+            return " ".join(str(row) for row in plan)
+        # only an index may answer, so the plan names which one
+        await connection.execute(sa.text("SET LOCAL enable_seqscan = off"))
+        await connection.execute(sa.text("SET LOCAL plan_cache_mode = force_generic_plan"))
+        await connection.exec_driver_sql(f"PREPARE replies_lookup AS {compiled}")
+        try:
+            arguments = ", ".join(f"'{value}'" for value in values)
+            plan = await connection.exec_driver_sql(f"EXPLAIN EXECUTE replies_lookup({arguments})")
+            return " ".join(str(row) for row in plan)
+        finally:
+            await connection.exec_driver_sql("DEALLOCATE replies_lookup")
+
+
+async def test_the_replies_to_a_request_are_read_through_their_index(store: Store) -> None:
+    """A long source conversation: the lookup probes ``ix_messages_reply_to_request_id``
+    (migration 0006) instead of reading the conversation, with or without statistics."""
+    await _make_sessions(store, "long")
+    rows = [
+        {
+            "id": f"m{seq}",
+            "session_id": "long",
+            "seq": seq,
+            "role": "assistant",
+            "content": "x",
+            "metadata_": {"replyToRequestId": f"req-{seq}"} if seq % 100 == 0 else {"n": seq},
+        }
+        for seq in range(1, 2001)
+    ]
+    async with store.uow() as uow:
+        await uow.messages.insert_many(rows)
+        await uow.commit()
+    lookup = {"session_id": "long", "request_id": "req-500"}
+
+    if store.dialect == "sqlite":  # SQLite databases usually have no statistics at all
+        assert REPLY_TO_REQUEST_ID_INDEX in await _plan(store, REPLIES_TO_REQUEST, lookup)
+    async with store.engine.begin() as connection:
+        await connection.execute(sa.text("ANALYZE"))
+    assert REPLY_TO_REQUEST_ID_INDEX in await _plan(store, REPLIES_TO_REQUEST, lookup)
+    async with store.read_uow() as uow:
+        assert [m.id for m in await uow.messages.replies_to_request("long", "req-500")] == ["m500"]

@@ -1,4 +1,5 @@
-"""Messages: append with the next seq, read in order, find by metadata, prompt cards."""
+"""Messages: append with the next seq, read in order, find by metadata (the replies to a
+request by index), prompt cards."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ccweb_store.models import (
     ROLES,
     Message,
     new_id,
+    reply_to_request_id,
     utcnow,
 )
 from ccweb_store.repositories.base import (
@@ -44,6 +46,17 @@ _APPEND_MESSAGE = (
 
 
 _GET_MESSAGE = sa.select(MESSAGES).where(MESSAGES.c.id == bindparam("message_id"))
+#: A session's messages whose ``metadata.replyToRequestId`` names a request, in order: a probe
+#: of ``ix_messages_reply_to_request_id`` (migration 0006), which ``reply_to_request_id``
+#: renders with its key as a literal so that both planners match it to the index.
+REPLIES_TO_REQUEST = (
+    sa.select(MESSAGES)
+    .where(
+        reply_to_request_id() == bindparam("request_id"),
+        MESSAGES.c.session_id == bindparam("session_id"),
+    )
+    .order_by(MESSAGES.c.seq)
+)
 
 
 @lru_cache(maxsize=16)
@@ -127,8 +140,22 @@ class MessageRepository(Repository):
         )
         return {sid: int(n) for sid, n in (await self.session.execute(stmt)).all()}
 
+    async def replies_to_request(self, session_id: str, request_id: str) -> list[Message]:
+        """The session's messages whose ``metadata.replyToRequestId`` is ``request_id``, in
+        order: the replies (and failure notices) already delivered for that request.
+
+        An index probe (``REPLIES_TO_REQUEST``), however many messages the session holds.
+        """
+        params = {"session_id": session_id, "request_id": request_id}
+        return await self._all(Message, REPLIES_TO_REQUEST, params)
+
     async def list_by_metadata(self, session_id: str, key: str, value: str) -> list[Message]:
-        """Every message of the session whose ``metadata[key]`` equals ``value``, in order."""
+        """Every message of the session whose ``metadata[key]`` equals ``value``, in order.
+
+        It reads every message of the session (the path is a bound parameter, which no
+        index can serve); ``replies_to_request`` is the indexed lookup for
+        ``replyToRequestId``.
+        """
         params = {"session_id": session_id, "value": value}
         return await self._all(Message, _by_metadata_statement(key), params)
 

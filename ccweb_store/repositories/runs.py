@@ -198,6 +198,15 @@ class RunRepository(Repository):
         )
         return await self._all(Run, stmt)
 
+    async def for_request(self, request_id: str) -> list[Run]:
+        """Every run naming reply request ``request_id``, oldest first."""
+        stmt = (
+            sa.select(RUNS)
+            .where(RUNS.c.reply_request_id == request_id)
+            .order_by(RUNS.c.created_at, RUNS.c.id)
+        )
+        return await self._all(Run, stmt)
+
     async def running_for_sessions(self, session_ids: Iterable[str]) -> dict[str, Run]:
         ids = list(session_ids)
         if not ids:
