@@ -27,6 +27,7 @@ from ccweb_store.models import (
     utcnow,
 )
 from ccweb_store.repositories import validate_choice, validate_session_id
+from ccweb_store.repositories.base import REPLIES
 from ccweb_store.schemas import iso, message_out, reply_out, run_out
 from ccweb_store.uow import Store
 
@@ -201,7 +202,7 @@ async def activity_of(store: Store, session_id: str) -> ConversationActivity | N
     view = conversation_activity.c
     stmt = sa.select(conversation_activity).where(view.session_id == session_id)
     async with store.read_uow() as uow:
-        row = (await uow.session.execute(stmt)).mappings().first()
+        row = (await uow.connection.execute(stmt)).mappings().first()
     if row is None:
         return None
     return ConversationActivity(
@@ -246,7 +247,7 @@ async def list_pending_replies(
     view = pending_replies.c
     stmt = (
         sa.select(
-            ReplyRequest,
+            *REPLIES.c,
             view.age_seconds,
             view.original_request_known,
             view.source_running,
@@ -275,11 +276,13 @@ async def list_pending_replies(
     cutoff = _cutoff(older_than_seconds, now)
     if cutoff is not None:
         stmt = stmt.where(view.created_at < cutoff)
+    width = len(REPLIES.c)
     async with store.read_uow() as uow:
-        rows = (await uow.session.execute(stmt)).all()
+        rows = (await uow.connection.execute(stmt)).all()
+        replies = [uow.replies.from_columns(row[:width]) for row in rows]
     return [
         PendingReply(
-            reply=row[0],
+            reply=reply,
             age_seconds=int(row.age_seconds),
             original_request_known=bool(row.original_request_known),
             source_running=bool(row.source_running),
@@ -289,7 +292,7 @@ async def list_pending_replies(
             target_run_lease_expires_at=row.target_run_lease_expires_at,
             target_run_attempts=row.target_run_attempts,
         )
-        for row in rows
+        for reply, row in zip(replies, rows, strict=True)
     ]
 
 

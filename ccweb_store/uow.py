@@ -2,7 +2,9 @@
 
 ``async with store.uow() as uow: …; await uow.commit()`` — anything not committed is
 rolled back when the block exits. Repositories hang off the unit of work and share its
-``AsyncSession``; nothing else begins or ends a transaction.
+``AsyncConnection`` (Core: the repositories write with Core statements and fill their own
+objects, so an ORM session would only add its cost); nothing else begins or ends a
+transaction.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from types import TracebackType
 
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import Settings
 from ccweb_store.db import create_engine, read_only
@@ -19,32 +21,37 @@ from ccweb_store.repositories import (
     ReplyRepository,
     RunRepository,
     SessionRepository,
+    UnitState,
 )
 
 
 class UnitOfWork:
     """One transaction and the repositories that work inside it."""
 
-    session: AsyncSession
+    connection: AsyncConnection
     sessions: SessionRepository
     messages: MessageRepository
     replies: ReplyRepository
     runs: RunRepository
 
-    def __init__(
-        self, factory: async_sessionmaker[AsyncSession], write_lock: asyncio.Lock | None = None
-    ) -> None:
-        self._factory = factory
+    def __init__(self, engine: AsyncEngine, write_lock: asyncio.Lock | None = None) -> None:
+        self._engine = engine
         self._write_lock = write_lock
 
     async def __aenter__(self) -> UnitOfWork:
         if self._write_lock is not None:
             await self._write_lock.acquire()
-        self.session = self._factory()
-        self.sessions = SessionRepository(self.session)
-        self.messages = MessageRepository(self.session)
-        self.replies = ReplyRepository(self.session)
-        self.runs = RunRepository(self.session)
+        try:
+            self.connection = await self._engine.connect()
+        except BaseException:
+            if self._write_lock is not None:
+                self._write_lock.release()
+            raise
+        state = UnitState()
+        self.sessions = SessionRepository(self.connection, state)
+        self.messages = MessageRepository(self.connection, state)
+        self.replies = ReplyRepository(self.connection, state)
+        self.runs = RunRepository(self.connection, state)
         return self
 
     async def __aexit__(
@@ -53,19 +60,19 @@ class UnitOfWork:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        # close() rolls back whatever was not committed and detaches the objects without
-        # expiring them, so results stay readable after the block.
+        # close() rolls back whatever was not committed; the objects the repositories
+        # returned are plain snapshots and stay readable after the block.
         try:
-            await self.session.close()
+            await self.connection.close()
         finally:
             if self._write_lock is not None:
                 self._write_lock.release()
 
     async def commit(self) -> None:
-        await self.session.commit()
+        await self.connection.commit()
 
     async def rollback(self) -> None:
-        await self.session.rollback()
+        await self.connection.rollback()
 
 
 class Store:
@@ -74,10 +81,7 @@ class Store:
     def __init__(self, engine: AsyncEngine, settings: Settings | None = None) -> None:
         self.engine = engine
         self.settings = settings or Settings()
-        self._writer = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
-        self._reader = async_sessionmaker(
-            read_only(engine), expire_on_commit=False, autoflush=False
-        )
+        self._reader = read_only(engine)
         # SQLite lets one transaction write at a time. Writers of this process queue here
         # instead of in SQLite's busy handler, which polls with sleeps of up to 100 ms; the
         # busy timeout still arbitrates between processes.
@@ -99,7 +103,7 @@ class Store:
 
         Never open one inside another: on SQLite the inner one would wait for the outer one.
         """
-        return UnitOfWork(self._writer, self._write_lock)
+        return UnitOfWork(self.engine, self._write_lock)
 
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads (SQLite: a deferred transaction, no write lock)."""

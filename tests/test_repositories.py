@@ -154,7 +154,7 @@ async def test_the_database_refuses_a_second_running_run_even_by_hand(store: Sto
         await uow.commit()
     async with store.uow() as uow:
         with pytest.raises(IntegrityError):
-            await uow.session.execute(
+            await uow.connection.execute(
                 sa.text(
                     "INSERT INTO runs (id, session_id, kind, status)"
                     " VALUES ('run_by_hand', 'one', 'user_turn', 'running')"
@@ -360,7 +360,7 @@ async def test_the_check_constraints_refuse_bad_enums_written_by_hand(store: Sto
     await _make_sessions(store, "raw")
     async with store.uow() as uow:
         with pytest.raises(IntegrityError):
-            await uow.session.execute(
+            await uow.connection.execute(
                 sa.text(
                     "INSERT INTO messages (id, session_id, seq, role, content)"
                     " VALUES ('m1', 'raw', 1, 'owner', 'x')"

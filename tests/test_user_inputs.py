@@ -222,12 +222,12 @@ async def test_blank_inputs_do_not_shorten_the_result(store: Store) -> None:
 async def test_messages_without_a_timestamp_have_a_null_created_at(store: Store) -> None:
     await conversation(store, "src")
     async with store.uow() as uow:
-        await uow.session.execute(
+        await uow.connection.execute(
             sa.insert(Message).values(
                 id="legacy-1", session_id="src", seq=1, role="user", content="old words"
             )
         )
-        await uow.session.execute(
+        await uow.connection.execute(
             sa.update(Message).where(Message.id == "legacy-1").values(created_at=None)
         )
         await uow.commit()
@@ -313,7 +313,7 @@ async def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
             table.name: [
                 tuple(row)
                 for row in (
-                    await uow.session.execute(sa.select(table).order_by(*table.primary_key))
+                    await uow.connection.execute(sa.select(table).order_by(*table.primary_key))
                 ).all()
             ]
             for table in Base.metadata.sorted_tables
@@ -324,7 +324,7 @@ async def test_listing_writes_nothing_however_often_it_runs(store: Store) -> Non
     await conversation(store, "src", *[("user", f"input {n}") for n in range(30)])
     await conversation(store, "other", ("user", "x" * 2000), ("assistant", "ok"))
     async with store.uow() as uow:
-        await uow.session.execute(
+        await uow.connection.execute(
             sa.update(Base.metadata.tables["sessions"]).values(
                 updated_at=utcnow() - timedelta(days=3)
             )

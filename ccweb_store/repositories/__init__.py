@@ -1,12 +1,13 @@
 """Repositories: SQL for each table, and nothing else.
 
-They take the unit of work's ``AsyncSession``, at most ``flush()``, and never commit.
+They take the unit of work's ``AsyncConnection`` and ``UnitState``, and never commit.
 State changes are conditional (``UPDATE … WHERE status IN (…)``) and report whether they
 won, so two writers can never both move the same row.
 """
 
 from ccweb_store.repositories.base import (
     MAX_PAGE,
+    UnitState,
     decode_cursor,
     encode_cursor,
     validate_choice,
@@ -28,6 +29,7 @@ __all__ = [
     "ReplyRepository",
     "RunRepository",
     "SessionRepository",
+    "UnitState",
     "decode_cursor",
     "encode_cursor",
     "latest_nonblank_by_role_query",

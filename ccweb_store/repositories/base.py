@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import QueryableAttribute
 from sqlalchemy.orm.instrumentation import manager_of_class
 
@@ -131,6 +131,17 @@ REPLIES = Base.metadata.tables[ReplyRequest.__tablename__]
 RUNS = Base.metadata.tables[Run.__tablename__]
 
 
+class UnitState:
+    """What the repositories of one unit of work share besides its connection."""
+
+    def __init__(self) -> None:
+        #: The object standing for each row read so far, by (mapped class, primary key).
+        self.loaded: dict[tuple[type[Base], Any], Any] = {}
+        #: Sessions whose rows the current transaction locked (``SessionRepository``).
+        self.locked_sessions: dict[str, Any] = {}
+        self.locked_in: object | None = None
+
+
 class Repository:
     """SQL on one table, inside the unit of work's transaction.
 
@@ -142,15 +153,14 @@ class Repository:
     the object a caller already holds.
     """
 
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
-        self._loaded: dict[tuple[type[Base], Any], Any] = session.info.setdefault(
-            "ccweb_loaded", {}
-        )
+    def __init__(self, connection: AsyncConnection, state: UnitState | None = None) -> None:
+        self.connection = connection
+        self.state = state if state is not None else UnitState()
+        self._loaded = self.state.loaded
 
     @property
     def dialect(self) -> str:
-        return self.session.get_bind().dialect.name
+        return self.connection.dialect.name
 
     def _load(self, model: type[_B], row: Sequence[Any], into: _B | None = None) -> _B:
         """The unit of work's object for ``row`` (every column, in table order), refreshed."""
@@ -169,14 +179,14 @@ class Repository:
         self, model: type[_B], stmt: sa.Executable, params: Mapping[str, Any] | None = None
     ) -> _B | None:
         """The first row of ``stmt`` (selecting or returning every column) as an object."""
-        row = (await self.session.execute(stmt, params)).first()
+        row = (await self.connection.execute(stmt, params)).first()
         return None if row is None else self._load(model, row)
 
     async def _all(
         self, model: type[_B], stmt: sa.Executable, params: Mapping[str, Any] | None = None
     ) -> list[_B]:
         """Every row of ``stmt`` (selecting or returning every column) as objects."""
-        return [self._load(model, row) for row in (await self.session.execute(stmt, params))]
+        return [self._load(model, row) for row in (await self.connection.execute(stmt, params))]
 
     async def _insert(
         self,
@@ -199,7 +209,7 @@ class Repository:
             if key in values and not (values[key] is None and column.server_default is not None)
         }
         try:
-            row = (await self.session.execute(insert_statement(model), params)).one()
+            row = (await self.connection.execute(insert_statement(model), params)).one()
         except IntegrityError as exc:
             raise conflict() from exc
         return self._load(model, row, into)
@@ -207,8 +217,7 @@ class Repository:
     async def _update_returning(self, model: type[_B], stmt: sa.Update) -> _B | None:
         """Run a conditional UPDATE of one row; the updated row if it matched, else None."""
         table = Base.metadata.tables[model.__tablename__]
-        returning = stmt.returning(*table.c).execution_options(synchronize_session=False)
-        return await self._first(model, returning)
+        return await self._first(model, stmt.returning(*table.c))
 
 
 @lru_cache(maxsize=8)

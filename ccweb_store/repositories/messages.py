@@ -24,6 +24,7 @@ from ccweb_store.models import (
 from ccweb_store.repositories.base import (
     MESSAGES,
     Repository,
+    column_attributes,
     validate_choice,
 )
 from ccweb_store.repositories.sessions import SessionRepository
@@ -93,7 +94,7 @@ class MessageRepository(Repository):
         if not isinstance(content, str):
             raise InvalidInput("content must be a string")
         now = utcnow()
-        if not await SessionRepository(self.session).touch(session_id, now):
+        if not await SessionRepository(self.connection, self.state).touch(session_id, now):
             raise NotFound(
                 f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
             )
@@ -107,7 +108,7 @@ class MessageRepository(Repository):
             "p_metadata": metadata,
         }
         try:
-            returned = (await self.session.execute(_APPEND_MESSAGE, params)).one()
+            returned = (await self.connection.execute(_APPEND_MESSAGE, params)).one()
         except IntegrityError as exc:
             raise Conflict(
                 f"message id {message_id!r} already exists", code="message_exists"
@@ -138,7 +139,7 @@ class MessageRepository(Repository):
             .where(Message.session_id.in_(ids))
             .group_by(Message.session_id)
         )
-        return {sid: int(n) for sid, n in (await self.session.execute(stmt)).all()}
+        return {sid: int(n) for sid, n in (await self.connection.execute(stmt)).all()}
 
     async def replies_to_request(self, session_id: str, request_id: str) -> list[Message]:
         """The session's messages whose ``metadata.replyToRequestId`` is ``request_id``, in
@@ -187,7 +188,7 @@ class MessageRepository(Repository):
     ) -> list[MessageText]:
         """The newest ``limit`` non-blank ``role`` messages below ``before_seq``, newest first."""
         stmt = latest_nonblank_by_role_query(session_id, role, limit=limit, before_seq=before_seq)
-        return [MessageText._make(row) for row in (await self.session.execute(stmt)).all()]
+        return [MessageText._make(row) for row in (await self.connection.execute(stmt)).all()]
 
     async def find_prompt_card(self, prompt_id: str) -> Message | None:
         """The assistant message carrying ``metadata.ccwebPrompt.promptId == prompt_id``.
@@ -209,15 +210,16 @@ class MessageRepository(Repository):
 
     async def snapshot(self, session_id: str) -> list[sa.Row[Any]]:
         """Every message of the session as ``(id, seq, role, content, created_at, metadata)``."""
+        column = MESSAGES.c
         stmt = sa.select(
-            Message.id,
-            Message.seq,
-            Message.role,
-            Message.content,
-            Message.created_at,
-            Message.metadata_,
-        ).where(Message.session_id == session_id)
-        return list((await self.session.execute(stmt)).all())
+            column.id,
+            column.seq,
+            column.role,
+            column.content,
+            column.created_at,
+            column["metadata"].label("metadata_"),  # named like the attribute
+        ).where(column.session_id == session_id)
+        return list((await self.connection.execute(stmt)).all())
 
     async def owners(self, message_ids: Sequence[str], *, chunk: int = 500) -> dict[str, str]:
         """``{message_id: session_id}`` for those of ``message_ids`` that exist."""
@@ -226,7 +228,7 @@ class MessageRepository(Repository):
             stmt = sa.select(Message.id, Message.session_id).where(
                 Message.id.in_(message_ids[start : start + chunk])
             )
-            owners.update({mid: sid for mid, sid in (await self.session.execute(stmt)).all()})
+            owners.update({mid: sid for mid, sid in (await self.connection.execute(stmt)).all()})
         return owners
 
     async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
@@ -239,19 +241,31 @@ class MessageRepository(Repository):
             columns = {attr.key: attr.columns[0].name for attr in Message.__mapper__.column_attrs}
             params = [{columns[key]: value for key, value in row.items()} for row in rows]
             table = Message.metadata.tables[Message.__tablename__]
-            await self.session.execute(sa.insert(table), params)
+            await self.connection.execute(sa.insert(table), params)
 
     async def update_many(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Update rows by primary key (each dict holds ``id`` and the new values)."""
-        if rows:
-            await self.session.execute(sa.update(Message), list(rows))
+        """Update rows by primary key (each dict holds ``id`` and the new values, attribute
+        names as keys): one executemany per set of changed columns."""
+        columns = {key: column.name for key, column in column_attributes(Message)}
+        batches: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row in rows:
+            keys = tuple(sorted(key for key in row if key != "id"))
+            params = {"b_id": row["id"]} | {f"b_{key}": row[key] for key in keys}
+            batches.setdefault(keys, []).append(params)
+        for keys, batch in batches.items():
+            stmt = (
+                sa.update(MESSAGES)
+                .where(MESSAGES.c.id == bindparam("b_id"))
+                .values({columns[key]: bindparam(f"b_{key}") for key in keys})
+            )
+            await self.connection.execute(stmt, batch)
 
     async def answer_prompt_card(self, message_id: str, metadata: dict[str, Any]) -> bool:
         """Replace the card's metadata only while its prompt is still pending; True if it won."""
         stmt = (
-            sa.update(Message)
-            .where(Message.id == message_id, _prompt_field("status") == "pending")
-            .values({Message.metadata_: metadata})
+            sa.update(MESSAGES)
+            .where(MESSAGES.c.id == message_id, _prompt_field("status") == "pending")
+            .values({MESSAGES.c["metadata"]: metadata})
         )
         return await self._update_returning(Message, stmt) is not None
 

@@ -89,6 +89,10 @@ class ReplyRepository(Repository):
             into=into,
         )
 
+    def from_columns(self, row: Sequence[Any]) -> ReplyRequest:
+        """The request whose columns (in table order) lead a row of a wider query."""
+        return self._load(ReplyRequest, row)
+
     async def get(self, request_id: str, *, for_update: bool = False) -> ReplyRequest | None:
         """The request; ``for_update`` locks the row (PostgreSQL) and re-reads it fresh."""
         stmt = _LOCK_REPLY if for_update else _GET_REPLY
@@ -165,12 +169,12 @@ class ReplyRepository(Repository):
         on ``returned_at`` being NULL: an imported failure was settled in cc-web and is owed none.
         """
         stmt = (
-            sa.update(ReplyRequest)
+            sa.update(REPLIES)
             .where(
-                ReplyRequest.request_id == request_id,
-                ReplyRequest.status == "failed",
-                ReplyRequest.reply_message_id.is_(None),
-                ReplyRequest.returned_at.is_(None),
+                REPLIES.c.request_id == request_id,
+                REPLIES.c.status == "failed",
+                REPLIES.c.reply_message_id.is_(None),
+                REPLIES.c.returned_at.is_(None),
             )
             .values(reply_message_id=message_id)
         )
@@ -189,11 +193,15 @@ class ReplyRepository(Repository):
         return found
 
     async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Insert request rows in one batch (keys are column names)."""
-        if rows:
-            await self.session.execute(sa.insert(ReplyRequest), list(rows))
+        """Insert request rows (keys are column names): one executemany per set of keys, so
+        a column a row leaves out takes its default, as in a single insert."""
+        batches: dict[frozenset[str], list[dict[str, Any]]] = {}
+        for row in rows:
+            batches.setdefault(frozenset(row), []).append(row)
+        for batch in batches.values():
+            await self.connection.execute(sa.insert(REPLIES), batch)
 
     async def update_columns(self, request_id: str, values: dict[str, Any]) -> None:
         """Overwrite the given columns of one request (the importer's forward-only sync)."""
-        stmt = sa.update(ReplyRequest).where(ReplyRequest.request_id == request_id).values(**values)
-        await self.session.execute(stmt.execution_options(synchronize_session=False))
+        stmt = sa.update(REPLIES).where(REPLIES.c.request_id == request_id).values(**values)
+        await self.connection.execute(stmt)

@@ -187,7 +187,7 @@ class RunRepository(Repository):
     async def has_run_in(self, session_id: str, statuses: Sequence[str]) -> bool:
         """Whether the session has a run in one of ``statuses`` (an index probe)."""
         stmt = _has_run_in_statement(tuple(statuses))
-        return bool(await self.session.scalar(stmt, {"session_id": session_id}))
+        return bool(await self.connection.scalar(stmt, {"session_id": session_id}))
 
     async def open_for_request(self, request_id: str) -> list[Run]:
         """Queued or running ``cross_conversation`` runs that answer ``request_id``."""
@@ -248,13 +248,13 @@ class RunRepository(Repository):
         for kind in kinds or ():
             validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
         stmt = _claimable_runs_statement(tuple(kinds or RUN_KINDS))
-        for run_id in (await self.session.scalars(stmt)).all():
+        for run_id in (await self.connection.scalars(stmt)).all():
             if self.dialect == "sqlite":
                 # BEGIN IMMEDIATE: no other writer can start a run of this session meanwhile.
                 won = await self._set_running(run_id, worker_id, lease_seconds, now)
             else:
                 try:
-                    async with self.session.begin_nested():
+                    async with self.connection.begin_nested():
                         won = await self._set_running(run_id, worker_id, lease_seconds, now)
                 except IntegrityError:
                     continue  # another claimer started a run of this session first
@@ -280,8 +280,8 @@ class RunRepository(Repository):
         """Extend the lease if ``worker_id`` still holds the running run."""
         now = now or utcnow()
         stmt = (
-            sa.update(Run)
-            .where(Run.id == run_id, Run.status == "running", Run.worker_id == worker_id)
+            sa.update(RUNS)
+            .where(RUNS.c.id == run_id, RUNS.c.status == "running", RUNS.c.worker_id == worker_id)
             .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
         )
         return (await self._update_returning(Run, stmt)) is not None
@@ -311,7 +311,7 @@ class RunRepository(Repository):
 
     async def has_expired_lease(self, *, now: datetime | None = None) -> bool:
         """Whether any running run's lease has passed (an index probe on ``status``)."""
-        return bool(await self.session.scalar(_ANY_EXPIRED_LEASE, {"now": now or utcnow()}))
+        return bool(await self.connection.scalar(_ANY_EXPIRED_LEASE, {"now": now or utcnow()}))
 
     async def expired(self, *, now: datetime | None = None, limit: int = 100) -> list[Run]:
         """Running runs whose lease has passed (skipping rows another process holds)."""
@@ -327,10 +327,13 @@ class RunRepository(Repository):
     async def requeue(self, run_id: str) -> bool:
         """Put a running run back in the queue (its worker is gone), counting an attempt."""
         stmt = (
-            sa.update(Run)
-            .where(Run.id == run_id, Run.status == "running")
+            sa.update(RUNS)
+            .where(RUNS.c.id == run_id, RUNS.c.status == "running")
             .values(
-                status="queued", worker_id=None, lease_expires_at=None, attempts=Run.attempts + 1
+                status="queued",
+                worker_id=None,
+                lease_expires_at=None,
+                attempts=RUNS.c.attempts + 1,
             )
         )
         return (await self._update_returning(Run, stmt)) is not None

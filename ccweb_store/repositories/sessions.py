@@ -115,24 +115,26 @@ class SessionRepository(Repository):
             for row in await self._all(Session, stmt, params):
                 locked[row.id] = row
             # The SELECT began the transaction if it had not begun: remember it was this one.
-            self.session.info["locked_sessions_of"] = self.session.sync_session.get_transaction()
-            self.session.info["locked_sessions"] = locked
+            self.state.locked_in = self._transaction()
+            self.state.locked_sessions = locked
         return {sid: locked[sid] for sid in ids if sid in locked}
 
     def _locked_rows(self) -> dict[str, Session]:
         """The sessions locked by the current transaction, by id (forgotten when it ends)."""
-        transaction = self.session.sync_session.get_transaction()
-        info = self.session.info
-        if transaction is None or info.get("locked_sessions_of") is not transaction:
+        transaction = self._transaction()
+        if transaction is None or self.state.locked_in is not transaction:
             return {}
-        locked: dict[str, Session] = info["locked_sessions"]
-        return locked
+        return self.state.locked_sessions
+
+    def _transaction(self) -> object | None:
+        sync = self.connection.sync_connection
+        return sync.get_transaction() if sync is not None else None
 
     async def touch(self, session_id: str, at: datetime | None = None) -> bool:
         """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
         params = {"session_id": session_id, "at": at or utcnow()}
-        result = await self.session.execute(_TOUCH_SESSION, params)
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        result = await self.connection.execute(_TOUCH_SESSION, params)
+        return bool(result.rowcount)
 
     async def list_page(
         self, *, limit: int = 50, cursor: str | None = None
@@ -171,5 +173,5 @@ class SessionRepository(Repository):
 
     async def update_columns(self, session_id: str, values: dict[str, Any]) -> None:
         """Overwrite the given columns of one session (the importer's final sync)."""
-        stmt = sa.update(Session).where(Session.id == session_id).values(**values)
-        await self.session.execute(stmt.execution_options(synchronize_session=False))
+        stmt = sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
+        await self.connection.execute(stmt)
