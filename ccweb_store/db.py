@@ -18,6 +18,7 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry, Pool, StaticPool
 from sqlalchemy.util import await_only
+from sqlalchemy.util.concurrency import in_greenlet
 
 from ccweb_store.config import database_kind, normalize_database_url
 
@@ -45,21 +46,25 @@ async def _ready() -> None:
 
 
 class InlineCursor(sqlite3.Cursor):
-    """A ``sqlite3`` cursor that passes for an async driver's under SQLAlchemy's asyncio layer.
+    """A ``sqlite3`` cursor that passes for an async driver's under SQLAlchemy's asyncio layer,
+    and runs plain synchronous statements outside it.
 
     ``AsyncConnection.execute`` insists that a statement awaited something (a check against
-    sync drivers configured by mistake), so each statement awaits one finished coroutine: a
-    single round trip to the event loop instead of aiosqlite's several thread hand-offs. The
-    asyncio layer also soft-closes a cursor with an awaitable before its results leave the
-    greenlet; a ``sqlite3`` cursor has fetched nothing ahead, so there is nothing to do.
+    sync drivers configured by mistake), so inside SQLAlchemy's greenlet each statement awaits
+    one finished coroutine: a single round trip to the event loop. Called outside any greenlet
+    (``repositories.base.Repository._execute`` on SQLite), it simply runs: no greenlet, no
+    switch. The asyncio layer also soft-closes a cursor with an awaitable before its results
+    leave the greenlet; a ``sqlite3`` cursor has fetched nothing ahead, so there is nothing to do.
     """
 
     def execute(self, sql: str, parameters: Any = (), /) -> InlineCursor:
-        await_only(_ready())
+        if in_greenlet():
+            await_only(_ready())
         return super().execute(sql, parameters)
 
     def executemany(self, sql: str, seq_of_parameters: Any, /) -> InlineCursor:
-        await_only(_ready())
+        if in_greenlet():
+            await_only(_ready())
         return super().executemany(sql, seq_of_parameters)
 
     async def _async_soft_close(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from types import TracebackType
 
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import Settings
@@ -63,16 +64,34 @@ class UnitOfWork:
         # close() rolls back whatever was not committed; the objects the repositories
         # returned are plain snapshots and stay readable after the block.
         try:
-            await self.connection.close()
+            inline = self._inline()
+            if inline is not None:
+                inline.close()
+            else:
+                await self.connection.close()
         finally:
             if self._write_lock is not None:
                 self._write_lock.release()
 
     async def commit(self) -> None:
-        await self.connection.commit()
+        inline = self._inline()
+        if inline is not None:
+            inline.commit()
+        else:
+            await self.connection.commit()
 
     async def rollback(self) -> None:
-        await self.connection.rollback()
+        inline = self._inline()
+        if inline is not None:
+            inline.rollback()
+        else:
+            await self.connection.rollback()
+
+    def _inline(self) -> Connection | None:
+        """SQLite's connection under the async one, used directly (see ``Repository._execute``)."""
+        if self.connection.dialect.name != "sqlite":
+            return None
+        return self.connection.sync_connection
 
 
 class Store:

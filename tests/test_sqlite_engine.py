@@ -84,3 +84,39 @@ async def test_connections_get_the_pragmas_the_service_relies_on(url: str) -> No
         "busy_timeout": 1234,
         "synchronous": 1,
     }
+
+
+async def test_unit_of_work_statements_skip_the_greenlet_but_async_calls_still_work(
+    tmp_path: Path,
+) -> None:
+    from sqlalchemy.util.concurrency import in_greenlet
+
+    from ccweb_store.config import Settings
+    from ccweb_store.db import migrate
+    from ccweb_store.uow import Store
+
+    store = Store.from_settings(Settings(database_url=f"sqlite:///{tmp_path / 'uow.db'}"))
+    seen: list[tuple[str, bool]] = []
+
+    @event.listens_for(store.engine.sync_engine, "before_cursor_execute")
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        seen.append((statement.split()[0], in_greenlet()))
+
+    try:
+        await migrate(store.engine)
+        seen.clear()
+        async with store.uow() as uow:
+            await uow.sessions.create("inline", title="Inline")
+            await uow.messages.append("inline", "user", "hello")
+            await uow.commit()
+        repository_calls = list(seen)
+        async with store.read_uow() as uow:
+            count = (
+                await uow.connection.execute(sa.text("SELECT count(*) FROM messages"))
+            ).scalar()
+    finally:
+        await store.dispose()
+    assert count == 1
+    assert {verb for verb, _ in repository_calls} >= {"BEGIN", "SELECT", "INSERT", "UPDATE"}
+    assert not any(in_greenlet for _, in_greenlet in repository_calls)
+    assert seen[-1] == ("SELECT", True)  # the AsyncConnection call went through its greenlet

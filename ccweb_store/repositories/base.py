@@ -157,6 +157,21 @@ class Repository:
         self.connection = connection
         self.state = state if state is not None else UnitState()
         self._loaded = self.state.loaded
+        # SQLite's driver is synchronous and runs on the event loop's thread
+        # (``db.InlineSQLiteDialect``), so its statements go straight to the connection under
+        # the async one: SQLAlchemy's asyncio layer (a greenlet per statement, the switches
+        # in and out, the result's re-wrapping) costs more than the statement itself.
+        self._inline = connection.sync_connection if connection.dialect.name == "sqlite" else None
+
+    async def _execute(
+        self,
+        stmt: sa.Executable,
+        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> sa.CursorResult[Any]:
+        """Run ``stmt`` in the unit of work's transaction."""
+        if self._inline is not None:
+            return self._inline.execute(stmt, params)
+        return await self.connection.execute(stmt, params)
 
     @property
     def dialect(self) -> str:
@@ -179,14 +194,14 @@ class Repository:
         self, model: type[_B], stmt: sa.Executable, params: Mapping[str, Any] | None = None
     ) -> _B | None:
         """The first row of ``stmt`` (selecting or returning every column) as an object."""
-        row = (await self.connection.execute(stmt, params)).first()
+        row = (await self._execute(stmt, params)).first()
         return None if row is None else self._load(model, row)
 
     async def _all(
         self, model: type[_B], stmt: sa.Executable, params: Mapping[str, Any] | None = None
     ) -> list[_B]:
         """Every row of ``stmt`` (selecting or returning every column) as objects."""
-        return [self._load(model, row) for row in (await self.connection.execute(stmt, params))]
+        return [self._load(model, row) for row in (await self._execute(stmt, params))]
 
     async def _insert(
         self,
@@ -209,7 +224,7 @@ class Repository:
             if key in values and not (values[key] is None and column.server_default is not None)
         }
         try:
-            row = (await self.connection.execute(insert_statement(model), params)).one()
+            row = (await self._execute(insert_statement(model), params)).one()
         except IntegrityError as exc:
             raise conflict() from exc
         return self._load(model, row, into)

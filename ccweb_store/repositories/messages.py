@@ -108,7 +108,7 @@ class MessageRepository(Repository):
             "p_metadata": metadata,
         }
         try:
-            returned = (await self.connection.execute(_APPEND_MESSAGE, params)).one()
+            returned = (await self._execute(_APPEND_MESSAGE, params)).one()
         except IntegrityError as exc:
             raise Conflict(
                 f"message id {message_id!r} already exists", code="message_exists"
@@ -139,7 +139,8 @@ class MessageRepository(Repository):
             .where(Message.session_id.in_(ids))
             .group_by(Message.session_id)
         )
-        return {sid: int(n) for sid, n in (await self.connection.execute(stmt)).all()}
+        counts: Sequence[Any] = (await self._execute(stmt)).all()
+        return {session_id: int(n) for session_id, n in counts}
 
     async def replies_to_request(self, session_id: str, request_id: str) -> list[Message]:
         """The session's messages whose ``metadata.replyToRequestId`` is ``request_id``, in
@@ -188,7 +189,7 @@ class MessageRepository(Repository):
     ) -> list[MessageText]:
         """The newest ``limit`` non-blank ``role`` messages below ``before_seq``, newest first."""
         stmt = latest_nonblank_by_role_query(session_id, role, limit=limit, before_seq=before_seq)
-        return [MessageText._make(row) for row in (await self.connection.execute(stmt)).all()]
+        return [MessageText._make(row) for row in (await self._execute(stmt)).all()]
 
     async def find_prompt_card(self, prompt_id: str) -> Message | None:
         """The assistant message carrying ``metadata.ccwebPrompt.promptId == prompt_id``.
@@ -219,7 +220,7 @@ class MessageRepository(Repository):
             column.created_at,
             column["metadata"].label("metadata_"),  # named like the attribute
         ).where(column.session_id == session_id)
-        return list((await self.connection.execute(stmt)).all())
+        return list((await self._execute(stmt)).all())
 
     async def owners(self, message_ids: Sequence[str], *, chunk: int = 500) -> dict[str, str]:
         """``{message_id: session_id}`` for those of ``message_ids`` that exist."""
@@ -228,7 +229,8 @@ class MessageRepository(Repository):
             stmt = sa.select(Message.id, Message.session_id).where(
                 Message.id.in_(message_ids[start : start + chunk])
             )
-            owners.update({mid: sid for mid, sid in (await self.connection.execute(stmt)).all()})
+            found: Sequence[Any] = (await self._execute(stmt)).all()
+            owners.update({message_id: session_id for message_id, session_id in found})
         return owners
 
     async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
@@ -241,7 +243,7 @@ class MessageRepository(Repository):
             columns = {attr.key: attr.columns[0].name for attr in Message.__mapper__.column_attrs}
             params = [{columns[key]: value for key, value in row.items()} for row in rows]
             table = Message.metadata.tables[Message.__tablename__]
-            await self.connection.execute(sa.insert(table), params)
+            await self._execute(sa.insert(table), params)
 
     async def update_many(self, rows: Sequence[dict[str, Any]]) -> None:
         """Update rows by primary key (each dict holds ``id`` and the new values, attribute
@@ -258,7 +260,7 @@ class MessageRepository(Repository):
                 .where(MESSAGES.c.id == bindparam("b_id"))
                 .values({columns[key]: bindparam(f"b_{key}") for key in keys})
             )
-            await self.connection.execute(stmt, batch)
+            await self._execute(stmt, batch)
 
     async def answer_prompt_card(self, message_id: str, metadata: dict[str, Any]) -> bool:
         """Replace the card's metadata only while its prompt is still pending; True if it won."""

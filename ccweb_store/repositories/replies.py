@@ -199,9 +199,9 @@ class ReplyRepository(Repository):
         for row in rows:
             batches.setdefault(frozenset(row), []).append(row)
         for batch in batches.values():
-            await self.connection.execute(sa.insert(REPLIES), batch)
+            await self._execute(sa.insert(REPLIES), batch)
 
     async def update_columns(self, request_id: str, values: dict[str, Any]) -> None:
         """Overwrite the given columns of one request (the importer's forward-only sync)."""
         stmt = sa.update(REPLIES).where(REPLIES.c.request_id == request_id).values(**values)
-        await self.connection.execute(stmt)
+        await self._execute(stmt)

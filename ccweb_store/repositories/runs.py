@@ -187,7 +187,7 @@ class RunRepository(Repository):
     async def has_run_in(self, session_id: str, statuses: Sequence[str]) -> bool:
         """Whether the session has a run in one of ``statuses`` (an index probe)."""
         stmt = _has_run_in_statement(tuple(statuses))
-        return bool(await self.connection.scalar(stmt, {"session_id": session_id}))
+        return bool((await self._execute(stmt, {"session_id": session_id})).scalar())
 
     async def open_for_request(self, request_id: str) -> list[Run]:
         """Queued or running ``cross_conversation`` runs that answer ``request_id``."""
@@ -248,7 +248,7 @@ class RunRepository(Repository):
         for kind in kinds or ():
             validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
         stmt = _claimable_runs_statement(tuple(kinds or RUN_KINDS))
-        for run_id in (await self.connection.scalars(stmt)).all():
+        for run_id in (await self._execute(stmt)).scalars().all():
             if self.dialect == "sqlite":
                 # BEGIN IMMEDIATE: no other writer can start a run of this session meanwhile.
                 won = await self._set_running(run_id, worker_id, lease_seconds, now)
@@ -311,7 +311,7 @@ class RunRepository(Repository):
 
     async def has_expired_lease(self, *, now: datetime | None = None) -> bool:
         """Whether any running run's lease has passed (an index probe on ``status``)."""
-        return bool(await self.connection.scalar(_ANY_EXPIRED_LEASE, {"now": now or utcnow()}))
+        return bool((await self._execute(_ANY_EXPIRED_LEASE, {"now": now or utcnow()})).scalar())
 
     async def expired(self, *, now: datetime | None = None, limit: int = 100) -> list[Run]:
         """Running runs whose lease has passed (skipping rows another process holds)."""

@@ -133,7 +133,7 @@ class SessionRepository(Repository):
     async def touch(self, session_id: str, at: datetime | None = None) -> bool:
         """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
         params = {"session_id": session_id, "at": at or utcnow()}
-        result = await self.connection.execute(_TOUCH_SESSION, params)
+        result = await self._execute(_TOUCH_SESSION, params)
         return bool(result.rowcount)
 
     async def list_page(
@@ -174,4 +174,4 @@ class SessionRepository(Repository):
     async def update_columns(self, session_id: str, values: dict[str, Any]) -> None:
         """Overwrite the given columns of one session (the importer's final sync)."""
         stmt = sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
-        await self.connection.execute(stmt)
+        await self._execute(stmt)
