@@ -28,6 +28,8 @@ from ccweb_store.models import (
     Run,
     Session,
 )
+from ccweb_store.repositories import inline
+from ccweb_store.repositories.inline import prebuilt as prebuilt
 
 MAX_PAGE = 500
 
@@ -170,7 +172,8 @@ class Repository:
     ) -> sa.CursorResult[Any]:
         """Run ``stmt`` in the unit of work's transaction."""
         if self._inline is not None:
-            return self._inline.execute(stmt, params)
+            result: sa.CursorResult[Any] = inline.execute(self._inline, stmt, params)
+            return result
         return await self.connection.execute(stmt, params)
 
     @property
@@ -239,4 +242,4 @@ class Repository:
 def insert_statement(model: type[Base]) -> sa.Insert:
     """``INSERT INTO <table> … RETURNING`` every column, on the table (Core, no flush)."""
     table = Base.metadata.tables[model.__tablename__]
-    return sa.insert(table).returning(*table.c)
+    return prebuilt(sa.insert(table).returning(*table.c))

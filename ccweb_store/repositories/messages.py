@@ -25,11 +25,12 @@ from ccweb_store.repositories.base import (
     MESSAGES,
     Repository,
     column_attributes,
+    prebuilt,
     validate_choice,
 )
 from ccweb_store.repositories.sessions import SessionRepository
 
-_APPEND_MESSAGE = (
+_APPEND_MESSAGE = prebuilt(
     sa.insert(MESSAGES)
     .values(
         id=bindparam("p_id"),
@@ -46,11 +47,11 @@ _APPEND_MESSAGE = (
 )
 
 
-_GET_MESSAGE = sa.select(MESSAGES).where(MESSAGES.c.id == bindparam("message_id"))
+_GET_MESSAGE = prebuilt(sa.select(MESSAGES).where(MESSAGES.c.id == bindparam("message_id")))
 #: A session's messages whose ``metadata.replyToRequestId`` names a request, in order: a probe
 #: of ``ix_messages_reply_to_request_id`` (migration 0006), which ``reply_to_request_id``
 #: renders with its key as a literal so that both planners match it to the index.
-REPLIES_TO_REQUEST = (
+REPLIES_TO_REQUEST = prebuilt(
     sa.select(MESSAGES)
     .where(
         reply_to_request_id() == bindparam("request_id"),
@@ -63,7 +64,7 @@ REPLIES_TO_REQUEST = (
 @lru_cache(maxsize=16)
 def _by_metadata_statement(key: str) -> sa.Select[Any]:
     """A session's messages whose ``metadata[key]`` equals a value, in order (one per key)."""
-    return (
+    return prebuilt(
         sa.select(MESSAGES)
         .where(
             MESSAGES.c.session_id == bindparam("session_id"),

@@ -24,12 +24,13 @@ from ccweb_store.repositories.base import (
     decode_cursor,
     encode_cursor,
     one_of,
+    prebuilt,
     validate_choice,
 )
 
-_GET_REPLY = sa.select(REPLIES).where(REPLIES.c.request_id == bindparam("request_id"))
-_LOCK_REPLY = _GET_REPLY.with_for_update()
-_DELIVERABLE_FOR_SOURCE = (
+_GET_REPLY = prebuilt(sa.select(REPLIES).where(REPLIES.c.request_id == bindparam("request_id")))
+_LOCK_REPLY = prebuilt(_GET_REPLY.with_for_update())
+_DELIVERABLE_FOR_SOURCE = prebuilt(
     sa.select(REPLIES)
     .where(
         REPLIES.c.source_conversation_id == bindparam("session_id"),
@@ -52,7 +53,7 @@ def _transition_statement(
 ) -> sa.UpdateBase:
     """``UPDATE reply_requests SET status, <columns> WHERE id AND status IN (…) RETURNING *``,
     built once per set of from-statuses and columns (a bound parameter per column)."""
-    return (
+    return prebuilt(
         sa.update(REPLIES)
         .where(
             REPLIES.c.request_id == bindparam("p_request_id"),

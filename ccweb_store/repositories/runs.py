@@ -24,12 +24,13 @@ from ccweb_store.repositories.base import (
     RUNS,
     Repository,
     one_of,
+    prebuilt,
     validate_choice,
 )
 
-_GET_RUN = sa.select(RUNS).where(RUNS.c.id == bindparam("run_id"))
-_LOCK_RUN = _GET_RUN.with_for_update()
-_ACTIVE_RUNS_OF_SESSION = (
+_GET_RUN = prebuilt(sa.select(RUNS).where(RUNS.c.id == bindparam("run_id")))
+_LOCK_RUN = prebuilt(_GET_RUN.with_for_update())
+_ACTIVE_RUNS_OF_SESSION = prebuilt(
     sa.select(RUNS)
     .where(
         RUNS.c.session_id == bindparam("session_id"),
@@ -40,8 +41,10 @@ _ACTIVE_RUNS_OF_SESSION = (
 _RUNNING_RUNS_OF_SESSIONS = sa.select(RUNS).where(
     RUNS.c.session_id.in_(bindparam("ids", expanding=True)), RUNS.c.status == "running"
 )
-_ANY_EXPIRED_LEASE = sa.select(
-    sa.exists().where(RUNS.c.status == "running", RUNS.c.lease_expires_at < bindparam("now"))
+_ANY_EXPIRED_LEASE = prebuilt(
+    sa.select(
+        sa.exists().where(RUNS.c.status == "running", RUNS.c.lease_expires_at < bindparam("now"))
+    )
 )
 _running = RUNS.alias("running")
 
@@ -49,9 +52,11 @@ _running = RUNS.alias("running")
 @lru_cache(maxsize=16)
 def _has_run_in_statement(statuses: tuple[str, ...]) -> sa.Select[Any]:
     """Whether a session has a run in one of ``statuses`` (built once per set)."""
-    return sa.select(
-        sa.exists().where(
-            RUNS.c.session_id == bindparam("session_id"), one_of(RUNS.c.status, statuses)
+    return prebuilt(
+        sa.select(
+            sa.exists().where(
+                RUNS.c.session_id == bindparam("session_id"), one_of(RUNS.c.status, statuses)
+            )
         )
     )
 
@@ -60,7 +65,7 @@ def _has_run_in_statement(statuses: tuple[str, ...]) -> sa.Select[Any]:
 def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[Any]:
     """The ids of the oldest queued runs of these kinds whose session runs nothing (built
     once per set). Only ids: the UPDATE that claims one returns its row."""
-    return (
+    return prebuilt(
         sa.select(RUNS.c.id)
         .where(
             RUNS.c.status == "queued",
@@ -77,7 +82,7 @@ def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[Any]:
 
 # Conditional UPDATEs of one row are Core statements on the table returning every column,
 # which refreshes the object the unit of work holds for the row (``Repository._load``).
-_SET_RUNNING = (
+_SET_RUNNING = prebuilt(
     sa.update(RUNS)
     .where(RUNS.c.id == bindparam("p_run_id"), RUNS.c.status == "queued")
     .values(
@@ -88,7 +93,7 @@ _SET_RUNNING = (
     )
     .returning(*RUNS.c)
 )
-_FINISH_RUN = (
+_FINISH_RUN = prebuilt(
     sa.update(RUNS)
     .where(
         RUNS.c.id == bindparam("p_run_id"),

@@ -22,6 +22,7 @@ from ccweb_store.repositories.base import (
     Repository,
     decode_cursor,
     encode_cursor,
+    prebuilt,
     validate_session_id,
 )
 
@@ -33,15 +34,15 @@ def _lock_sessions_statement(count: int) -> sa.Select[Any]:
     One statement per count, each id its own bound parameter (see ``base.one_of``).
     """
     ids: list[sa.BindParameter[str]] = [bindparam(f"id_{i}") for i in range(count)]
-    return (
+    return prebuilt(
         sa.select(SESSIONS).where(SESSIONS.c.id.in_(ids)).order_by(SESSIONS.c.id).with_for_update()
     )
 
 
-_GET_SESSION = sa.select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id"))
+_GET_SESSION = prebuilt(sa.select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id")))
 
 
-_TOUCH_SESSION = (
+_TOUCH_SESSION = prebuilt(
     sa.update(SESSIONS)
     .where(SESSIONS.c.id == bindparam("session_id"))
     .values(updated_at=bindparam("at"))
