@@ -105,16 +105,28 @@ class InlineSQLiteDialect(SQLiteDialect_pysqlite):
 
     def create_connect_args(self, url: URL) -> Any:
         args, kwargs = super().create_connect_args(url)
-        # BEGIN is ours (see _on_begin); the pool may hand the connection to any task.
+        # BEGIN is ours (see do_begin); the pool may hand the connection to any task.
         kwargs.update(factory=InlineConnection, isolation_level=None, check_same_thread=False)
         return args, kwargs
+
+    def do_begin(self, dbapi_connection: Any) -> None:
+        """``BEGIN IMMEDIATE`` (or the mode the engine's ``begin`` event noted), straight on the
+        driver: SQLAlchemy calls this inside its error handling, so a ``database is locked``
+        comes out as its ``OperationalError``."""
+        mode = dbapi_connection.info.get(SQLITE_BEGIN, "IMMEDIATE")
+        dbapi_connection.execute(f"BEGIN {mode}")
 
 
 registry.register("sqlite.ccweb_inline", __name__, "InlineSQLiteDialect")
 
 
 def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> AsyncEngine:
-    engine = create_async_engine(make_url(url).set(drivername="sqlite+ccweb_inline"), **kwargs)
+    sqlite_url = make_url(url).set(drivername="sqlite+ccweb_inline")
+    if InlineSQLiteDialect._is_url_file_db(sqlite_url):
+        # The most recently returned connection first: one connection stays in use (its page
+        # cache warm) unless several units of work overlap.
+        kwargs.setdefault("pool_use_lifo", True)
+    engine = create_async_engine(sqlite_url, **kwargs)
     sync_engine = engine.sync_engine
 
     @event.listens_for(sync_engine, "connect")
@@ -132,8 +144,11 @@ def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Asyn
 
     @event.listens_for(sync_engine, "begin")
     def _on_begin(connection: Connection) -> None:
+        # Runs just before the dialect's do_begin, which issues the BEGIN in this mode.
         mode = connection.get_execution_options().get(SQLITE_BEGIN, "IMMEDIATE")
-        connection.exec_driver_sql(f"BEGIN {mode}")
+        if mode not in ("IMMEDIATE", "DEFERRED", "EXCLUSIVE"):
+            raise ValueError(f"unknown SQLite transaction mode {mode!r}")
+        connection.connection.info[SQLITE_BEGIN] = mode
 
     return engine
 

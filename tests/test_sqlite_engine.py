@@ -200,3 +200,34 @@ async def test_driver_errors_on_the_direct_path_are_sqlalchemy_errors(tmp_path: 
             assert await uow.sessions.get("s") is None
     finally:
         await store.dispose()
+
+
+async def test_a_write_waiting_past_the_busy_timeout_fails_with_sqlalchemys_error(
+    tmp_path: Path,
+) -> None:
+    """BEGIN IMMEDIATE comes from the dialect inside SQLAlchemy's error handling."""
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    path = tmp_path / "busy.db"
+    store = Store.from_settings(
+        Settings(database_url=f"sqlite:///{path}", sqlite_busy_timeout_ms=50)
+    )
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        await migrate(store.engine)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        with pytest.raises(OperationalError, match="database is locked"):
+            async with store.uow() as uow:
+                await uow.sessions.create("blocked")
+        other.execute("ROLLBACK")
+        async with store.uow() as uow:  # and the next unit of work goes through
+            await uow.sessions.create("through")
+            await uow.commit()
+        async with store.read_uow() as uow:
+            assert await uow.sessions.get("through") is not None
+            assert await uow.sessions.get("blocked") is None
+    finally:
+        other.close()
+        await store.dispose()

@@ -1,13 +1,15 @@
 """SQLite statements compiled once and run straight on the ``sqlite3`` cursor.
 
-On SQLite a one-row statement takes ~10 µs in the driver, and SQLAlchemy's execution around it
-(cache-key lookup, execution context, parameter and result processing, result object) costs
-four times that (measured: 11 µs against 56 µs for an ``UPDATE … RETURNING`` of one row). The repositories' statements are built once (``base``); here each is also
+On SQLite a one-row statement takes ~10 µs in the driver, and SQLAlchemy's execution around
+it (cache-key lookup, execution context, parameter and result processing, result object)
+costs four times that (measured: 11 µs against 56 µs for an ``UPDATE … RETURNING`` of one
+row). The repositories' statements are built once (``base.prebuilt``); here each is also
 *compiled* once for SQLite: SQLAlchemy renders the SQL and supplies the type processors (its
 public ``dialect_impl(...).bind_processor`` / ``result_processor``), and a call only orders the
 parameters, runs the cursor and converts the returned values. What SQLAlchemy's execution
 would add is kept: the transaction is begun through the connection (so ``BEGIN IMMEDIATE``
-comes from the same ``begin`` event) and driver errors come out as SQLAlchemy's exceptions.
+comes from the dialect, ``db.InlineSQLiteDialect.do_begin``) and driver errors come out as
+SQLAlchemy's exceptions.
 
 A statement this cannot run exactly like SQLAlchemy would (expanding ``IN`` parameters,
 Python-side column defaults to prefetch, several parameter sets) is left to SQLAlchemy.
@@ -21,7 +23,12 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.exc import DBAPIError, MultipleResultsFound, NoResultFound
+from sqlalchemy.exc import (
+    DBAPIError,
+    InvalidRequestError,
+    MultipleResultsFound,
+    NoResultFound,
+)
 from sqlalchemy.sql.compiler import SQLCompiler
 
 Processor = Callable[[Any], Any] | None
@@ -31,13 +38,19 @@ _S = TypeVar("_S", bound=sa.Executable)
 class Compiled:
     """One statement's SQL for SQLite, its parameter order, and its type processors."""
 
-    __slots__ = ("bind_processors", "compiled", "result_processors", "sql")
+    __slots__ = ("binds", "result_processors", "sql")
 
     def __init__(self, stmt: sa.Executable, compiled: SQLCompiler, dialect: Dialect) -> None:
-        self.compiled = compiled
         self.sql = str(compiled)
-        self.bind_processors: tuple[tuple[str, Processor], ...] = tuple(
-            (name, compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect))
+        #: Per positional parameter: its name, whether the caller must give it, the value the
+        #: statement fixes otherwise (``status == "queued"``), and its type's bind processor.
+        self.binds: tuple[tuple[str, bool, Any, Processor], ...] = tuple(
+            (
+                name,
+                compiled.binds[name].required,
+                compiled.binds[name].effective_value,
+                compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect),
+            )
             for name in compiled.positiontup or ()
         )
         self.result_processors: tuple[Processor, ...] = tuple(
@@ -46,10 +59,15 @@ class Compiled:
         )
 
     def parameters(self, params: Mapping[str, Any] | None) -> list[Any]:
-        values = self.compiled.construct_params(params or {})
+        params = params or {}
         converted = []
-        for name, processor in self.bind_processors:
-            value = values[name]
+        for name, required, fixed, processor in self.binds:
+            if name in params:
+                value = params[name]
+            elif required:
+                raise InvalidRequestError(f"a value is required for bind parameter {name!r}")
+            else:
+                value = fixed
             converted.append(value if processor is None or value is None else processor(value))
         return converted
 
