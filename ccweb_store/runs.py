@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ccweb_store import errors
@@ -34,6 +34,8 @@ from ccweb_store.uow import Store, UnitOfWork
 log = logging.getLogger(__name__)
 
 COMPLETION_STATUSES = ("completed", "failed")
+#: The shortest lease a worker may ask for (``leaseSeconds``); ``_lease_expired`` relies on it.
+MIN_LEASE_SECONDS = 1
 
 
 async def start_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,13 +61,17 @@ async def claim_run(
     """
     params = require_mapping(params, "params")
     worker_id = require_str(params, "workerId")
-    lease = optional_int(params, "leaseSeconds", minimum=1) or store.settings.lease_seconds
+    lease = (
+        optional_int(params, "leaseSeconds", minimum=MIN_LEASE_SECONDS)
+        or store.settings.lease_seconds
+    )
     kinds = optional_str_list(params, "kinds")
     for kind in kinds or ():
         validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "kind")
     async with store.uow() as uow:
-        # One indexed probe instead of a separate pass: expired leases are rare.
-        expired = await uow.runs.has_expired_lease(now=now)
+        # A probe inside the claim's own transaction instead of a separate pass: expired
+        # leases are rare.
+        expired = await _lease_expired(store, uow, now)
         if not expired:
             run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
             await uow.commit()
@@ -77,12 +83,38 @@ async def claim_run(
     return {"run": run_out(run) if run is not None else None}
 
 
+async def _lease_expired(store: Store, uow: UnitOfWork, now: datetime | None) -> bool:
+    """Whether a running run's lease has passed, asking the database at most once a second.
+
+    No lease is shorter than ``MIN_LEASE_SECONDS``, so when the earliest lease found at ``t``
+    is still running, none can pass before ``min(earliest, t + MIN_LEASE_SECONDS)``: claims
+    until then skip the query (``Store.no_lease_expires_before``). A caller that passes its
+    own ``now`` (tests, replays) always asks, and forgets what was known.
+    """
+    if now is not None:
+        store.no_lease_expires_before = None  # leases set by that clock may be anywhere
+    current = now or utcnow()
+    horizon = store.no_lease_expires_before
+    if horizon is not None and current < horizon:
+        return False
+    earliest = await uow.runs.earliest_lease_expiry()
+    if earliest is not None and earliest < current:
+        return True
+    if now is None:
+        horizon = current + timedelta(seconds=MIN_LEASE_SECONDS)
+        store.no_lease_expires_before = horizon if earliest is None else min(earliest, horizon)
+    return False
+
+
 async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     """``run.heartbeat``: extend the lease of a run this worker holds (``lease_lost`` otherwise)."""
     params = require_mapping(params, "params")
     run_id = require_str(params, "runId")
     worker_id = require_str(params, "workerId")
-    lease = optional_int(params, "leaseSeconds", minimum=1) or store.settings.lease_seconds
+    lease = (
+        optional_int(params, "leaseSeconds", minimum=MIN_LEASE_SECONDS)
+        or store.settings.lease_seconds
+    )
     async with store.uow() as uow:
         run = await uow.runs.require(run_id)
         if not await uow.runs.heartbeat(run_id, worker_id, lease_seconds=lease):

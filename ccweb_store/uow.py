@@ -10,6 +10,7 @@ transaction.
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from types import TracebackType
 
 from sqlalchemy.engine import Connection
@@ -105,6 +106,8 @@ class Store:
         # instead of in SQLite's busy handler, which polls with sleeps of up to 100 ms; the
         # busy timeout still arbitrates between processes.
         self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else None
+        #: Until when no run lease can have expired, as last found by ``runs._lease_expired``.
+        self.no_lease_expires_before: datetime | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Store:

@@ -251,12 +251,13 @@ async def test_busy_running_and_expired_lease_probes_follow_the_runs_state(
         assert not await uow.runs.has_run_in("p", ("running",))
         await uow.runs.claim("w1", lease_seconds=60)
         assert await uow.runs.has_run_in("p", ("running",))
-        assert not await uow.runs.has_expired_lease()
-        assert await uow.runs.has_expired_lease(now=utcnow() + timedelta(hours=1))
+        earliest = await uow.runs.earliest_lease_expiry()
+        assert earliest is not None
+        assert utcnow() + timedelta(seconds=50) < earliest < utcnow() + timedelta(seconds=61)
         closed = await uow.runs.finish(run.id, "completed", output="done")
         assert closed is run and (run.status, run.output) == ("completed", "done")
         assert not await uow.runs.has_run_in("p", ("queued", "running"))
-        assert not await uow.runs.has_expired_lease(now=utcnow() + timedelta(hours=1))
+        assert await uow.runs.earliest_lease_expiry() is None
         await uow.commit()
 
 

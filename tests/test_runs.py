@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -149,6 +150,20 @@ async def test_an_expired_lease_puts_the_run_back_in_the_queue(pair: Store) -> N
     with pytest.raises(DomainError) as caught:
         await runs.heartbeat_run(pair, {"runId": sent["runId"], "workerId": "dead"})
     assert caught.value.code == errors.LEASE_LOST
+
+
+async def test_a_lease_running_out_in_real_time_is_noticed_by_the_next_claim(
+    pair: Store,
+) -> None:
+    """Claims skip the expiry query for up to a second after asking (no lease is shorter)."""
+    sent = await ask(pair, "conv-a", "conv-b", "q")
+    first = await claim(pair, "dead", leaseSeconds=1)
+    assert first is not None and first["id"] == sent["runId"]
+    assert await claim(pair, "early") is None  # within the lease: nothing to take
+    await asyncio.sleep(1.2)
+    again = await claim(pair, "alive")
+    assert again is not None and again["id"] == sent["runId"]
+    assert (again["workerId"], again["attempts"]) == ("alive", 1)
 
 
 async def test_three_expired_leases_fail_the_run_and_its_request(pair: Store) -> None:

@@ -41,10 +41,8 @@ _ACTIVE_RUNS_OF_SESSION = prebuilt(
 _RUNNING_RUNS_OF_SESSIONS = sa.select(RUNS).where(
     RUNS.c.session_id.in_(bindparam("ids", expanding=True)), RUNS.c.status == "running"
 )
-_ANY_EXPIRED_LEASE = prebuilt(
-    sa.select(
-        sa.exists().where(RUNS.c.status == "running", RUNS.c.lease_expires_at < bindparam("now"))
-    )
+_EARLIEST_LEASE_EXPIRY = prebuilt(
+    sa.select(sa.func.min(RUNS.c.lease_expires_at)).where(RUNS.c.status == "running")
 )
 _running = RUNS.alias("running")
 
@@ -314,9 +312,10 @@ class RunRepository(Repository):
         }
         return await self._first(Run, _FINISH_RUN, params)
 
-    async def has_expired_lease(self, *, now: datetime | None = None) -> bool:
-        """Whether any running run's lease has passed (an index probe on ``status``)."""
-        return bool((await self._execute(_ANY_EXPIRED_LEASE, {"now": now or utcnow()})).scalar())
+    async def earliest_lease_expiry(self) -> datetime | None:
+        """When the first lease of a running run expires (None: no running run has one)."""
+        earliest: datetime | None = (await self._execute(_EARLIEST_LEASE_EXPIRY)).scalar()
+        return earliest
 
     async def expired(self, *, now: datetime | None = None, limit: int = 100) -> list[Run]:
         """Running runs whose lease has passed (skipping rows another process holds)."""
