@@ -27,6 +27,51 @@ from ccweb_store.repositories import (
 )
 
 
+class SQLiteWriter:
+    """The one connection this process writes to a SQLite file with, and the turns on it.
+
+    SQLite lets one transaction write at a time. Writers of this process queue on ``lock``
+    instead of in SQLite's busy handler, which polls with sleeps of up to 100 ms; the busy
+    timeout still arbitrates between processes. Whoever holds the lock holds the connection,
+    so it stays open from one unit of work to the next (no pool checkout and reset per write).
+    """
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.lock = asyncio.Lock()
+        self._connection: AsyncConnection | None = None
+
+    async def acquire(self) -> AsyncConnection:
+        await self.lock.acquire()
+        try:
+            if self._connection is None or self._connection.invalidated:
+                self._connection = await self.engine.connect()
+        except BaseException:
+            self.lock.release()
+            raise
+        return self._connection
+
+    def release(self) -> None:
+        """End the unit of work: roll back whatever it did not commit, then pass the turn."""
+        try:
+            sync = self._connection.sync_connection if self._connection is not None else None
+            if sync is not None and sync.in_transaction():
+                try:
+                    sync.rollback()
+                except BaseException:
+                    self._connection = None  # unusable: the next writer connects afresh
+                    sync.invalidate()
+                    raise
+        finally:
+            self.lock.release()
+
+    async def close(self) -> None:
+        async with self.lock:
+            if self._connection is not None:
+                await self._connection.close()
+                self._connection = None
+
+
 class UnitOfWork:
     """One transaction and the repositories that work inside it."""
 
@@ -36,19 +81,15 @@ class UnitOfWork:
     replies: ReplyRepository
     runs: RunRepository
 
-    def __init__(self, engine: AsyncEngine, write_lock: asyncio.Lock | None = None) -> None:
+    def __init__(self, engine: AsyncEngine, writer: SQLiteWriter | None = None) -> None:
         self._engine = engine
-        self._write_lock = write_lock
+        self._writer = writer
 
     async def __aenter__(self) -> UnitOfWork:
-        if self._write_lock is not None:
-            await self._write_lock.acquire()
-        try:
+        if self._writer is not None:
+            self.connection = await self._writer.acquire()
+        else:
             self.connection = await self._engine.connect()
-        except BaseException:
-            if self._write_lock is not None:
-                self._write_lock.release()
-            raise
         state = UnitState()
         self.sessions = SessionRepository(self.connection, state)
         self.messages = MessageRepository(self.connection, state)
@@ -64,15 +105,14 @@ class UnitOfWork:
     ) -> None:
         # close() rolls back whatever was not committed; the objects the repositories
         # returned are plain snapshots and stay readable after the block.
-        try:
-            inline = self._inline()
-            if inline is not None:
-                inline.close()
-            else:
-                await self.connection.close()
-        finally:
-            if self._write_lock is not None:
-                self._write_lock.release()
+        if self._writer is not None:
+            self._writer.release()
+            return
+        inline = self._inline()
+        if inline is not None:
+            inline.close()
+        else:
+            await self.connection.close()
 
     async def commit(self) -> None:
         inline = self._inline()
@@ -102,10 +142,7 @@ class Store:
         self.engine = engine
         self.settings = settings or Settings()
         self._reader = read_only(engine)
-        # SQLite lets one transaction write at a time. Writers of this process queue here
-        # instead of in SQLite's busy handler, which polls with sleeps of up to 100 ms; the
-        # busy timeout still arbitrates between processes.
-        self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else None
+        self._writer = SQLiteWriter(engine) if engine.dialect.name == "sqlite" else None
         #: Until when no run lease can have expired, as last found by ``runs._lease_expired``.
         self.no_lease_expires_before: datetime | None = None
 
@@ -125,11 +162,20 @@ class Store:
 
         Never open one inside another: on SQLite the inner one would wait for the outer one.
         """
-        return UnitOfWork(self.engine, self._write_lock)
+        return UnitOfWork(self.engine, self._writer)
 
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads (SQLite: a deferred transaction, no write lock)."""
         return UnitOfWork(self._reader)
 
+    async def close(self) -> None:
+        """Give back the connection this store writes with (SQLite); the engine stays open.
+
+        For a store that shares another's engine; ``dispose`` closes both.
+        """
+        if self._writer is not None:
+            await self._writer.close()
+
     async def dispose(self) -> None:
+        await self.close()
         await self.engine.dispose()

@@ -171,12 +171,15 @@ async def test_arguments_that_are_not_an_object_are_refused(pair: Store) -> None
 async def test_content_over_the_limit_is_refused(pair: Store, settings: Settings) -> None:
     small = Store(pair.engine, settings.model_copy(update={"max_content_chars": 10}))
     args = {"targetConversationId": "conv-b", "content": "é" * 11, "replyMode": "one_way"}
-    with pytest.raises(DomainError) as caught:
-        await messaging.send_message(small, Source("conv-a"), args)
-    assert caught.value.code == errors.INVALID_ARGUMENTS
-    assert "limit is 10" in caught.value.message
-    args["content"] = "é" * 10
-    assert (await messaging.send_message(small, Source("conv-a"), args))["ok"] is True
+    try:
+        with pytest.raises(DomainError) as caught:
+            await messaging.send_message(small, Source("conv-a"), args)
+        assert caught.value.code == errors.INVALID_ARGUMENTS
+        assert "limit is 10" in caught.value.message
+        args["content"] = "é" * 10
+        assert (await messaging.send_message(small, Source("conv-a"), args))["ok"] is True
+    finally:
+        await small.close()  # the engine is pair's
 
 
 async def test_hop_limit_allows_the_last_hop(pair: Store) -> None:

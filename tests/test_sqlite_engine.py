@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -231,3 +232,45 @@ async def test_a_write_waiting_past_the_busy_timeout_fails_with_sqlalchemys_erro
     finally:
         other.close()
         await store.dispose()
+
+
+async def test_writes_take_turns_on_one_kept_connection_and_leave_nothing_behind(
+    tmp_path: Path,
+) -> None:
+    store = Store.from_settings(Settings(database_url=f"sqlite:///{tmp_path / 'writer.db'}"))
+    try:
+        await migrate(store.engine)
+        async with store.uow() as uow:
+            first = uow.connection
+            await uow.sessions.create("kept", title="Kept")
+            await uow.commit()
+        async with store.uow() as uow:  # never committed: rolled back at the end
+            assert uow.connection is first
+            await uow.sessions.create("dropped")
+        with pytest.raises(RuntimeError):
+            async with store.uow() as uow:  # fails half-way
+                await uow.sessions.create("half")
+                raise RuntimeError("the caller failed")
+        async with store.uow() as uow:
+            assert uow.connection is first
+            assert not uow.connection.sync_connection.in_transaction()  # type: ignore[union-attr]
+            assert await uow.sessions.get("dropped") is None
+            assert await uow.sessions.get("half") is None
+            await uow.sessions.create("after", title="After")
+            await uow.commit()
+
+        async def write(session_id: str) -> None:
+            async with store.uow() as uow:
+                await uow.sessions.create(session_id)
+                await asyncio.sleep(0)  # let the others queue for the turn
+                await uow.commit()
+
+        await asyncio.gather(*(write(f"w{i}") for i in range(10)))
+        async with store.read_uow() as uow:
+            assert uow.connection is not first
+            rows, _ = await uow.sessions.list_page(limit=50)
+    finally:
+        await store.dispose()
+    assert sorted(row.id for row in rows) == sorted(
+        ["kept", "after", *(f"w{i}" for i in range(10))]
+    )
