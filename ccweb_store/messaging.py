@@ -17,7 +17,7 @@ from ccweb_store import errors
 from ccweb_store.arguments import optional_bool, optional_str, require_mapping, require_str
 from ccweb_store.context import Source, require_source
 from ccweb_store.errors import Conflict, InvalidInput, NotFound
-from ccweb_store.models import OPEN_REPLY_STATUSES, ReplyRequest, Session, new_id
+from ccweb_store.models import OPEN_REPLY_STATUSES, Session, new_id
 from ccweb_store.prompts import ONE_WAY, REPLY_MODES, RETURN_AND_CONTINUE, target_prompt
 from ccweb_store.repositories import MAX_PAGE, validate_session_id
 from ccweb_store.schemas import reply_out
@@ -228,19 +228,19 @@ async def _deliver_to_target(
         },
     )
     if request_id is not None:
-        await uow.replies.add(
-            ReplyRequest(
-                request_id=request_id,
-                message_id=message.id,
-                source_conversation_id=source.id,
-                source_title=source.title,
-                target_conversation_id=target.id,
-                target_title=target.title,
-                status="waiting",
-                hop_count=send.hop_count,
-                source_auto_run=True,
-                original_request=send.content,
-            )
+        await uow.replies.create(
+            {
+                "request_id": request_id,
+                "message_id": message.id,
+                "source_conversation_id": source.id,
+                "source_title": source.title,
+                "target_conversation_id": target.id,
+                "target_title": target.title,
+                "status": "waiting",
+                "hop_count": send.hop_count,
+                "source_auto_run": True,
+                "original_request": send.content,
+            }
         )
     run = await uow.runs.enqueue(
         target.id,
