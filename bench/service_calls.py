@@ -1,0 +1,101 @@
+"""The service layer alone: round trips as direct calls, no HTTP, on a fresh SQLite file.
+
+One source conversation and four targets; each round trip is ``ccweb_send_message``
+(``return_and_continue``) → ``run.claim`` → ``run.complete`` called in process, one after the
+other, and checked to have returned the reply. After a warm-up, prints the mean milliseconds
+per round trip and the split between the three calls. This is what `bench/roundtrip.py`
+measures minus HTTP and concurrency, with less noise, so it is the figure to compare two
+versions of the code by (run them interleaved, several times, and compare the minimums).
+
+    python bench/service_calls.py [--round-trips 600] [--database-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ccweb_store import conversations, runs, tools  # noqa: E402
+from ccweb_store.config import Settings  # noqa: E402
+from ccweb_store.context import Source  # noqa: E402
+from ccweb_store.db import migrate  # noqa: E402
+from ccweb_store.uow import Store  # noqa: E402
+
+WARM_UP = 100
+TARGETS = 4
+
+
+async def measure(url: str, round_trips: int) -> dict[str, float]:
+    store = Store.from_settings(Settings(database_url=url))
+    try:
+        await migrate(store.engine)
+        await conversations.create_session(store, {"id": "src", "title": "Source"})
+        targets = [f"tgt-{i}" for i in range(TARGETS)]
+        for target in targets:
+            await conversations.create_session(store, {"id": target, "title": target})
+        source = Source("src", 0)
+        spent = {"send": 0.0, "claim": 0.0, "complete": 0.0}
+
+        async def one(target: str) -> None:
+            began = time.perf_counter()
+            await tools.call_tool(
+                store,
+                source,
+                "ccweb_send_message",
+                {
+                    "targetConversationId": target,
+                    "content": "Run the tests and report back.",
+                    "replyMode": "return_and_continue",
+                },
+            )
+            sent = time.perf_counter()
+            claimed = await runs.claim_run(
+                store, {"workerId": "w", "kinds": ["cross_conversation"]}
+            )
+            leased = time.perf_counter()
+            done = await runs.complete_run(
+                store,
+                {"runId": claimed["run"]["id"], "status": "completed", "output": "All pass."},
+            )
+            finished = time.perf_counter()
+            if [reply["status"] for reply in done["replies"]] != ["returned"]:
+                raise RuntimeError(f"reply not returned: {done['replies']}")
+            spent["send"] += sent - began
+            spent["claim"] += leased - sent
+            spent["complete"] += finished - leased
+
+        for target in itertools.islice(itertools.cycle(targets), WARM_UP):
+            await one(target)
+        spent = dict.fromkeys(spent, 0.0)
+        for target in itertools.islice(itertools.cycle(targets), round_trips):
+            await one(target)
+    finally:
+        await store.dispose()
+    return {name: seconds / round_trips * 1000 for name, seconds in spent.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--round-trips", type=int, default=600, help="measured round trips")
+    parser.add_argument("--database-url", help="default: a SQLite file in a temporary directory")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        url = options.database_url or f"sqlite+aiosqlite:///{tmp}/service_calls.db"
+        per_call = asyncio.run(measure(url, options.round_trips))
+    total = sum(per_call.values())
+    split = ", ".join(f"{name} {ms:.2f}" for name, ms in per_call.items())
+    print(f"{options.round_trips} round trips in process: {total:.2f} ms each ({split})")
+
+
+if __name__ == "__main__":
+    main()
