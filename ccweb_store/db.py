@@ -84,10 +84,11 @@ class InlineSQLiteDialect(SQLiteDialect_pysqlite):
     A statement on a local SQLite file takes microseconds. Run through aiosqlite, each one
     costs hand-offs to its worker thread, and through SQLAlchemy's async adaptation several
     greenlet switches (cursor, execute, fetch, close), which together cost several times the
-    statement. Here the driver is synchronous, so a call made through ``AsyncConnection`` or
-    ``AsyncSession`` runs in one greenlet from start to end. This process's writers take
-    turns on the unit of work's lock (``uow.Store``), so a statement blocks the loop only
-    while another *process* holds the write lock (for at most the busy timeout).
+    statement. Here the driver is synchronous: a call made through ``AsyncConnection`` runs in
+    one greenlet from start to end, and the repositories skip even that (see
+    ``InlineCursor``). This process's writers take turns on one connection
+    (``uow.SQLiteWriter``), so a statement blocks the loop only while another *process* holds
+    the write lock (for at most the busy timeout).
 
     Users still write ``sqlite+aiosqlite:///PATH`` (or ``sqlite:///PATH``); ``create_engine``
     picks this dialect for them.
