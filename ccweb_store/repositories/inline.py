@@ -18,7 +18,7 @@ Python-side column defaults to prefetch, several parameter sets) is left to SQLA
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -38,7 +38,7 @@ _S = TypeVar("_S", bound=sa.Executable)
 class Compiled:
     """One statement's SQL for SQLite, its parameter order, and its type processors."""
 
-    __slots__ = ("binds", "result_processors", "sql")
+    __slots__ = ("binds", "result_processors", "sql", "width")
 
     def __init__(self, stmt: sa.Executable, compiled: SQLCompiler, dialect: Dialect) -> None:
         self.sql = str(compiled)
@@ -53,9 +53,14 @@ class Compiled:
             )
             for name in compiled.positiontup or ()
         )
-        self.result_processors: tuple[Processor, ...] = tuple(
+        processors = [
             column.type.dialect_impl(dialect).result_processor(dialect, None)
             for column in getattr(stmt, "exported_columns", ())
+        ]
+        self.width = len(processors)
+        #: Only the columns whose values need converting (datetimes, JSON, booleans).
+        self.result_processors: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
+            (index, processor) for index, processor in enumerate(processors) if processor
         )
 
     def parameters(self, params: Mapping[str, Any] | None) -> list[Any]:
@@ -71,11 +76,17 @@ class Compiled:
             converted.append(value if processor is None or value is None else processor(value))
         return converted
 
-    def row(self, raw: Sequence[Any]) -> tuple[Any, ...]:
-        return tuple(
-            value if processor is None or value is None else processor(value)
-            for processor, value in zip(self.result_processors, raw, strict=True)
-        )
+    def rows(self, raw: list[Any]) -> list[Any]:
+        if not self.result_processors:
+            return raw
+        converted = []
+        for values in raw:
+            row = list(values)
+            for index, processor in self.result_processors:
+                if row[index] is not None:
+                    row[index] = processor(row[index])
+            converted.append(row)
+        return converted
 
 
 #: The statements run here, by id: built once (module level or ``lru_cache``), so they live
@@ -154,12 +165,12 @@ def execute(connection: Connection, stmt: sa.Executable, params: Any) -> Any:
     if compiled is None:
         return connection.execute(stmt, params)
     if not connection.in_transaction():
-        connection.begin()  # BEGIN IMMEDIATE / DEFERRED, through the engine's begin event
+        connection.begin()  # BEGIN IMMEDIATE / DEFERRED: the dialect's do_begin
     parameters = compiled.parameters(params)
     cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.execute(compiled.sql, parameters)
-        raw = cursor.fetchall() if cursor.description else []
+        raw = list(cursor.fetchall()) if cursor.description else []
         rowcount = cursor.rowcount
     except sqlite3.Error as error:
         raise DBAPIError.instance(
@@ -167,4 +178,6 @@ def execute(connection: Connection, stmt: sa.Executable, params: Any) -> Any:
         ) from error
     finally:
         cursor.close()
-    return Rows([compiled.row(row) for row in raw], rowcount)
+    if raw and len(raw[0]) != compiled.width:
+        raise InvalidRequestError(f"{compiled.sql!r} returned {len(raw[0])} columns")
+    return Rows(compiled.rows(raw), rowcount)
