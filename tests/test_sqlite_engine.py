@@ -84,7 +84,13 @@ async def test_connections_get_the_pragmas_the_service_relies_on(url: str) -> No
         async with engine.connect() as connection:
             pragmas = {
                 name: (await connection.exec_driver_sql(f"PRAGMA {name}")).scalar()
-                for name in ("foreign_keys", "journal_mode", "busy_timeout", "synchronous")
+                for name in (
+                    "foreign_keys",
+                    "journal_mode",
+                    "busy_timeout",
+                    "synchronous",
+                    "wal_autocheckpoint",
+                )
             }
     finally:
         await engine.dispose()
@@ -93,6 +99,7 @@ async def test_connections_get_the_pragmas_the_service_relies_on(url: str) -> No
         "journal_mode": "wal",
         "busy_timeout": 1234,
         "synchronous": 1,
+        "wal_autocheckpoint": 10_000,
     }
 
 
