@@ -394,7 +394,7 @@ def main() -> None:
     sqlite = [result.count / result.usage.wall for name, result in results if name == "SQLite"]
     verdict = "SQLite not measured"
     if sqlite:
-        verdict = f"{'met' if sqlite[0] >= TARGET_RATE else 'NOT met'} ({sqlite[0]:,.0f})"
+        verdict = f"{'met' if sqlite[0] >= TARGET_RATE else 'NOT met'} ({sqlite[0]:,.1f})"
     print(f"target: {TARGET_RATE} round trips/s on SQLite: {verdict}")
 
 
