@@ -167,7 +167,8 @@ def execute(connection: Connection, stmt: sa.Executable, params: Any) -> Any:
     if not connection.in_transaction():
         connection.begin()  # BEGIN IMMEDIATE / DEFERRED: the dialect's do_begin
     parameters = compiled.parameters(params)
-    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    # A plain sqlite3 cursor: no greenlet here, so none of db.InlineCursor's async manners.
+    cursor = sqlite3.Cursor(connection.connection.dbapi_connection)  # type: ignore[arg-type]
     try:
         cursor.execute(compiled.sql, parameters)
         raw = list(cursor.fetchall()) if cursor.description else []
