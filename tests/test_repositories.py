@@ -486,3 +486,15 @@ async def test_the_replies_to_a_request_are_read_through_their_index(store: Stor
     assert REPLY_TO_REQUEST_ID_INDEX in await _plan(store, REPLIES_TO_REQUEST, lookup)
     async with store.read_uow() as uow:
         assert [m.id for m in await uow.messages.replies_to_request("long", "req-500")] == ["m500"]
+
+
+def test_enum_constants_are_written_into_the_sql_and_nothing_else_is() -> None:
+    from ccweb_store.db import InlineSQLiteDialect
+    from ccweb_store.repositories.base import RUNS, constant, one_of
+
+    stmt = sa.select(RUNS.c.id).where(one_of(RUNS.c.status, ("queued", "running")))
+    sql = str(stmt.compile(dialect=InlineSQLiteDialect()))
+    assert "IN ('queued', 'running')" in sql
+    for bad in ("Queued", "queued'; DROP TABLE runs; --", "", "a b"):
+        with pytest.raises(ValueError):
+            constant(bad)

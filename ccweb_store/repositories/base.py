@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -91,16 +92,32 @@ def decode_cursor(cursor: str, kinds: Sequence[type]) -> list[Any]:
 # column names there.
 
 
+_CONSTANT = re.compile(r"^[a-z_]+$")
+
+
+def constant(value: str) -> sa.ColumnElement[str]:
+    """An enum value (a status, a kind) written into the SQL as a literal, not bound.
+
+    SQLite cannot tell whether a partial index applies to ``status = ?`` before the value is
+    bound, so it prepares such a statement again on every run (the claim query took 61 µs
+    instead of 5 against ``uq_runs_session_id_running``); a literal is planned once, and
+    PostgreSQL matches it to partial indexes too. Only plain lowercase words pass.
+    """
+    if not _CONSTANT.match(value):
+        raise ValueError(f"not an enum value: {value!r}")
+    return sa.literal_column(f"'{value}'", sa.String())
+
+
 def one_of(
     column: sa.ColumnElement[str] | QueryableAttribute[str], values: Sequence[str]
 ) -> sa.ColumnElement[bool]:
-    """``column IN (…)`` over fixed values, each a plain bound parameter of the statement.
+    """``column IN (…)`` over fixed enum values, written into the SQL (see ``constant``).
 
     An IN over a list bound at execution (an "expanding" parameter) re-renders the SQL on
     every call, which costs more than running it; hot-path statements that need another set
     of values are built once per set (``lru_cache``) instead.
     """
-    return column.in_([sa.literal(value) for value in values])
+    return column.in_([constant(value) for value in values])
 
 
 @lru_cache(maxsize=8)

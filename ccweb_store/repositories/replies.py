@@ -21,6 +21,7 @@ from ccweb_store.repositories.base import (
     REPLIES,
     Repository,
     column_attributes,
+    constant,
     decode_cursor,
     encode_cursor,
     one_of,
@@ -35,9 +36,9 @@ _DELIVERABLE_FOR_SOURCE = prebuilt(
     .where(
         REPLIES.c.source_conversation_id == bindparam("session_id"),
         sa.or_(
-            REPLIES.c.status == "ready",
+            REPLIES.c.status == constant("ready"),
             sa.and_(
-                REPLIES.c.status == "failed",
+                REPLIES.c.status == constant("failed"),
                 REPLIES.c.reply_message_id.is_(None),
                 REPLIES.c.returned_at.is_(None),
             ),
@@ -173,7 +174,7 @@ class ReplyRepository(Repository):
             sa.update(REPLIES)
             .where(
                 REPLIES.c.request_id == request_id,
-                REPLIES.c.status == "failed",
+                REPLIES.c.status == constant("failed"),
                 REPLIES.c.reply_message_id.is_(None),
                 REPLIES.c.returned_at.is_(None),
             )

@@ -23,6 +23,7 @@ from ccweb_store.models import (
 from ccweb_store.repositories.base import (
     RUNS,
     Repository,
+    constant,
     one_of,
     prebuilt,
     validate_choice,
@@ -39,10 +40,10 @@ _ACTIVE_RUNS_OF_SESSION = prebuilt(
     .order_by(RUNS.c.created_at, RUNS.c.id)
 )
 _RUNNING_RUNS_OF_SESSIONS = sa.select(RUNS).where(
-    RUNS.c.session_id.in_(bindparam("ids", expanding=True)), RUNS.c.status == "running"
+    RUNS.c.session_id.in_(bindparam("ids", expanding=True)), RUNS.c.status == constant("running")
 )
 _EARLIEST_LEASE_EXPIRY = prebuilt(
-    sa.select(sa.func.min(RUNS.c.lease_expires_at)).where(RUNS.c.status == "running")
+    sa.select(sa.func.min(RUNS.c.lease_expires_at)).where(RUNS.c.status == constant("running"))
 )
 _running = RUNS.alias("running")
 
@@ -66,10 +67,11 @@ def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[Any]:
     return prebuilt(
         sa.select(RUNS.c.id)
         .where(
-            RUNS.c.status == "queued",
+            RUNS.c.status == constant("queued"),
             one_of(RUNS.c.kind, kinds),
             ~sa.exists().where(
-                _running.c.session_id == RUNS.c.session_id, _running.c.status == "running"
+                _running.c.session_id == RUNS.c.session_id,
+                _running.c.status == constant("running"),
             ),
         )
         .order_by(RUNS.c.created_at, RUNS.c.id)
@@ -82,7 +84,7 @@ def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[Any]:
 # which refreshes the object the unit of work holds for the row (``Repository._load``).
 _SET_RUNNING = prebuilt(
     sa.update(RUNS)
-    .where(RUNS.c.id == bindparam("p_run_id"), RUNS.c.status == "queued")
+    .where(RUNS.c.id == bindparam("p_run_id"), RUNS.c.status == constant("queued"))
     .values(
         status="running",
         worker_id=bindparam("p_worker_id"),
@@ -284,7 +286,11 @@ class RunRepository(Repository):
         now = now or utcnow()
         stmt = (
             sa.update(RUNS)
-            .where(RUNS.c.id == run_id, RUNS.c.status == "running", RUNS.c.worker_id == worker_id)
+            .where(
+                RUNS.c.id == run_id,
+                RUNS.c.status == constant("running"),
+                RUNS.c.worker_id == worker_id,
+            )
             .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
         )
         return (await self._update_returning(Run, stmt)) is not None
@@ -332,7 +338,7 @@ class RunRepository(Repository):
         """Put a running run back in the queue (its worker is gone), counting an attempt."""
         stmt = (
             sa.update(RUNS)
-            .where(RUNS.c.id == run_id, RUNS.c.status == "running")
+            .where(RUNS.c.id == run_id, RUNS.c.status == constant("running"))
             .values(
                 status="queued",
                 worker_id=None,
