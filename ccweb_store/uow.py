@@ -13,7 +13,6 @@ import asyncio
 from datetime import datetime
 from types import TracebackType
 
-from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import Settings
@@ -90,7 +89,7 @@ class UnitOfWork:
             self.connection = await self._writer.acquire()
         else:
             self.connection = await self._engine.connect()
-        state = UnitState()
+        state = self._state = UnitState(self.connection)
         self.sessions = SessionRepository(self.connection, state)
         self.messages = MessageRepository(self.connection, state)
         self.replies = ReplyRepository(self.connection, state)
@@ -108,31 +107,25 @@ class UnitOfWork:
         if self._writer is not None:
             self._writer.release()
             return
-        inline = self._inline()
+        inline = self._state.inline
         if inline is not None:
             inline.close()
         else:
             await self.connection.close()
 
     async def commit(self) -> None:
-        inline = self._inline()
+        inline = self._state.inline
         if inline is not None:
             inline.commit()
         else:
             await self.connection.commit()
 
     async def rollback(self) -> None:
-        inline = self._inline()
+        inline = self._state.inline
         if inline is not None:
             inline.rollback()
         else:
             await self.connection.rollback()
-
-    def _inline(self) -> Connection | None:
-        """SQLite's connection under the async one, used directly (see ``Repository._execute``)."""
-        if self.connection.dialect.name != "sqlite":
-            return None
-        return self.connection.sync_connection
 
 
 class Store:

@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import QueryableAttribute
@@ -153,7 +154,15 @@ RUNS = Base.metadata.tables[Run.__tablename__]
 class UnitState:
     """What the repositories of one unit of work share besides its connection."""
 
-    def __init__(self) -> None:
+    def __init__(self, connection: AsyncConnection) -> None:
+        #: SQLite's connection under the async one, which statements use directly: the
+        #: driver is synchronous and runs on the event loop's thread
+        #: (``db.InlineSQLiteDialect``), and SQLAlchemy's asyncio layer (a greenlet per
+        #: statement, the switches in and out, the result's re-wrapping) costs more than the
+        #: statement itself. None on PostgreSQL.
+        self.inline: Connection | None = (
+            connection.sync_connection if connection.dialect.name == "sqlite" else None
+        )
         #: The object standing for each row read so far, by (mapped class, primary key).
         self.loaded: dict[tuple[type[Base], Any], Any] = {}
         #: Sessions whose rows the current transaction locked (``SessionRepository``).
@@ -174,13 +183,9 @@ class Repository:
 
     def __init__(self, connection: AsyncConnection, state: UnitState | None = None) -> None:
         self.connection = connection
-        self.state = state if state is not None else UnitState()
+        self.state = state if state is not None else UnitState(connection)
         self._loaded = self.state.loaded
-        # SQLite's driver is synchronous and runs on the event loop's thread
-        # (``db.InlineSQLiteDialect``), so its statements go straight to the connection under
-        # the async one: SQLAlchemy's asyncio layer (a greenlet per statement, the switches
-        # in and out, the result's re-wrapping) costs more than the statement itself.
-        self._inline = connection.sync_connection if connection.dialect.name == "sqlite" else None
+        self._inline = self.state.inline
 
     async def _execute(
         self,
@@ -248,6 +253,21 @@ class Repository:
         except IntegrityError as exc:
             raise conflict() from exc
         return self._load(model, row, into)
+
+    async def _page(
+        self,
+        model: type[_B],
+        stmt: sa.Select[Any],
+        limit: int,
+        sort_key: Callable[[_B], tuple[Any, ...]],
+    ) -> tuple[list[_B], str | None]:
+        """Up to ``limit`` rows of ``stmt`` and the cursor to the next page (None: no more),
+        made from the last row's ``sort_key``."""
+        rows = await self._all(model, stmt.limit(limit + 1))
+        if len(rows) <= limit:
+            return rows, None
+        rows = rows[:limit]
+        return rows, encode_cursor(*sort_key(rows[-1]))
 
     async def _update_returning(self, model: type[_B], stmt: sa.Update) -> _B | None:
         """Run a conditional UPDATE of one row; the updated row if it matched, else None."""

@@ -23,7 +23,6 @@ from ccweb_store.repositories.base import (
     column_attributes,
     constant,
     decode_cursor,
-    encode_cursor,
     one_of,
     prebuilt,
     validate_choice,
@@ -150,12 +149,9 @@ class ReplyRepository(Repository):
                 sa.tuple_(ReplyRequest.created_at, ReplyRequest.request_id)
                 > sa.tuple_(created_at, last_id)
             )
-        rows = await self._all(ReplyRequest, stmt.limit(limit + 1))
-        next_cursor = None
-        if len(rows) > limit:
-            rows = rows[:limit]
-            next_cursor = encode_cursor(rows[-1].created_at, rows[-1].request_id)
-        return rows, next_cursor
+        return await self._page(
+            ReplyRequest, stmt, limit, lambda row: (row.created_at, row.request_id)
+        )
 
     async def deliverable_for_source(self, source_session_id: str) -> list[ReplyRequest]:
         """Replies owed to ``source_session_id``: ``ready`` ones, and ``failed`` ones whose

@@ -21,7 +21,6 @@ from ccweb_store.repositories.base import (
     SESSIONS,
     Repository,
     decode_cursor,
-    encode_cursor,
     prebuilt,
     validate_session_id,
 )
@@ -147,12 +146,7 @@ class SessionRepository(Repository):
             stmt = stmt.where(
                 sa.tuple_(Session.created_at, Session.id) < sa.tuple_(created_at, last_id)
             )
-        rows = await self._all(Session, stmt.limit(limit + 1))
-        next_cursor = None
-        if len(rows) > limit:
-            rows = rows[:limit]
-            next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id)
-        return rows, next_cursor
+        return await self._page(Session, stmt, limit, lambda row: (row.created_at, row.id))
 
     async def search(
         self, *, limit: int, query: str | None = None, include_archived: bool = False
