@@ -8,6 +8,7 @@ them); ``migrations/env.py`` leaves exactly these out of the comparison.
 from __future__ import annotations
 
 import os
+import random
 import re
 import time
 from datetime import UTC, datetime
@@ -41,6 +42,18 @@ SESSION_ID_MAX_LENGTH = 128
 
 _last_id_ns = 0
 
+#: Draws the random part of ids: seeded from the OS once per process (and again in a forked
+#: child, which would otherwise repeat its parent's sequence), not a syscall per id.
+_id_random = random.Random(os.urandom(32))
+
+
+def _reseed_id_random() -> None:
+    _id_random.seed(os.urandom(32))
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork either
+    os.register_at_fork(after_in_child=_reseed_id_random)
+
 
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC."""
@@ -50,12 +63,13 @@ def utcnow() -> datetime:
 def new_id(prefix: str) -> str:
     """A time-ordered unique id such as ``run_0186f0c2a1b2c3d4e5f60718``.
 
-    The hex timestamp makes ids sort in creation order, so FIFO ties break sensibly.
+    The hex timestamp makes ids sort in creation order, so FIFO ties break sensibly; the 40
+    random bits keep ids of two processes apart when their clocks agree to the nanosecond.
     """
     global _last_id_ns
     now = max(time.time_ns(), _last_id_ns + 1)
     _last_id_ns = now
-    return f"{prefix}_{now:016x}{os.urandom(5).hex()}"
+    return f"{prefix}_{now:016x}{_id_random.getrandbits(40):010x}"
 
 
 def _in_list(column: str, values: tuple[str, ...]) -> str:
