@@ -11,6 +11,7 @@ import os
 import random
 import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -76,14 +77,72 @@ def _in_list(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
 
 
+#: How SQLAlchemy's SQLite ``DATETIME`` stores a value (its default ``storage_format``): the
+#: text every SQLite datetime column of this schema holds, besides ``CURRENT_TIMESTAMP``'s
+#: ``YYYY-MM-DD HH:MM:SS``. SQLite compares these as strings, so the width must not vary.
+SQLITE_DATETIME_FORMAT = "%04d-%02d-%02d %02d:%02d:%02d.%06d"
+
+
+def _sqlite_datetime_to_text(value: datetime | None) -> str | None:
+    """A datetime as SQLite stores it: naive taken as UTC, aware converted to UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is not None and value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return SQLITE_DATETIME_FORMAT % (
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond,
+    )
+
+
+_fromisoformat = datetime.fromisoformat
+
+
+def _sqlite_text_to_datetime(value: str | None) -> datetime | None:
+    """A stored SQLite datetime as an aware UTC datetime (text without an offset is UTC)."""
+    if value is None:
+        return None
+    parsed = _fromisoformat(value)  # what SQLAlchemy's DATETIME result processor does
+    if parsed.tzinfo is not None:
+        return parsed.astimezone(UTC)
+    # Appending the offset and parsing again costs a fraction of ``replace(tzinfo=UTC)``. The text
+    # has no offset of its own (it parsed naive), so this can only add UTC; whatever does not
+    # come back as UTC (a date alone, where "+" reads as the date-time separator) is
+    # converted the slow way.
+    try:
+        utc = _fromisoformat(value + "+00:00")
+    except ValueError:
+        return parsed.replace(tzinfo=UTC)
+    return utc if utc.tzinfo is UTC else parsed.replace(tzinfo=UTC)
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """``TIMESTAMP WITH TIME ZONE`` that always hands back aware UTC datetimes.
 
-    SQLite stores no zone, so naive values read from it are UTC by construction.
+    SQLite stores no zone, so naive values read from it are UTC by construction. On SQLite
+    the conversion both ways is one plain function each (``bind_processor`` /
+    ``result_processor``) instead of SQLAlchemy's ``DATETIME`` processor wrapped around
+    ``process_bind_param`` / ``process_result_value``: the same values, at a third of the
+    cost; some 40 datetimes pass through a round trip of the hot path.
     """
 
     impl = sa.DateTime(timezone=True)
     cache_ok = True
+
+    def bind_processor(self, dialect: sa.Dialect) -> Callable[[Any], Any] | None:
+        if dialect.name == "sqlite":
+            return _sqlite_datetime_to_text
+        return super().bind_processor(dialect)
+
+    def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Callable[[Any], Any] | None:
+        if dialect.name == "sqlite":
+            return _sqlite_text_to_datetime
+        return super().result_processor(dialect, coltype)
 
     def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
         if value is None:

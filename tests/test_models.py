@@ -1,11 +1,248 @@
-"""The schema's own ids: ordered and unique across processes."""
+"""The schema's own types and ids: SQLite datetimes stored and read exactly as SQLAlchemy's
+``DATETIME`` did, and ids that stay ordered and unique across processes."""
 
 from __future__ import annotations
 
 import os
+import random
 import re
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
 
-from ccweb_store.models import new_id
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
+
+from ccweb_store.config import Settings
+from ccweb_store.db import InlineSQLiteDialect, migrate
+from ccweb_store.models import UTCDateTime, new_id
+from ccweb_store.repositories import inline
+from ccweb_store.repositories.base import RUNS
+from ccweb_store.uow import Store
+
+BERLIN = ZoneInfo("Europe/Berlin")
+NEW_YORK = ZoneInfo("America/New_York")
+
+DATETIMES = [
+    datetime(2024, 5, 1, 12, 34, 56, 123456, tzinfo=UTC),
+    datetime(2024, 5, 1, 12, 34, 56, tzinfo=UTC),  # microsecond 0
+    datetime(2024, 5, 1, 12, 34, 56, 1, tzinfo=UTC),
+    datetime(2024, 5, 1, 12, 34, 56, 123456),  # naive: taken as UTC
+    datetime(2024, 5, 1),
+    datetime(999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),  # year < 1000
+    datetime(1, 1, 1, 0, 0, 0),
+    datetime(12, 3, 4, 5, 6, 7, 8, tzinfo=UTC),
+    datetime(9999, 12, 31, 23, 59, 59, 999999),
+    datetime(2024, 5, 1, 12, 0, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+    datetime(2024, 5, 1, 1, 0, tzinfo=timezone(timedelta(hours=-8))),  # the day before in UTC
+    datetime(2024, 12, 31, 23, 30, tzinfo=timezone(timedelta(hours=-1))),  # the next year
+    datetime(2024, 5, 1, 12, 0, tzinfo=timezone(timedelta(0))),  # UTC, not the UTC object
+    datetime(2024, 5, 1, 12, 0, tzinfo=ZoneInfo("UTC")),
+    # Daylight saving time: the hour that does not exist and the hour that happens twice.
+    datetime(2024, 3, 31, 1, 59, 59, 999999, tzinfo=BERLIN),
+    datetime(2024, 3, 31, 2, 30, tzinfo=BERLIN),
+    datetime(2024, 3, 31, 3, 0, tzinfo=BERLIN),
+    datetime(2024, 10, 27, 2, 30, tzinfo=BERLIN, fold=0),
+    datetime(2024, 10, 27, 2, 30, tzinfo=BERLIN, fold=1),
+    datetime(2024, 11, 3, 1, 30, 0, 500, tzinfo=NEW_YORK, fold=1),
+    datetime(2024, 7, 4, 23, 59, 59, 999999, tzinfo=NEW_YORK),
+]
+
+STORED_TEXTS = [
+    "2024-05-01 12:34:56.123456",  # what SQLAlchemy's DATETIME writes
+    "2024-05-01 12:34:56.000000",
+    "0999-12-31 23:59:59.999999",
+    "0001-01-01 00:00:00.000000",
+    "9999-12-31 23:59:59.999999",
+    "2024-05-01 12:34:56",  # what CURRENT_TIMESTAMP writes
+    "2024-05-01 12:34",
+    "2024-05-01 12",
+    "2024-05-01T12:34:56.5",
+    "2024-05-01 12:34:56,25",
+    "2024-05-01",
+    "20240501",
+    "20240501T123456",
+    "2024-W18-3",
+    "2024-W18-3T01:02",
+    "2024-05-01 12:34:56Z",
+    "2024-05-01 12:34:56+00:00",
+    "2024-05-01 12:34:56.123+05:30",
+    "2024-05-01 01:00:00-08:00",
+    "2024-05-01T12:34:56.123456-0130",
+]
+
+NOT_DATETIMES = ["", "yesterday", "2024-05-01 25:00:00", "2024-13-01 00:00:00", "2024-05-01 x"]
+
+
+def _sqlite_dialects() -> list[sa.Dialect]:
+    return [InlineSQLiteDialect(), sqlite.dialect()]
+
+
+def _old_bind(dialect: sa.Dialect) -> Any:
+    """What was stored before: the UTC conversion, then SQLAlchemy's SQLite DATETIME."""
+    stock = sa.DateTime().dialect_impl(dialect).bind_processor(dialect)
+    assert stock is not None
+    return lambda value: stock(UTCDateTime().process_bind_param(value, dialect))
+
+
+def _old_result(dialect: sa.Dialect) -> Any:
+    """What was read before: SQLAlchemy's SQLite DATETIME, then the UTC conversion."""
+    stock = sa.DateTime().dialect_impl(dialect).result_processor(dialect, None)
+    assert stock is not None
+    return lambda value: UTCDateTime().process_result_value(stock(value), dialect)
+
+
+def _random_datetimes(count: int) -> list[datetime]:
+    draw = random.Random(20240501)
+    zones = [UTC, BERLIN, NEW_YORK, timezone(timedelta(hours=13, minutes=45)), None]
+    values = []
+    for _ in range(count):
+        moment = datetime(2, 1, 1) + timedelta(
+            days=draw.randrange(365 * 9990), microseconds=draw.randrange(86_400_000_000)
+        )
+        values.append(moment.replace(tzinfo=draw.choice(zones), fold=draw.randrange(2)))
+    return values
+
+
+@pytest.mark.parametrize("dialect", _sqlite_dialects(), ids=lambda d: type(d).__name__)
+def test_sqlite_datetimes_are_stored_as_text_exactly_as_before(dialect: sa.Dialect) -> None:
+    new = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+    old = _old_bind(dialect)
+    assert new is not None
+    assert new(None) is None and old(None) is None
+    for value in DATETIMES + _random_datetimes(3000):
+        stored = new(value)
+        assert stored == old(value), value
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}", stored), stored
+    assert new(datetime(2024, 10, 27, 2, 30, tzinfo=BERLIN, fold=1)) == "2024-10-27 01:30:00.000000"
+    assert new(datetime(999, 1, 2, 3, 4, 5)) == "0999-01-02 03:04:05.000000"
+
+
+@pytest.mark.parametrize("dialect", _sqlite_dialects(), ids=lambda d: type(d).__name__)
+def test_sqlite_datetimes_read_back_exactly_as_before(dialect: sa.Dialect) -> None:
+    new = UTCDateTime().dialect_impl(dialect).result_processor(dialect, None)
+    old = _old_result(dialect)
+    assert new is not None
+    assert new(None) is None and old(None) is None
+    bind = _old_bind(dialect)
+    texts = STORED_TEXTS + [bind(value) for value in DATETIMES + _random_datetimes(3000)]
+    for text in texts:
+        read = new(text)
+        assert read == old(text), text
+        assert read.tzinfo is UTC, text  # and the same instant, compared above
+    for text in NOT_DATETIMES:
+        with pytest.raises(ValueError):
+            old(text)
+        with pytest.raises(ValueError):
+            new(text)
+
+
+def test_other_dialects_keep_sqlalchemys_processors_around_the_utc_conversion() -> None:
+    """PostgreSQL stores zones itself; its processors are still SQLAlchemy's own."""
+    from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+
+    dialect = asyncpg_dialect()
+    bind = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+    if bind is not None:
+        assert bind(datetime(2024, 5, 1, 14, tzinfo=BERLIN)) == datetime(2024, 5, 1, 12, tzinfo=UTC)
+    result = UTCDateTime().dialect_impl(dialect).result_processor(dialect, None)
+    assert result is not None
+    assert result(datetime(2024, 5, 1, 14, tzinfo=BERLIN)) == datetime(2024, 5, 1, 12, tzinfo=UTC)
+    assert result(datetime(2024, 5, 1, 14, tzinfo=BERLIN)).tzinfo is UTC
+
+
+async def test_rows_written_in_the_old_format_read_back_and_compare_as_before(
+    tmp_path: Path,
+) -> None:
+    """On a real SQLite file: text written by hand in the stored formats (with and without
+    microseconds, and ``CURRENT_TIMESTAMP``'s) reads back through both execution paths as the
+    same UTC datetimes, and comparisons and ordering in SQL (string comparisons) still hold."""
+    store = Store.from_settings(Settings(database_url=f"sqlite:///{tmp_path / 'old.db'}"))
+    written = {
+        "run_a": "2024-05-01 12:00:00",
+        "run_b": "2024-05-01 12:00:00.000001",
+        "run_c": "2024-05-01 11:59:59.999999",
+        "run_d": "2024-05-01 12:00:00.500000",
+        "run_e": "2024-05-02 00:00:00",
+    }
+    try:
+        await migrate(store.engine)
+        async with store.uow() as uow:
+            for run_id, text in written.items():
+                # A session each: a session has at most one running run.
+                await uow.connection.execute(
+                    sa.text("INSERT INTO sessions (id) VALUES (:id)"), {"id": f"s_{run_id}"}
+                )
+                await uow.connection.execute(
+                    sa.text(
+                        "INSERT INTO runs (id, session_id, kind, status, lease_expires_at, "
+                        "created_at) VALUES (:id, :session, 'user_turn', 'running', :at, :at)"
+                    ),
+                    {"id": run_id, "session": f"s_{run_id}", "at": text},
+                )
+            await uow.commit()
+        async with store.read_uow() as uow:
+            session = await uow.sessions.require("s_run_a")  # straight on the cursor
+            direct = [await uow.runs.require(run_id) for run_id in written]
+            through = await uow.runs.list_recent(limit=10)  # through SQLAlchemy's execution
+            earliest = await uow.runs.earliest_lease_expiry()
+            now = datetime(2024, 5, 1, 14, 0, 0, 500000, tzinfo=BERLIN)  # 12:00:00.5 UTC
+            expired = await uow.runs.expired(now=now)
+            before = await uow.runs.list_recent(
+                created_before=datetime(2024, 5, 1, 12, 0, 0, 2, tzinfo=UTC), limit=10
+            )
+    finally:
+        await store.dispose()
+    expected = {
+        run_id: datetime.fromisoformat(text).replace(tzinfo=UTC) for run_id, text in written.items()
+    }
+    for rows in (direct, through):
+        assert {run.id: run.lease_expires_at for run in rows} == expected
+        assert {run.id: run.created_at for run in rows} == expected
+        assert all(run.created_at.tzinfo is UTC for run in rows)
+    assert session.created_at.tzinfo is UTC  # CURRENT_TIMESTAMP's text
+    assert abs(session.created_at - datetime.now(UTC)) < timedelta(hours=1)
+    assert earliest == datetime(2024, 5, 1, 11, 59, 59, 999999, tzinfo=UTC)
+    assert [run.id for run in expired] == ["run_c", "run_a", "run_b"]
+    assert [run.id for run in before] == ["run_b", "run_a", "run_c"]
+
+
+async def test_both_execution_paths_store_the_same_text(tmp_path: Path) -> None:
+    """A datetime bound straight on the cursor (``repositories.inline``) and through
+    SQLAlchemy's execution lands as the same text: the old format."""
+    store = Store.from_settings(Settings(database_url=f"sqlite:///{tmp_path / 'same.db'}"))
+    stmt = inline.prebuilt(
+        sa.update(RUNS)
+        .where(RUNS.c.id == sa.bindparam("run_id"))
+        .values(started_at=sa.bindparam("p_at"), finished_at=sa.bindparam("p_at"))
+    )
+    stored: dict[str, list[tuple[str, str]]] = {"direct": [], "through": []}
+    try:
+        await migrate(store.engine)
+        async with store.uow() as uow:
+            await uow.sessions.create("s")
+            run = await uow.runs.enqueue("s", "user_turn")
+            sync = uow.connection.sync_connection
+            assert sync is not None
+            for value in DATETIMES:
+                params = {"run_id": run.id, "p_at": value}
+                for path in ("direct", "through"):
+                    if path == "direct":
+                        inline.execute(sync, stmt, params)
+                    else:
+                        await uow.connection.execute(stmt, params)
+                    raw = await uow.connection.execute(
+                        sa.text("SELECT started_at, finished_at FROM runs WHERE id = :id"),
+                        {"id": run.id},
+                    )
+                    stored[path].append(tuple(raw.one()))
+            await uow.commit()
+    finally:
+        await store.dispose()
+    old = _old_bind(InlineSQLiteDialect())
+    assert stored["direct"] == stored["through"] == [(old(v), old(v)) for v in DATETIMES]
 
 
 def _random_part(identifier: str) -> str:
