@@ -14,6 +14,7 @@ from ccweb_store import errors
 from ccweb_store.config import Settings
 from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX, ReplyRequest, new_id, utcnow
+from ccweb_store.repositories.base import column_attributes
 from ccweb_store.repositories.messages import REPLIES_TO_REQUEST
 from ccweb_store.uow import Store
 from tests.lifecycle_support import insert_message_by_hand
@@ -400,6 +401,35 @@ async def test_one_object_per_row_in_a_unit_of_work_refreshed_by_each_statement(
         fresh = await uow.runs.require(queued.id)
     assert fresh is not queued
     assert (fresh.status, fresh.output) == ("completed", "done")
+
+
+async def test_rows_are_plain_snapshots_and_a_callers_own_object_is_filled_in(
+    store: Store,
+) -> None:
+    await _make_sessions(store, "a", "b")
+    mine = ReplyRequest(
+        request_id="req", source_conversation_id="a", target_conversation_id="b", status="waiting"
+    )
+    async with store.uow() as uow:
+        added = await uow.replies.add(mine)
+        assert added is mine
+        assert (mine.hop_count, mine.source_auto_run) == (0, True)  # the server defaults
+        with pytest.raises(AttributeError, match="read-only"):
+            mine.status = "ready"
+        await uow.commit()
+    async with store.read_uow() as uow:
+        read = await uow.replies.require("req")
+    assert read is not mine
+    # No ORM instance state: no session ever sees these objects.
+    assert sa.inspect(read, raiseerr=False) is None
+    assert isinstance(read, ReplyRequest)
+    columns = [key for key, _ in column_attributes(ReplyRequest)]
+    assert {key: getattr(read, key) for key in columns} == {
+        key: getattr(mine, key) for key in columns
+    }
+    assert read.created_at.utcoffset() == timedelta(0)
+    with pytest.raises(AttributeError, match="read-only"):
+        read.reply_text = "lost"
 
 
 async def test_the_replies_to_a_request_are_the_sessions_messages_naming_it_however_written(

@@ -16,7 +16,6 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import QueryableAttribute
-from sqlalchemy.orm.instrumentation import manager_of_class
 
 from ccweb_store import errors
 from ccweb_store.errors import DomainError, InvalidInput
@@ -127,23 +126,33 @@ def column_attributes(model: type[Base]) -> tuple[tuple[str, sa.ColumnElement[An
     return tuple((attr.key, attr.columns[0]) for attr in sa.inspect(model).column_attrs)
 
 
-@lru_cache(maxsize=8)
-def _row_keys(model: type[Base]) -> tuple[str, ...]:
-    """The attribute name of each column of the model's table, in the table's column order:
-    the order of ``select(TABLE)`` and of ``RETURNING *TABLE.c``."""
+def _row_layout(model: type[Base]) -> tuple[tuple[str, ...], int]:
+    """The attribute name of each column of the model's table, in the table's column order
+    (the order of ``select(TABLE)`` and of ``RETURNING *TABLE.c``), and the position of the
+    primary key among them."""
     by_name = {column.name: key for key, column in column_attributes(model)}
-    return tuple(by_name[column.name] for column in Base.metadata.tables[model.__tablename__].c)
-
-
-@lru_cache(maxsize=8)
-def _primary_key(model: type[Base]) -> str:
-    (column,) = sa.inspect(model).primary_key
-    return next(key for key, mapped in column_attributes(model) if mapped is column)
+    table = Base.metadata.tables[model.__tablename__]
+    keys = tuple(by_name[column.name] for column in table.c)
+    (primary,) = table.primary_key.columns
+    return keys, keys.index(by_name[primary.name])
 
 
 # Objects are built without the ORM's loading (``Repository._load``), which would otherwise be
 # what first sets up the mapped classes' attributes.
 sa.orm.configure_mappers()
+
+_MAPPED: tuple[type[Base], ...] = tuple(mapper.class_ for mapper in Base.registry.mappers)
+#: ``_row_layout`` of every mapped class, worked out once: ``_load`` runs for every row read.
+_ROW_LAYOUTS = {model: _row_layout(model) for model in _MAPPED}
+#: Per mapped class, ``(attribute name, column name, has a server default)`` of each column,
+#: for ``Repository._insert``.
+_INSERT_COLUMNS = {
+    model: tuple(
+        (key, column.name, column.server_default is not None)
+        for key, column in column_attributes(model)
+    )
+    for model in _MAPPED
+}
 
 SESSIONS = Base.metadata.tables[Session.__tablename__]
 MESSAGES = Base.metadata.tables[Message.__tablename__]
@@ -203,14 +212,21 @@ class Repository:
         return self.connection.dialect.name
 
     def _load(self, model: type[_B], row: Sequence[Any], into: _B | None = None) -> _B:
-        """The unit of work's object for ``row`` (every column, in table order), refreshed."""
-        values = dict(zip(_row_keys(model), row, strict=True))
-        values[FROM_DATABASE] = True
-        key = (model, values[_primary_key(model)])
+        """The unit of work's object for ``row`` (every column, in table order), refreshed.
+
+        A new object is a bare instance of the mapped class, without the ORM's instance
+        state (which only a session would use, and none ever sees these objects): its
+        columns and the ``FROM_DATABASE`` mark go straight into ``__dict__``, where the
+        mapped attributes read them, and ``Base.__setattr__`` refuses changes.
+        """
+        keys, primary = _ROW_LAYOUTS[model]
+        key = (model, row[primary])
         loaded = self._loaded.get(key, into)
         if loaded is None:
-            loaded = manager_of_class(model).new_instance()
-        loaded.__dict__.update(values)
+            loaded = model.__new__(model)
+        fields = loaded.__dict__
+        fields.update(zip(keys, row, strict=True))
+        fields[FROM_DATABASE] = True
         self._loaded[key] = loaded
         found: _B = loaded
         return found
@@ -244,9 +260,9 @@ class Repository:
         caller raises, the transaction rolls back), so nothing ever continues in it.
         """
         params = {
-            column.name: values[key]
-            for key, column in column_attributes(model)
-            if key in values and not (values[key] is None and column.server_default is not None)
+            name: values[key]
+            for key, name, defaulted in _INSERT_COLUMNS[model]
+            if key in values and not (defaulted and values[key] is None)
         }
         try:
             row = (await self._execute(insert_statement(model), params)).one()
