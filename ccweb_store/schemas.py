@@ -5,16 +5,29 @@ Protocol modules and the CLI use these; nothing else decides how an object looks
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ccweb_store.models import Message, ReplyRequest, Run, Session
+
+#: ``iso`` of a UTC datetime: what ``isoformat(timespec="milliseconds")`` gives, "Z" for the zone.
+_ISO_UTC_MILLISECONDS = "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ"
 
 
 def iso(value: datetime | None) -> str | None:
     """ISO 8601 UTC with milliseconds and a ``Z``, as cc-web writes timestamps."""
     if value is None:
         return None
+    if value.tzinfo is UTC:  # every datetime read from the database; formatted at half the cost
+        return _ISO_UTC_MILLISECONDS % (
+            value.year,
+            value.month,
+            value.day,
+            value.hour,
+            value.minute,
+            value.second,
+            value.microsecond // 1000,
+        )
     return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
