@@ -1,5 +1,9 @@
 """The reply lifecycle (SPEC §4): ``waiting → ready → returned``, ``waiting|ready → failed``.
 
+A target's answer makes a request ``ready``; delivery makes it ``returned``. When nothing
+would hold it ``ready`` (its source exists and runs nothing), the answer and the delivery are
+one conditional UPDATE, ``waiting → returned`` (``_return_at_once``); the outcome is the same.
+
 Delivery puts a ready reply (or a failed request's notice) into the source conversation as a
 display-only assistant message and, when the request asked for it, queues the source's
 ``reply_auto_run``. A failed request reaches its source the same way, as a notice (metadata
@@ -102,25 +106,7 @@ async def deliver_reply(
             return False  # another writer delivered it
         if answered:
             return True  # the source already holds an answer; nothing more to send
-        await _append_to_source(
-            uow,
-            request,
-            message_id,
-            reply_message_text(request.reply_text),
-            delivered_by_run_id=delivered_by_run_id,
-        )
-        if request.source_auto_run:
-            await _queue_auto_run(
-                uow,
-                request,
-                source_auto_run_prompt(
-                    request_id=request.request_id,
-                    target_id=request.target_conversation_id,
-                    target_title=request.target_title,
-                    original_request=request.original_request,
-                    reply_text=request.reply_text or "",
-                ),
-            )
+        await _send_reply(uow, request, message_id, delivered_by_run_id)
         return True
     if request.status == "failed" and request.reply_message_id is None:
         if source is None or await _source_is_running(uow, source_id):
@@ -178,6 +164,10 @@ async def record_target_answer(
     now = utcnow()
     if completed:
         text = output or ""
+        if request.status == "waiting" and await _return_at_once(
+            uow, request, text, now, delivered_by_run_id
+        ):
+            return request
         moved = await uow.replies.transition(
             request_id, ["waiting"], "ready", reply_text=text, completed_at=now
         ) or await uow.replies.transition(request_id, ["failed"], "failed", reply_text=text)
@@ -196,6 +186,66 @@ async def record_target_answer(
         request = fresh
     await deliver_reply(uow, request, delivered_by_run_id=delivered_by_run_id)
     return request
+
+
+async def _return_at_once(
+    uow: UnitOfWork,
+    request: ReplyRequest,
+    text: str,
+    now: datetime,
+    delivered_by_run_id: str | None,
+) -> bool:
+    """Answer a ``waiting`` request and deliver it in one step, ``waiting → returned``, when
+    nothing would hold it ``ready``: its source exists, runs nothing, and holds no answer yet.
+
+    The same outcome as ``ready`` then ``deliver_reply``, with one conditional UPDATE instead
+    of two. False (nothing written) when delivery must wait or the request moved meanwhile;
+    the caller then takes the two steps.
+    """
+    source_id = request.source_conversation_id
+    if await uow.sessions.lock(source_id) is None or await _source_is_running(uow, source_id):
+        return False
+    if await _answering_message_id(uow, request) is not None:
+        return False
+    message_id = new_id("msg")
+    if not await uow.replies.transition(
+        request.request_id,
+        ["waiting"],
+        "returned",
+        reply_text=text,
+        completed_at=now,
+        returned_at=now,
+        reply_message_id=message_id,
+    ):
+        return False
+    await _send_reply(uow, request, message_id, delivered_by_run_id)
+    return True
+
+
+async def _send_reply(
+    uow: UnitOfWork, request: ReplyRequest, message_id: str, delivered_by_run_id: str | None
+) -> None:
+    """Put the reply of a request just moved to ``returned`` into its source, with the
+    source's auto-run when the request asked for one."""
+    await _append_to_source(
+        uow,
+        request,
+        message_id,
+        reply_message_text(request.reply_text),
+        delivered_by_run_id=delivered_by_run_id,
+    )
+    if request.source_auto_run:
+        await _queue_auto_run(
+            uow,
+            request,
+            source_auto_run_prompt(
+                request_id=request.request_id,
+                target_id=request.target_conversation_id,
+                target_title=request.target_title,
+                original_request=request.original_request,
+                reply_text=request.reply_text or "",
+            ),
+        )
 
 
 async def _source_is_running(uow: UnitOfWork, source_id: str) -> bool:

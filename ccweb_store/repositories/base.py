@@ -177,6 +177,9 @@ class UnitState:
         #: Sessions whose rows the current transaction locked (``SessionRepository``).
         self.locked_sessions: dict[str, Any] = {}
         self.locked_in: object | None = None
+        #: Set when the unit of work ended (committed or rolled back on SQLite's writer,
+        #: ``uow.SQLiteWriter``): its connection is another's turn now.
+        self.finished = False
 
 
 class Repository:
@@ -202,6 +205,8 @@ class Repository:
         params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     ) -> sa.CursorResult[Any]:
         """Run ``stmt`` in the unit of work's transaction."""
+        if self.state.finished:
+            raise RuntimeError("this unit of work has ended; run statements in a new one")
         if self._inline is not None:
             result: sa.CursorResult[Any] = inline.execute(self._inline, stmt, params)
             return result
