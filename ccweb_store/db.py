@@ -26,7 +26,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ALEMBIC_INI = PROJECT_ROOT / "alembic.ini"
 MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
 
-#: Pages of WAL after which a commit checkpoints it into the database file (SQLite's default: 1000).
+#: Pages of WAL after which a commit checkpoints it into the database file (SQLite's default:
+#: 1000). A store's ``checkpoints.WalCheckpointer`` thread does most of that work before then;
+#: this limit bounds the WAL if it falls behind, and lets the writer start the WAL over.
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 
 #: Execution option naming how a SQLite transaction begins: "IMMEDIATE" or "DEFERRED".
@@ -145,7 +147,8 @@ def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Asyn
             cursor.execute("PRAGMA synchronous = NORMAL")
             # Checkpoint the WAL every ~40 MB instead of every ~4 MB: a checkpoint copies each
             # changed page once and syncs the file, so rarer ones copy the hot pages (the
-            # queue's indexes, the conversations) far fewer times per write.
+            # queue's indexes, the conversations) far fewer times per write. A store's
+            # background thread (checkpoints.WalCheckpointer) copies most pages before then.
             cursor.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
         finally:
             cursor.close()
@@ -159,6 +162,18 @@ def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Asyn
         connection.connection.info[SQLITE_BEGIN] = mode
 
     return engine
+
+
+def sqlite_file(engine: AsyncEngine) -> str | None:
+    """The path of the SQLite file behind ``engine``; None for PostgreSQL, an in-memory
+    database, or a ``file:`` URI (``?uri=true``), which is passed to SQLite as it is."""
+    if engine.dialect.name != "sqlite" or not InlineSQLiteDialect._is_url_file_db(engine.url):
+        return None
+    args, kwargs = engine.dialect.create_connect_args(engine.url)
+    if kwargs.get("uri"):
+        return None
+    path: str = args[0]
+    return path
 
 
 def read_only(engine: AsyncEngine) -> AsyncEngine:

@@ -19,8 +19,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from ccweb_store.checkpoints import WalCheckpointer
 from ccweb_store.config import Settings
-from ccweb_store.db import create_engine, read_only
+from ccweb_store.db import create_engine, read_only, sqlite_file
 from ccweb_store.repositories import (
     MessageRepository,
     ReplyRepository,
@@ -68,6 +69,9 @@ class SQLiteWriter:
         #: One future per unit of work that committed into the open transaction.
         self._waiting: list[asyncio.Future[None]] = []
         self._commit_scheduled = False
+        path = sqlite_file(engine)
+        #: Checkpoints the WAL off the event loop's thread (None for an in-memory database).
+        self.checkpointer = WalCheckpointer(path) if path is not None else None
 
     async def acquire(self) -> AsyncConnection:
         """Take the turn: the connection, in a transaction of this unit of work's own, or in a
@@ -154,6 +158,8 @@ class SQLiteWriter:
             self._waiting = waiting
             self._discard(error)
             return
+        if self.checkpointer is not None:
+            self.checkpointer.note_commit()
         for committed in waiting:
             if not committed.done():
                 committed.set_result(None)
@@ -187,9 +193,12 @@ class SQLiteWriter:
             sync.invalidate()
 
     async def close(self) -> None:
-        """Commit what waits for it, then give the connection back to the pool."""
+        """Commit what waits for it, give the connection back to the pool, and stop the
+        checkpoint thread (after the checkpoint it may be running)."""
         async with self.lock:
             self._commit_waiting()
+            if self.checkpointer is not None:
+                self.checkpointer.stop()
             if self._connection is not None:
                 self._driver().execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
                 await self._connection.close()
@@ -303,6 +312,12 @@ class Store:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
+    @property
+    def checkpointer(self) -> WalCheckpointer | None:
+        """The thread checkpointing this store's SQLite file (``checkpoints``); None on
+        PostgreSQL and in-memory SQLite."""
+        return self._writer.checkpointer if self._writer is not None else None
+
     def uow(self) -> UnitOfWork:
         """A unit of work that may write (SQLite: ``BEGIN IMMEDIATE``).
 
@@ -315,7 +330,8 @@ class Store:
         return UnitOfWork(self._reader)
 
     async def close(self) -> None:
-        """Give back the connection this store writes with (SQLite); the engine stays open.
+        """Give back the connection this store writes with and stop its checkpoint thread
+        (SQLite); the engine stays open.
 
         For a store that shares another's engine; ``dispose`` closes both.
         """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -67,6 +68,14 @@ async def truncate_all(url: str) -> None:
             await connection.execute(sa.text(f"TRUNCATE {tables} CASCADE"))
     finally:
         await engine.dispose()
+
+
+@pytest.fixture(autouse=True)
+def no_checkpoint_thread_outlives_its_test() -> Iterator[None]:
+    """Every store a test opens is closed by its end, with its WAL checkpoint thread."""
+    yield
+    left = [t.name for t in threading.enumerate() if t.name.startswith("wal-checkpoint")]
+    assert not left, f"checkpoint threads still running after the test: {left}"
 
 
 @pytest.fixture(scope="session")
