@@ -8,13 +8,13 @@ other exception becomes ``-32603`` with the traceback logged, never sent.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import orjson
+from starlette import responses
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from ccweb_store.errors import DomainError
 
@@ -53,10 +53,23 @@ def error_response(request_id: Any, error: RpcError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()}
 
 
+def dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON, as Starlette writes it, but by orjson: several times faster than
+    the ``json`` module on the service's answers, which every request pays for."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+
+
+class JSONResponse(responses.JSONResponse):
+    """Starlette's JSON response, encoded by ``dumps``."""
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content)
+
+
 def parse(body: bytes | str) -> Any:
     """Decode a JSON-RPC payload, or raise ``-32700``."""
     try:
-        return json.loads(body)
+        return orjson.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RpcError(PARSE_ERROR, f"parse error: the body is not valid JSON ({exc})") from exc
 

@@ -8,12 +8,11 @@ server answers with the same ``handle_mcp_payload``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ccweb_store import __version__, jsonrpc, tools
 from ccweb_store.config import Settings
@@ -40,7 +39,7 @@ class SourceError(ValueError):
 def tool_result(payload: Mapping[str, Any], *, is_error: bool = False) -> dict[str, Any]:
     """A ``tools/call`` result (SPEC §2.1): the payload as text and as structured content."""
     return {
-        "content": [{"type": "text", "text": json.dumps(payload, ensure_ascii=False)}],
+        "content": [{"type": "text", "text": jsonrpc.dumps(payload).decode()}],
         "structuredContent": payload,
         "isError": is_error,
     }
@@ -182,10 +181,10 @@ async def mcp_endpoint(request: Request) -> Response:
     if answer is None:
         return Response(status_code=202)
     if sse:
-        data = json.dumps(answer, ensure_ascii=False)
+        data = jsonrpc.dumps(answer).decode()
         return Response(
             f"event: message\ndata: {data}\n\n",
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache"},
         )
-    return JSONResponse(answer)
+    return jsonrpc.JSONResponse(answer)

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ccweb_store import conversations, jsonrpc, prompt_forms, replies, runs, tools
 from ccweb_store.arguments import optional_int, optional_str
@@ -112,4 +112,4 @@ async def rpc_endpoint(request: Request) -> Response:
     answer = await jsonrpc.handle_payload(payload, dispatcher(request.app.state.store))
     if answer is None:
         return Response(status_code=204)
-    return JSONResponse(answer)
+    return jsonrpc.JSONResponse(answer)

@@ -247,3 +247,31 @@ async def test_a_queued_run_is_the_active_run_but_not_running(store: Store) -> N
             await uow.commit()
         session = await rpc_result(client, "session.get", {"id": "q"})
         assert (session["running"], session["activeRunId"]) == (True, running.id)
+
+
+async def test_answers_are_compact_utf8_json_with_text_as_written(store: Store) -> None:
+    async with app_client(store) as client:
+        response = await client.post(
+            "/rpc",
+            json={
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "session.create",
+                "params": {"id": "utf8", "title": "Grüße — 会话 ✓"},
+            },
+        )
+    assert response.headers["content-type"] == "application/json"
+    assert "Grüße — 会话 ✓".encode() in response.content  # not \\u-escaped
+    assert b'"id":7,' in response.content and b", " not in response.content
+    assert response.json()["result"]["title"] == "Grüße — 会话 ✓"
+
+
+async def test_a_body_that_is_not_json_is_a_parse_error(store: Store) -> None:
+    async with app_client(store) as client:
+        for body in (b'{"jsonrpc": "2.0", "id": 1, "method": ', b"\xff\xfe", b"NaN"):
+            response = await client.post(
+                "/rpc", content=body, headers={"content-type": "application/json"}
+            )
+            answer = response.json()
+            assert answer["id"] is None and answer["error"]["code"] == jsonrpc.PARSE_ERROR
+            assert answer["error"]["message"].startswith("parse error: the body is not valid JSON")
