@@ -60,39 +60,60 @@ def _has_run_in_statement(statuses: tuple[str, ...]) -> sa.Select[Any]:
     )
 
 
-@lru_cache(maxsize=16)
-def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[Any]:
-    """The ids of the oldest queued runs of these kinds whose session runs nothing (built
-    once per set). Only ids: the UPDATE that claims one returns its row."""
-    return prebuilt(
-        sa.select(RUNS.c.id)
+def _claimable_runs(runs: sa.FromClause, kinds: tuple[str, ...]) -> sa.Select[Any]:
+    """The ids of queued runs of these kinds whose session runs nothing, oldest first."""
+    return (
+        sa.select(runs.c.id)
         .where(
-            RUNS.c.status == constant("queued"),
-            one_of(RUNS.c.kind, kinds),
+            runs.c.status == constant("queued"),
+            one_of(runs.c.kind, kinds),
             ~sa.exists().where(
-                _running.c.session_id == RUNS.c.session_id,
+                _running.c.session_id == runs.c.session_id,
                 _running.c.status == constant("running"),
             ),
         )
-        .order_by(RUNS.c.created_at, RUNS.c.id)
-        .limit(8)
-        .with_for_update(skip_locked=True, of=RUNS)
+        .order_by(runs.c.created_at, runs.c.id)
     )
+
+
+@lru_cache(maxsize=16)
+def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[Any]:
+    """PostgreSQL: a few claimable run ids, skipping rows other claimers hold (built once per
+    set of kinds). Only ids: the UPDATE that claims one returns its row."""
+    return prebuilt(
+        _claimable_runs(RUNS, kinds).limit(8).with_for_update(skip_locked=True, of=RUNS)
+    )
+
+
+@lru_cache(maxsize=16)
+def _claim_oldest_statement(kinds: tuple[str, ...]) -> sa.Update:
+    """SQLite: lease the oldest claimable run in one statement (built once per set of kinds).
+
+    ``BEGIN IMMEDIATE`` holds every other writer off, so the run it picks is still claimable
+    when it is updated.
+    """
+    oldest = _claimable_runs(RUNS.alias("candidate"), kinds).limit(1).scalar_subquery()
+    return prebuilt(_set_running_where(RUNS.c.id == oldest))
 
 
 # Conditional UPDATEs of one row are Core statements on the table returning every column,
 # which refreshes the object the unit of work holds for the row (``Repository._load``).
-_SET_RUNNING = prebuilt(
-    sa.update(RUNS)
-    .where(RUNS.c.id == bindparam("p_run_id"), RUNS.c.status == constant("queued"))
-    .values(
-        status="running",
-        worker_id=bindparam("p_worker_id"),
-        started_at=bindparam("p_now"),
-        lease_expires_at=bindparam("p_lease_expires_at"),
+def _set_running_where(which: sa.ColumnElement[bool]) -> sa.Update:
+    """Lease the queued run ``which`` selects (bound: worker, now, lease expiry)."""
+    return (
+        sa.update(RUNS)
+        .where(which, RUNS.c.status == constant("queued"))
+        .values(
+            status="running",
+            worker_id=bindparam("p_worker_id"),
+            started_at=bindparam("p_now"),
+            lease_expires_at=bindparam("p_lease_expires_at"),
+        )
+        .returning(*RUNS.c)
     )
-    .returning(*RUNS.c)
-)
+
+
+_SET_RUNNING = prebuilt(_set_running_where(RUNS.c.id == bindparam("p_run_id")))
 _FINISH_RUN = prebuilt(
     sa.update(RUNS)
     .where(
@@ -252,31 +273,33 @@ class RunRepository(Repository):
         now = now or utcnow()
         for kind in kinds or ():
             validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
-        stmt = _claimable_runs_statement(tuple(kinds or RUN_KINDS))
-        for run_id in (await self._execute(stmt)).scalars().all():
-            if self.dialect == "sqlite":
-                # BEGIN IMMEDIATE: no other writer can start a run of this session meanwhile.
-                won = await self._set_running(run_id, worker_id, lease_seconds, now)
-            else:
-                try:
-                    async with self.connection.begin_nested():
-                        won = await self._set_running(run_id, worker_id, lease_seconds, now)
-                except IntegrityError:
-                    continue  # another claimer started a run of this session first
+        kinds_key = tuple(kinds or RUN_KINDS)
+        if self.dialect == "sqlite":
+            params = self._lease_params(worker_id, lease_seconds, now)
+            return await self._first(Run, _claim_oldest_statement(kinds_key), params)
+        for run_id in (await self._execute(_claimable_runs_statement(kinds_key))).scalars():
+            try:
+                async with self.connection.begin_nested():
+                    won = await self._set_running(run_id, worker_id, lease_seconds, now)
+            except IntegrityError:
+                continue  # another claimer started a run of this session first
             if won is not None:
                 return won
         return None
+
+    @staticmethod
+    def _lease_params(worker_id: str, lease_seconds: int, now: datetime) -> dict[str, Any]:
+        return {
+            "p_worker_id": worker_id,
+            "p_now": now,
+            "p_lease_expires_at": now + timedelta(seconds=lease_seconds),
+        }
 
     async def _set_running(
         self, run_id: str, worker_id: str, lease_seconds: int, now: datetime
     ) -> Run | None:
         """Lease the run if it is still queued; the running run, or None."""
-        params = {
-            "p_run_id": run_id,
-            "p_worker_id": worker_id,
-            "p_now": now,
-            "p_lease_expires_at": now + timedelta(seconds=lease_seconds),
-        }
+        params = {"p_run_id": run_id, **self._lease_params(worker_id, lease_seconds, now)}
         return await self._first(Run, _SET_RUNNING, params)
 
     async def heartbeat(
