@@ -49,10 +49,10 @@ def create_app(
             if owned:
                 await active.dispose()
 
-    routes = [
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"]),
+    routes = [  # matched in order: the busiest first
         Route("/rpc", rpc_endpoint, methods=["POST"]),
+        Route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"]),
+        Route("/healthz", healthz, methods=["GET"]),
     ]
     middleware = [Middleware(BearerAuth, token=settings.token)] if settings.token else []
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
