@@ -92,8 +92,8 @@ class InlineSQLiteDialect(SQLiteDialect_pysqlite):
     statement. Here the driver is synchronous: a call made through ``AsyncConnection`` runs in
     one greenlet from start to end, and the repositories skip even that (see
     ``InlineCursor``). This process's writers take turns on one connection
-    (``uow.SQLiteWriter``), so a statement blocks the loop only while another *process* holds
-    the write lock (for at most the busy timeout).
+    (``sqlite_writer.SQLiteWriter``), which waits for another process's write lock on the
+    event loop before it begins, so no statement blocks the loop waiting for a lock.
 
     Users still write ``sqlite+aiosqlite:///PATH`` (or ``sqlite:///PATH``); ``create_engine``
     picks this dialect for them.

@@ -1,5 +1,5 @@
-"""SQLite's writer (``uow.SQLiteWriter``): turns on one connection, group commit, and waiting
-for another connection's write lock without blocking the event loop."""
+"""SQLite's writer (``sqlite_writer.SQLiteWriter``): turns on one connection, group commit,
+and waiting for another connection's write lock without blocking the event loop."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ccweb_store.config import Settings
 from ccweb_store.db import migrate
-from ccweb_store.uow import SAVEPOINT, Store
+from ccweb_store.sqlite_writer import SAVEPOINT
+from ccweb_store.uow import Store
 
 
 @pytest.fixture

@@ -178,7 +178,7 @@ class UnitState:
         self.locked_sessions: dict[str, Any] = {}
         self.locked_in: object | None = None
         #: Set when the unit of work ended (committed or rolled back on SQLite's writer,
-        #: ``uow.SQLiteWriter``): its connection is another's turn now.
+        #: ``sqlite_writer.SQLiteWriter``): its connection is another's turn now.
         self.finished = False
 
 

@@ -1,0 +1,196 @@
+"""SQLite's writer: the one connection a process writes to a SQLite file with, the turns on
+it, and the commits it groups (see ``SQLiteWriter``). The unit of work (``uow.py``) takes a
+turn for each writing transaction on SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import Any
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from ccweb_store.checkpoints import WalCheckpointer
+from ccweb_store.db import sqlite_file
+
+#: The savepoint a unit of work joining an open transaction works in (one at a time).
+SAVEPOINT = "ccweb_unit_of_work"
+#: Sleeps between attempts at SQLite's write lock: from this, doubling up to the next.
+BEGIN_RETRY_FIRST_S = 0.0002
+BEGIN_RETRY_MAX_S = 0.01
+
+
+class SQLiteWriter:
+    """The one connection this process writes to a SQLite file with: the turns on it, and the
+    commits it groups.
+
+    Turns. SQLite lets one transaction write at a time. Writers of this process queue on
+    ``lock`` instead of in SQLite's busy handler, and whoever holds the lock holds the
+    connection, so it stays open from one unit of work to the next (no pool checkout and reset
+    per write). The ``BEGIN IMMEDIATE`` that takes SQLite's write lock is tried without
+    waiting (this connection's busy timeout is 0) and retried after short sleeps on the event
+    loop, for up to the configured busy timeout: a writer that waits for another process (or
+    another store of this one) lets this process's event loop run meanwhile.
+
+    Group commit. A unit of work's ``commit`` does not COMMIT at once: it passes the turn on
+    and waits, while the units of work already ready to run on the event loop go on in the
+    same SQLite transaction, each inside a savepoint of its own, so that one that fails undoes
+    only its own writes. One COMMIT at the end of that loop iteration makes them all durable,
+    and only then do their ``commit`` calls return; if it fails, they all raise. Nothing is
+    reported done before it is committed, but a burst of concurrent requests pays for one
+    COMMIT, and writes each page they share to the WAL once, instead of once per request.
+    """
+
+    def __init__(self, engine: AsyncEngine, busy_timeout_ms: int) -> None:
+        self.engine = engine
+        self.busy_timeout_ms = busy_timeout_ms
+        self.lock = asyncio.Lock()
+        self._connection: AsyncConnection | None = None
+        #: Whether the unit of work holding the turn works inside a savepoint (it joined a
+        #: transaction that others committed in) rather than in a transaction it began.
+        self._in_savepoint = False
+        #: One future per unit of work that committed into the open transaction.
+        self._waiting: list[asyncio.Future[None]] = []
+        self._commit_scheduled = False
+        path = sqlite_file(engine)
+        #: Checkpoints the WAL off the event loop's thread (None for an in-memory database).
+        self.checkpointer = WalCheckpointer(path) if path is not None else None
+
+    async def acquire(self) -> AsyncConnection:
+        """Take the turn: the connection, in a transaction of this unit of work's own, or in a
+        savepoint of the open one that others committed in."""
+        await self.lock.acquire()
+        try:
+            connection = self._connection
+            if connection is None or connection.invalidated:
+                connection = self._connection = await self.engine.connect()
+                self._driver().execute("PRAGMA busy_timeout = 0")  # see _begin
+            sync = self._sync()
+            self._in_savepoint = sync.in_transaction()
+            if self._in_savepoint:
+                self._driver().execute(f"SAVEPOINT {SAVEPOINT}")
+            else:
+                await self._begin(sync)
+        except BaseException:
+            self._pass_turn()
+            raise
+        return connection
+
+    async def _begin(self, sync: Connection) -> None:
+        """``BEGIN IMMEDIATE`` (the dialect's), retried while another connection writes."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.busy_timeout_ms / 1000
+        delay = BEGIN_RETRY_FIRST_S
+        while True:
+            try:
+                sync.begin()
+                return
+            except OperationalError as error:
+                if not _is_busy(error) or loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BEGIN_RETRY_MAX_S)
+
+    async def commit(self) -> None:
+        """End the turn keeping this unit of work's writes; return once they are committed."""
+        if self._in_savepoint:
+            try:
+                self._driver().execute(f"RELEASE {SAVEPOINT}")
+            except BaseException:
+                self.release()
+                raise
+        committed = asyncio.get_running_loop().create_future()
+        self._waiting.append(committed)
+        self._pass_turn()
+        await committed
+
+    def release(self) -> None:
+        """End the turn undoing this unit of work's writes (only its own)."""
+        try:
+            if self._in_savepoint:
+                driver = self._driver()
+                driver.execute(f"ROLLBACK TO {SAVEPOINT}")
+                driver.execute(f"RELEASE {SAVEPOINT}")
+            elif self._sync().in_transaction():
+                self._sync().rollback()  # it began the transaction: nobody else is in it
+        except BaseException as error:
+            self._discard(error)
+            raise
+        finally:
+            self._pass_turn()
+
+    def _pass_turn(self) -> None:
+        self.lock.release()
+        if self._waiting and not self._commit_scheduled:
+            self._commit_scheduled = True
+            asyncio.get_running_loop().call_soon(self._commit_when_idle)
+
+    def _commit_when_idle(self) -> None:
+        self._commit_scheduled = False
+        if not self.lock.locked():  # else whoever holds the turn schedules this again
+            self._commit_waiting()
+
+    def _commit_waiting(self) -> None:
+        """COMMIT the open transaction for every unit of work waiting on it."""
+        waiting, self._waiting = self._waiting, []
+        if not waiting:
+            return
+        try:
+            self._sync().commit()
+        except Exception as error:
+            self._waiting = waiting
+            self._discard(error)
+            return
+        if self.checkpointer is not None:
+            self.checkpointer.note_commit()
+        for committed in waiting:
+            if not committed.done():
+                committed.set_result(None)
+
+    def _sync(self) -> Connection:
+        assert self._connection is not None and self._connection.sync_connection is not None
+        return self._connection.sync_connection
+
+    def _driver(self) -> Any:
+        """The ``sqlite3`` connection itself, for the statements SQLAlchemy need not know."""
+        return self._sync().connection.dbapi_connection
+
+    def _discard(self, error: BaseException | None = None) -> None:
+        """Drop a connection whose transaction could not end cleanly (rolling it back if it
+        still can): the units of work waiting for its COMMIT fail, and the next turn connects
+        afresh."""
+        waiting, self._waiting = self._waiting, []
+        for committed in waiting:
+            if not committed.done():
+                committed.set_exception(
+                    error or RuntimeError("the SQLite transaction was lost before its COMMIT")
+                )
+        if self._connection is None:
+            return
+        sync = self._sync()
+        self._connection = None
+        try:
+            if sync.in_transaction():
+                sync.rollback()
+        finally:
+            sync.invalidate()
+
+    async def close(self) -> None:
+        """Commit what waits for it, give the connection back to the pool, and stop the
+        checkpoint thread (after the checkpoint it may be running)."""
+        async with self.lock:
+            self._commit_waiting()
+            if self.checkpointer is not None:
+                self.checkpointer.stop()
+            if self._connection is not None:
+                self._driver().execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                await self._connection.close()
+                self._connection = None
+
+
+def _is_busy(error: OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds the lock (SQLITE_BUSY)."""
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
