@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError
 
 from ccweb_store.config import Settings
 from ccweb_store.db import migrate
@@ -157,30 +157,6 @@ async def test_waiting_for_another_connections_write_lock_leaves_the_event_loop_
         await store.dispose()
     assert waited_ticks >= 10  # the loop ran the ticker while the unit of work waited
     assert _on_disk(path) == {"through"}
-
-
-async def test_a_write_lock_held_past_the_busy_timeout_fails_and_frees_the_turn(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "busy.db"
-    store = Store.from_settings(
-        Settings(database_url=f"sqlite:///{path}", sqlite_busy_timeout_ms=100)
-    )
-    other = sqlite3.connect(path, isolation_level=None)
-    try:
-        await migrate(store.engine)
-        other.execute("BEGIN IMMEDIATE")
-        with pytest.raises(OperationalError, match="database is locked"):
-            async with store.uow():
-                pass
-        other.execute("ROLLBACK")
-        async with store.uow() as uow:
-            await uow.sessions.create("next")
-            await uow.commit()
-    finally:
-        other.close()
-        await store.dispose()
-    assert _on_disk(path) == {"next"}
 
 
 async def test_a_unit_of_work_runs_nothing_after_its_commit(
