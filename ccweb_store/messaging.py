@@ -212,7 +212,7 @@ async def _deliver_to_target(
     """Write the send: target message, reply request (``return_and_continue``), queued run."""
     expects_reply = send.reply_mode == RETURN_AND_CONTINUE
     request_id = new_id("req") if expects_reply else None
-    message = await uow.messages.append(
+    message_id = await uow.messages.append_id(
         target.id,
         "user",
         send.content,
@@ -228,10 +228,10 @@ async def _deliver_to_target(
         },
     )
     if request_id is not None:
-        await uow.replies.create(
+        await uow.replies.insert(
             {
                 "request_id": request_id,
-                "message_id": message.id,
+                "message_id": message_id,
                 "source_conversation_id": source.id,
                 "source_title": source.title,
                 "target_conversation_id": target.id,
@@ -242,7 +242,7 @@ async def _deliver_to_target(
                 "original_request": send.content,
             }
         )
-    run = await uow.runs.enqueue(
+    run_id = await uow.runs.enqueue_id(
         target.id,
         "cross_conversation",
         runtime_text=target_prompt(
@@ -258,8 +258,8 @@ async def _deliver_to_target(
     result: dict[str, Any] = {
         "ok": True,
         "replyMode": send.reply_mode,
-        "messageId": message.id,
-        "runId": run.id,
+        "messageId": message_id,
+        "runId": run_id,
         "targetConversationId": target.id,
         "targetTitle": target.title,
         "deliveryStatus": "queued",

@@ -281,13 +281,13 @@ async def _append_to_source(
         metadata["replyFailed"] = True
     if delivered_by_run_id is not None:
         metadata["deliveredByRunId"] = delivered_by_run_id
-    await uow.messages.append(
+    await uow.messages.append_id(
         request.source_conversation_id, "assistant", content, metadata=metadata, id=message_id
     )
 
 
 async def _queue_auto_run(uow: UnitOfWork, request: ReplyRequest, runtime_text: str) -> None:
-    await uow.runs.enqueue(
+    await uow.runs.enqueue_id(
         request.source_conversation_id,
         "reply_auto_run",
         runtime_text=runtime_text,
@@ -385,7 +385,7 @@ async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
     if content is None and request.message_id is not None:
         message = await uow.messages.get(request.message_id)
         content = message.content if message is not None else None
-    await uow.runs.enqueue(
+    await uow.runs.enqueue_id(
         request.target_conversation_id,
         "cross_conversation",
         runtime_text=target_prompt(

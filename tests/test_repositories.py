@@ -528,3 +528,47 @@ def test_enum_constants_are_written_into_the_sql_and_nothing_else_is() -> None:
     for bad in ("Queued", "queued'; DROP TABLE runs; --", "", "a b"):
         with pytest.raises(ValueError):
             constant(bad)
+
+
+async def test_writes_that_skip_reading_back_store_what_the_reading_ones_store(
+    store: Store,
+) -> None:
+    await _make_sessions(store, "read", "unread")
+    columns = {"request_id", "source_conversation_id", "target_conversation_id", "status"}
+    async with store.uow() as uow:
+        read_message = await uow.messages.append("read", "user", "hi", metadata={"k": [1]})
+        unread_message = await uow.messages.append_id("unread", "user", "hi", metadata={"k": [1]})
+        read_run = await uow.runs.enqueue("read", "reply_auto_run", runtime_text="p", hop_count=2)
+        unread_run = await uow.runs.enqueue_id(
+            "unread", "reply_auto_run", runtime_text="p", hop_count=2
+        )
+        request = {"source_conversation_id": "read", "target_conversation_id": "unread"}
+        await uow.replies.create({**request, "request_id": "r-read", "status": "waiting"})
+        await uow.replies.insert({**request, "request_id": "r-unread", "status": "waiting"})
+        await uow.commit()
+    with pytest.raises(Conflict) as taken:
+        async with store.uow() as uow:
+            await uow.messages.append_id("unread", "user", "again", id=unread_message)
+    assert taken.value.code == "message_exists"
+    with pytest.raises(Conflict) as twice:
+        async with store.uow() as uow:
+            await uow.replies.insert({**request, "request_id": "r-unread", "status": "waiting"})
+    assert twice.value.code == errors.REQUEST_EXISTS
+
+    def same(row: Any, skip: set[str]) -> dict[str, Any]:
+        return {k: v for k, v in vars(row).items() if k not in skip and not k.startswith("_")}
+
+    async with store.read_uow() as uow:
+        message = await uow.messages.get(unread_message)
+        run = await uow.runs.get(unread_run)
+        reply = await uow.replies.get("r-unread")
+    assert message is not None and run is not None and reply is not None
+    skip = {"id", "session_id", "created_at"}
+    assert same(message, skip) == same(read_message, skip)
+    assert same(run, skip) == same(read_run, skip)
+    assert (message.session_id, run.session_id) == ("unread", "unread")
+    assert {k: getattr(reply, k) for k in columns} == {
+        **request,
+        **{"request_id": "r-unread", "status": "waiting"},
+    }
+    assert reply.created_at is not None and reply.hop_count == 0 and reply.source_auto_run is True

@@ -264,16 +264,25 @@ class Repository:
         server default to that default. No savepoint: a clash ends the unit of work (the
         caller raises, the transaction rolls back), so nothing ever continues in it.
         """
-        params = {
-            name: values[key]
-            for key, name, defaulted in _INSERT_COLUMNS[model]
-            if key in values and not (defaulted and values[key] is None)
-        }
         try:
-            row = (await self._execute(insert_statement(model), params)).one()
+            row = (
+                await self._execute(insert_statement(model), _insert_params(model, values))
+            ).one()
         except IntegrityError as exc:
             raise conflict() from exc
         return self._load(model, row, into)
+
+    async def _insert_unread(
+        self, model: type[Base], values: Mapping[str, Any], conflict: Callable[[], DomainError]
+    ) -> None:
+        """``_insert`` without reading the row back, for a caller that needs nothing of it
+        but what it gave: on SQLite, ``RETURNING`` and converting its row cost more than
+        the INSERT itself."""
+        stmt = insert_statement(model, read_back=False)
+        try:
+            await self._execute(stmt, _insert_params(model, values))
+        except IntegrityError as exc:
+            raise conflict() from exc
 
     async def _page(
         self,
@@ -296,8 +305,19 @@ class Repository:
         return await self._first(model, stmt.returning(*table.c))
 
 
-@lru_cache(maxsize=8)
-def insert_statement(model: type[Base]) -> sa.Insert:
-    """``INSERT INTO <table> … RETURNING`` every column, on the table (Core, no flush)."""
+def _insert_params(model: type[Base], values: Mapping[str, Any]) -> dict[str, Any]:
+    """An insert's parameters by column name; like a flush, a ``None`` leaves a column with a
+    server default to that default."""
+    return {
+        name: values[key]
+        for key, name, defaulted in _INSERT_COLUMNS[model]
+        if key in values and not (defaulted and values[key] is None)
+    }
+
+
+@lru_cache(maxsize=16)
+def insert_statement(model: type[Base], *, read_back: bool = True) -> sa.Insert:
+    """``INSERT INTO <table>`` (Core, no flush), ``RETURNING`` every column if ``read_back``."""
     table = Base.metadata.tables[model.__tablename__]
-    return prebuilt(sa.insert(table).returning(*table.c))
+    stmt = sa.insert(table)
+    return prebuilt(stmt.returning(*table.c) if read_back else stmt)

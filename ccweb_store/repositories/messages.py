@@ -30,9 +30,8 @@ from ccweb_store.repositories.base import (
 )
 from ccweb_store.repositories.sessions import SessionRepository
 
-_APPEND_MESSAGE = prebuilt(
-    sa.insert(MESSAGES)
-    .values(
+_APPEND_MESSAGE_UNREAD = prebuilt(
+    sa.insert(MESSAGES).values(
         id=bindparam("p_id"),
         session_id=bindparam("p_session_id"),
         seq=sa.select(sa.func.coalesce(sa.func.max(MESSAGES.c.seq), 0) + 1)
@@ -43,8 +42,8 @@ _APPEND_MESSAGE = prebuilt(
         created_at=bindparam("p_created_at"),
         metadata=bindparam("p_metadata"),
     )
-    .returning(*MESSAGES.c)
 )
+_APPEND_MESSAGE = prebuilt(_APPEND_MESSAGE_UNREAD.returning(*MESSAGES.c))
 
 
 _GET_MESSAGE = prebuilt(sa.select(MESSAGES).where(MESSAGES.c.id == bindparam("message_id")))
@@ -91,6 +90,35 @@ class MessageRepository(Repository):
         write lock (SQLite, ``BEGIN IMMEDIATE``), so concurrent appends get gap-free seqs.
         The seq is computed inside the INSERT, which returns the new row.
         """
+        params = await self._append_params(session_id, role, content, metadata, id, created_at)
+        returned = (await self._run_append(_APPEND_MESSAGE, params)).one()
+        return self._load(Message, returned)
+
+    async def append_id(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+    ) -> str:
+        """``append`` without reading the row back: the new message's id."""
+        params = await self._append_params(session_id, role, content, metadata, id, None)
+        await self._run_append(_APPEND_MESSAGE_UNREAD, params)
+        message_id: str = params["p_id"]
+        return message_id
+
+    async def _append_params(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        metadata: dict[str, Any] | None,
+        id: str | None,
+        created_at: datetime | None,
+    ) -> dict[str, Any]:
+        """Check the message, bump its session (see ``append``); the INSERT's parameters."""
         validate_choice(role, ROLES, errors.INVALID_ROLE, "role")
         if not isinstance(content, str):
             raise InvalidInput("content must be a string")
@@ -99,22 +127,22 @@ class MessageRepository(Repository):
             raise NotFound(
                 f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
             )
-        message_id = id or new_id("msg")
-        params = {
-            "p_id": message_id,
+        return {
+            "p_id": id or new_id("msg"),
             "p_session_id": session_id,
             "p_role": role,
             "p_content": content,
             "p_created_at": created_at or now,
             "p_metadata": metadata,
         }
+
+    async def _run_append(self, stmt: sa.Insert, params: dict[str, Any]) -> Any:
         try:
-            returned = (await self._execute(_APPEND_MESSAGE, params)).one()
+            return await self._execute(stmt, params)
         except IntegrityError as exc:
             raise Conflict(
-                f"message id {message_id!r} already exists", code="message_exists"
+                f"message id {params['p_id']!r} already exists", code="message_exists"
             ) from exc
-        return self._load(Message, returned)
 
     async def get(self, message_id: str) -> Message | None:
         return await self._first(Message, _GET_MESSAGE, {"message_id": message_id})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store import errors
-from ccweb_store.errors import Conflict, NotFound
+from ccweb_store.errors import Conflict, DomainError, NotFound
 from ccweb_store.models import (
     REPLY_STATUSES,
     ReplyRequest,
@@ -64,6 +64,17 @@ def _transition_statement(
     )
 
 
+def _new_request(
+    values: dict[str, Any],
+) -> tuple[dict[str, Any], Callable[[], DomainError]]:
+    """A new request's values (``created_at`` defaulted), and the error for a taken id."""
+    validate_choice(values.get("status"), REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
+    request_id = values.get("request_id")
+    return {**values, "created_at": values.get("created_at") or utcnow()}, lambda: Conflict(
+        f"reply request {request_id!r} already exists", code=errors.REQUEST_EXISTS
+    )
+
+
 class ReplyRepository(Repository):
     async def add(self, row: ReplyRequest) -> ReplyRequest:
         """Insert a request built by the caller (unsaved); ``row`` itself comes back filled."""
@@ -78,17 +89,11 @@ class ReplyRepository(Repository):
         self, values: dict[str, Any], *, into: ReplyRequest | None = None
     ) -> ReplyRequest:
         """Insert a request from its values (attribute names as keys)."""
-        validate_choice(values.get("status"), REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
-        values = {**values, "created_at": values.get("created_at") or utcnow()}
-        request_id = values.get("request_id")
-        return await self._insert(
-            ReplyRequest,
-            values,
-            lambda: Conflict(
-                f"reply request {request_id!r} already exists", code=errors.REQUEST_EXISTS
-            ),
-            into=into,
-        )
+        return await self._insert(ReplyRequest, *_new_request(values), into=into)
+
+    async def insert(self, values: dict[str, Any]) -> None:
+        """``create`` without reading the row back."""
+        await self._insert_unread(ReplyRequest, *_new_request(values))
 
     def from_columns(self, row: Sequence[Any]) -> ReplyRequest:
         """The request whose columns (in table order) lead a row of a wider query."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store import errors
-from ccweb_store.errors import Conflict, NotFound
+from ccweb_store.errors import Conflict, DomainError, NotFound
 from ccweb_store.models import (
     RUN_KINDS,
     RUN_STATUSES,
@@ -131,6 +131,40 @@ _FINISH_RUN = prebuilt(
 )
 
 
+def _new_run(
+    session_id: str,
+    kind: str,
+    status: str,
+    runtime_text: str | None,
+    hop_count: int,
+    reply_request_id: str | None,
+    worker_id: str | None = None,
+) -> dict[str, Any]:
+    """A new run's values, by attribute name."""
+    validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
+    now = utcnow()
+    return {
+        "id": new_id("run"),
+        "session_id": session_id,
+        "kind": kind,
+        "status": status,
+        "runtime_text": runtime_text,
+        "hop_count": hop_count,
+        "reply_request_id": reply_request_id,
+        "worker_id": worker_id,
+        "attempts": 0,
+        "created_at": now,
+        "started_at": now if status == "running" else None,
+    }
+
+
+def _busy(session_id: str) -> Callable[[], DomainError]:
+    """The error for a second running run of a session (the partial unique index)."""
+    return lambda: Conflict(
+        f"conversation {session_id!r} already has a running run", code=errors.CONVERSATION_BUSY
+    )
+
+
 class RunRepository(Repository):
     async def enqueue(
         self,
@@ -145,6 +179,21 @@ class RunRepository(Repository):
         return await self._add(
             session_id, kind, "queued", runtime_text, hop_count, reply_request_id
         )
+
+    async def enqueue_id(
+        self,
+        session_id: str,
+        kind: str,
+        *,
+        runtime_text: str | None = None,
+        hop_count: int = 0,
+        reply_request_id: str | None = None,
+    ) -> str:
+        """``enqueue`` without reading the row back: the new run's id."""
+        values = _new_run(session_id, kind, "queued", runtime_text, hop_count, reply_request_id)
+        await self._insert_unread(Run, values, _busy(session_id))
+        run_id: str = values["id"]
+        return run_id
 
     async def start(
         self,
@@ -171,29 +220,10 @@ class RunRepository(Repository):
         reply_request_id: str | None,
         worker_id: str | None = None,
     ) -> Run:
-        validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
-        now = utcnow()
-        values = {
-            "id": new_id("run"),
-            "session_id": session_id,
-            "kind": kind,
-            "status": status,
-            "runtime_text": runtime_text,
-            "hop_count": hop_count,
-            "reply_request_id": reply_request_id,
-            "worker_id": worker_id,
-            "attempts": 0,
-            "created_at": now,
-            "started_at": now if status == "running" else None,
-        }
-        return await self._insert(
-            Run,
-            values,
-            lambda: Conflict(
-                f"conversation {session_id!r} already has a running run",
-                code=errors.CONVERSATION_BUSY,
-            ),
+        values = _new_run(
+            session_id, kind, status, runtime_text, hop_count, reply_request_id, worker_id
         )
+        return await self._insert(Run, values, _busy(session_id))
 
     async def get(self, run_id: str, *, for_update: bool = False) -> Run | None:
         stmt = _LOCK_RUN if for_update else _GET_RUN
