@@ -1,14 +1,26 @@
-"""``POST /mcp``: MCP over Streamable HTTP, stateless (SPEC §2).
+"""``POST /mcp``: MCP over Streamable HTTP, stateless (SPEC §2), in both protocol eras.
 
-No session id is issued or required: every request stands alone, so ``tools/list`` and
-``tools/call`` work without a prior ``initialize``. The source conversation comes from the
-query string (``sourceSessionId``/``sourceConversationId``, ``sourceHopCount``). The stdio
-server answers with the same ``handle_mcp_payload``.
+*Legacy* revisions (2025-03-26, 2025-06-18, 2025-11-25) open with an ``initialize``
+handshake; this server answers it but keeps nothing, so ``tools/list`` and ``tools/call`` also
+work without it. The *modern* revision 2026-07-28 has no handshake: every request carries its
+protocol version and client capabilities in ``params._meta``, and ``server/discover`` tells a
+client which versions this server speaks. Each message is served in the era it announces:
+modern when its ``_meta`` names a protocol version or its ``MCP-Protocol-Version`` header names
+2026-07-28, legacy otherwise (a request without the header counts as 2025-03-26). Over HTTP a
+modern request's routing headers (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``) must
+match its body.
+
+No session id is issued or required. The source conversation comes from the query string
+(``sourceSessionId``/``sourceConversationId``, ``sourceHopCount``). The stdio server answers
+with the same ``handle_mcp_payload``, without headers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import binascii
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -21,10 +33,44 @@ from ccweb_store.errors import DomainError
 from ccweb_store.origins import origin_rejection
 from ccweb_store.uow import Store
 
-SUPPORTED_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
-LATEST_VERSION = SUPPORTED_VERSIONS[-1]
-SERVER_NAME = "ccweb-store"
+LEGACY_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
+MODERN_VERSIONS = ("2026-07-28",)
+#: Newest first, as ``server/discover`` and the unsupported-version error name them.
+SUPPORTED_VERSIONS = (*reversed(MODERN_VERSIONS), *reversed(LEGACY_VERSIONS))
+LATEST_LEGACY_VERSION = LEGACY_VERSIONS[-1]
+#: The one revision whose HTTP POST may carry a JSON-RPC batch (2025-06-18 removed them).
+BATCH_VERSION = "2025-03-26"
+
 PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
+METHOD_HEADER = "mcp-method"
+NAME_HEADER = "mcp-name"
+ROUTING_HEADERS = (PROTOCOL_VERSION_HEADER, METHOD_HEADER, NAME_HEADER)
+#: The body parameter that ``Mcp-Name`` mirrors, for the methods that have one.
+NAMED_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+
+HEADER_MISMATCH = -32020
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+#: HTTP status of a modern request's JSON-RPC error; other codes answer 200.
+MODERN_ERROR_STATUS = {
+    jsonrpc.PARSE_ERROR: 400,
+    jsonrpc.INVALID_REQUEST: 400,
+    jsonrpc.INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    jsonrpc.METHOD_NOT_FOUND: 404,
+}
+
+SERVER_NAME = "ccweb-store"
+SERVER_INFO = {"name": SERVER_NAME, "title": "ccweb", "version": __version__}
+CAPABILITIES = {"tools": {"listChanged": False}}
+#: Caching hints of ``tools/list`` and ``server/discover`` (2026-07-28): both change only when
+#: the server is upgraded; private because a shared cache must not hand them out without the
+#: bearer token.
+CACHE_HINTS = {"ttlMs": 300_000, "cacheScope": "private"}
 INSTRUCTIONS = (
     "ccweb tools let this conversation talk to other cc-web conversations. Use "
     "ccweb_send_message with replyMode return_and_continue whenever you need the target's "
@@ -46,21 +92,21 @@ def tool_result(payload: Mapping[str, Any], *, is_error: bool = False) -> dict[s
 
 
 def negotiate_version(requested: object) -> str:
-    """Echo a supported protocol version, else answer the latest."""
-    if isinstance(requested, str) and requested in SUPPORTED_VERSIONS:
+    """``initialize``: echo a supported legacy version, else answer the latest legacy one."""
+    if isinstance(requested, str) and requested in LEGACY_VERSIONS:
         return requested
-    return LATEST_VERSION
+    return LATEST_LEGACY_VERSION
 
 
-def dispatcher(store: Store, source: Source) -> jsonrpc.Dispatch:
-    """The MCP methods for one request from ``source``."""
+def legacy_dispatcher(store: Store, source: Source) -> jsonrpc.Dispatch:
+    """The legacy-era MCP methods for one request from ``source``."""
 
     async def dispatch(method: str, params: Mapping[str, Any]) -> Any:
         if method == "initialize":
             return {
                 "protocolVersion": negotiate_version(params.get("protocolVersion")),
-                "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": SERVER_NAME, "title": "ccweb", "version": __version__},
+                "capabilities": CAPABILITIES,
+                "serverInfo": SERVER_INFO,
                 "instructions": INSTRUCTIONS,
             }
         if method == "ping":
@@ -76,6 +122,43 @@ def dispatcher(store: Store, source: Source) -> jsonrpc.Dispatch:
         )
 
     return dispatch
+
+
+def modern_dispatcher(
+    store: Store, source: Source, headers: Mapping[str, str] | None
+) -> jsonrpc.Dispatch:
+    """The 2026-07-28 methods for one request: its envelope checked first, its result stamped
+    with ``resultType`` and the server's identity."""
+
+    async def dispatch(method: str, params: Mapping[str, Any]) -> Any:
+        check_envelope(method, params, headers)
+        if method == "server/discover":
+            result = discover_result()
+        elif method == "tools/list":
+            result = {**list_tools_page(params.get("cursor")), **CACHE_HINTS}
+        elif method == "tools/call":
+            result = await call_tool(store, source, params)
+        else:
+            raise jsonrpc.RpcError(
+                jsonrpc.METHOD_NOT_FOUND,
+                f"method not found: {method!r}; in MCP 2026-07-28 this server answers "
+                "server/discover, tools/list and tools/call (initialize, ping and "
+                "logging/setLevel belong to the 2025 revisions)",
+                {"method": method},
+            )
+        return {**result, "resultType": "complete", "_meta": {SERVER_INFO_KEY: SERVER_INFO}}
+
+    return dispatch
+
+
+def discover_result() -> dict[str, Any]:
+    """``server/discover``: the versions, capabilities and instructions of this server."""
+    return {
+        "supportedVersions": list(SUPPORTED_VERSIONS),
+        "capabilities": CAPABILITIES,
+        "instructions": INSTRUCTIONS,
+        **CACHE_HINTS,
+    }
 
 
 def list_tools_page(cursor: object, page_size: int = 50) -> dict[str, Any]:
@@ -105,9 +188,227 @@ async def call_tool(store: Store, source: Source, params: Mapping[str, Any]) -> 
     return tool_result(payload)
 
 
-async def handle_mcp_payload(store: Store, source: Source, payload: Any) -> Any | None:
-    """Answer a decoded MCP message or batch; ``None`` when nothing is due."""
-    return await jsonrpc.handle_payload(payload, dispatcher(store, source))
+# The 2026-07-28 request envelope.
+
+
+def is_modern(message: object, header_version: str | None) -> bool:
+    """Whether ``message`` is a 2026-07-28 one: its header or its ``params._meta`` says so."""
+    if header_version in MODERN_VERSIONS:
+        return True
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
+
+
+def unsupported_version(requested: str) -> jsonrpc.RpcError:
+    """-32022, naming the versions this server speaks so the client can pick one."""
+    return jsonrpc.RpcError(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        f"unsupported MCP protocol version {requested!r}: "
+        f"this server speaks {', '.join(SUPPORTED_VERSIONS)}",
+        {"supported": list(SUPPORTED_VERSIONS), "requested": requested},
+    )
+
+
+def check_envelope(
+    method: str, params: Mapping[str, Any], headers: Mapping[str, str] | None
+) -> None:
+    """Raise the JSON-RPC error a modern request earns when its ``params._meta`` envelope or
+    (over HTTP, when ``headers`` are given) its routing headers do not hold up."""
+    meta = params.get("_meta")
+    if not isinstance(meta, Mapping):
+        raise jsonrpc.RpcError(
+            jsonrpc.INVALID_PARAMS,
+            "invalid params: a 2026-07-28 request carries params._meta with "
+            f"{PROTOCOL_VERSION_KEY!r} and {CLIENT_CAPABILITIES_KEY!r}",
+        )
+    missing = [key for key in (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY) if key not in meta]
+    if missing:
+        raise jsonrpc.RpcError(
+            jsonrpc.INVALID_PARAMS, f"invalid params: params._meta lacks {', '.join(missing)}"
+        )
+    version = meta[PROTOCOL_VERSION_KEY]
+    if not isinstance(version, str) or not isinstance(meta[CLIENT_CAPABILITIES_KEY], Mapping):
+        raise jsonrpc.RpcError(
+            jsonrpc.INVALID_PARAMS,
+            f"invalid params: in params._meta, {PROTOCOL_VERSION_KEY!r} must be a string and "
+            f"{CLIENT_CAPABILITIES_KEY!r} an object",
+        )
+    if headers is not None and (mismatch := header_mismatch(method, params, version, headers)):
+        raise jsonrpc.RpcError(HEADER_MISMATCH, f"header mismatch: {mismatch}")
+    if version not in MODERN_VERSIONS:
+        raise unsupported_version(version)
+
+
+def header_mismatch(
+    method: str, params: Mapping[str, Any], version: str, headers: Mapping[str, str]
+) -> str | None:
+    """Why a modern request's routing headers disagree with its body, or ``None``."""
+    for name in ROUTING_HEADERS:
+        value = headers.get(name)
+        if value is not None and not is_header_safe(value):
+            return f"the {name} header holds characters a header value may not carry"
+    expected: list[tuple[str, Any]] = [(PROTOCOL_VERSION_HEADER, version), (METHOD_HEADER, method)]
+    named = NAMED_PARAMS.get(method)
+    if named is not None and params.get(named) is not None:
+        expected.append((NAME_HEADER, params[named]))
+    for name, body_value in expected:
+        given = headers.get(name)
+        if given is None:
+            return f"the {name} header is missing; it must repeat the body's {body_value!r}"
+        if name == NAME_HEADER:
+            decoded = decode_header_value(given)
+            if decoded is None:
+                return f"the {name} header {given!r} is not valid =?base64?…?= encoding"
+            given = decoded
+        if given != body_value:
+            return f"the {name} header {given!r} does not match the body's {body_value!r}"
+    return None
+
+
+BASE64_PREFIX, BASE64_SUFFIX = "=?base64?", "?="
+
+
+def is_header_safe(value: str) -> bool:
+    """Whether ``value`` is visible ASCII, spaces and tabs only, as a header value must be."""
+    return all(char == "\t" or " " <= char <= "~" for char in value)
+
+
+def encode_header_value(value: str) -> str:
+    """``value`` as a routing header carries it: as is when it is plain ASCII without edge
+    whitespace, else in the ``=?base64?…?=`` form of the UTF-8 bytes."""
+    plain = (
+        is_header_safe(value)
+        and value == value.strip(" \t")
+        and not (value.startswith(BASE64_PREFIX) and value.endswith(BASE64_SUFFIX))
+    )
+    if plain:
+        return value
+    return BASE64_PREFIX + base64.b64encode(value.encode()).decode("ascii") + BASE64_SUFFIX
+
+
+def decode_header_value(value: str) -> str | None:
+    """The text a routing header carries (``=?base64?…?=`` decoded); ``None`` if malformed."""
+    if not (value.startswith(BASE64_PREFIX) and value.endswith(BASE64_SUFFIX)):
+        return value
+    encoded = value[len(BASE64_PREFIX) : -len(BASE64_SUFFIX)]
+    try:
+        return base64.b64decode(encoded, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def routing_headers(raw: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The routing headers of an HTTP request by lower-case name, trimmed of surrounding
+    whitespace; a repeated one is joined with ", " (RFC 9110 §5.3), so it matches nothing."""
+    found: dict[str, list[str]] = {}
+    for name, value in raw:
+        key = name.lower()
+        if key in ROUTING_HEADERS:
+            found.setdefault(key, []).append(value.strip(" \t"))
+    return {key: ", ".join(values) for key, values in found.items()}
+
+
+# Answering a decoded payload.
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a payload is owed: a JSON-RPC ``body`` (``None``: nothing, HTTP 202) and the HTTP
+    ``status`` to send it with."""
+
+    body: Any | None
+    status: int = 200
+
+
+async def handle_mcp_payload(
+    store: Store, source: Source, payload: Any, headers: Mapping[str, str] | None = None
+) -> Reply:
+    """Answer a decoded MCP message or batch. ``headers`` are an HTTP request's routing headers
+    (see ``routing_headers``); the stdio transport passes none."""
+    header_version = headers.get(PROTOCOL_VERSION_HEADER) if headers is not None else None
+    if header_version is not None and header_version not in SUPPORTED_VERSIONS:
+        error = unsupported_version(header_version)
+        return Reply(error_body(_request_id(payload), error, modern=True), 400)
+    if isinstance(payload, list):
+        return await answer_batch(store, source, payload, header_version)
+    if is_modern(payload, header_version):
+        return await answer_modern(store, source, payload, headers)
+    answer = await jsonrpc.handle_message(payload, legacy_dispatcher(store, source))
+    return Reply(answer, 200 if answer is not None else 202)
+
+
+async def answer_modern(
+    store: Store, source: Source, message: Any, headers: Mapping[str, str] | None
+) -> Reply:
+    """One 2026-07-28 message: a request is answered, a notification accepted and dropped
+    (the revision defines none a client sends over HTTP), a posted response refused."""
+    if not isinstance(message, dict) or "method" not in message:
+        error = jsonrpc.RpcError(
+            jsonrpc.INVALID_REQUEST,
+            "invalid request: a 2026-07-28 message is one JSON-RPC request or notification",
+        )
+        return Reply(error_body(_request_id(message), error, modern=True), 400)
+    if "id" not in message:
+        return Reply(None, 202)
+    answer = await jsonrpc.handle_message(message, modern_dispatcher(store, source, headers))
+    if answer is None:
+        return Reply(None, 202)
+    if "error" not in answer:
+        return Reply(answer)
+    if answer.get("id") is None:
+        answer.pop("id", None)  # the 2026-07-28 schema has no null id: leave an unknown one out
+    return Reply(answer, MODERN_ERROR_STATUS.get(answer["error"]["code"], 200))
+
+
+async def answer_batch(
+    store: Store, source: Source, batch: list[Any], header_version: str | None
+) -> Reply:
+    """A JSON-RPC batch: only 2025-03-26 has them (also what a POST without the version header
+    speaks); each message in it is a legacy one."""
+    if header_version not in (None, BATCH_VERSION):
+        error = jsonrpc.RpcError(
+            jsonrpc.INVALID_REQUEST,
+            f"invalid request: MCP {header_version} has no JSON-RPC batches; "
+            "send one message per POST",
+        )
+        return Reply(error_body(None, error, modern=header_version in MODERN_VERSIONS), 400)
+    if not batch:
+        error = jsonrpc.RpcError(jsonrpc.INVALID_REQUEST, "invalid request: an empty batch")
+        return Reply(jsonrpc.error_response(None, error))
+    in_batch = jsonrpc.RpcError(
+        jsonrpc.INVALID_REQUEST, "invalid request: a 2026-07-28 request cannot be part of a batch"
+    )
+    answers = [
+        error_body(_request_id(message), in_batch, modern=True)
+        if is_modern(message, None)
+        else await jsonrpc.handle_message(message, legacy_dispatcher(store, source))
+        for message in batch
+    ]
+    answered = [answer for answer in answers if answer is not None]
+    return Reply(answered or None, 200 if answered else 202)
+
+
+def error_body(request_id: Any, error: jsonrpc.RpcError, *, modern: bool) -> dict[str, Any]:
+    """A JSON-RPC error response; an unknown id is null, except in 2026-07-28, whose schema
+    has no null id and leaves it out."""
+    response = jsonrpc.error_response(request_id, error)
+    if modern and request_id is None:
+        del response["id"]
+    return response
+
+
+def _request_id(message: Any) -> str | int | None:
+    """The id of ``message`` when it has a usable one."""
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(request_id, str) or (
+        isinstance(request_id, int) and not isinstance(request_id, bool)
+    ):
+        return request_id
+    return None
+
+
+# HTTP.
 
 
 def source_from_query(query: Mapping[str, str]) -> Source:
@@ -151,15 +452,6 @@ async def mcp_endpoint(request: Request) -> Response:
     rejection = origin_rejection(request, settings)
     if rejection is not None:
         return rejection
-    version = request.headers.get(PROTOCOL_VERSION_HEADER)
-    if version is not None and version not in SUPPORTED_VERSIONS:
-        return jsonrpc.http_error(
-            400,
-            jsonrpc.INVALID_REQUEST,
-            f"unsupported MCP-Protocol-Version {version!r}: "
-            f"this server speaks {', '.join(SUPPORTED_VERSIONS)}",
-            {"supported": list(SUPPORTED_VERSIONS)},
-        )
     sse = _wants_sse_only(request.headers.get("accept"))
     if sse is None:
         return jsonrpc.http_error(
@@ -177,14 +469,15 @@ async def mcp_endpoint(request: Request) -> Response:
         )
     except jsonrpc.Rejected as rejected:
         return rejected.response
-    answer = await handle_mcp_payload(request.app.state.store, source, payload)
-    if answer is None:
+    headers = routing_headers(request.headers.items())
+    reply = await handle_mcp_payload(request.app.state.store, source, payload, headers)
+    if reply.body is None:
         return Response(status_code=202)
-    if sse:
-        data = jsonrpc.dumps(answer).decode()
+    if sse and reply.status == 200:
+        data = jsonrpc.dumps(reply.body).decode()
         return Response(
             f"event: message\ndata: {data}\n\n",
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache"},
         )
-    return jsonrpc.JSONResponse(answer)
+    return jsonrpc.JSONResponse(reply.body, status_code=reply.status)

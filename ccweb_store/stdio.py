@@ -15,11 +15,10 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from ccweb_store import jsonrpc
+from ccweb_store import jsonrpc, mcp
 from ccweb_store.config import Settings
 from ccweb_store.context import Source
 from ccweb_store.db import migrate
-from ccweb_store.mcp import handle_mcp_payload
 from ccweb_store.uow import Store
 
 log = logging.getLogger("ccweb_store.stdio")
@@ -55,7 +54,7 @@ async def serve_database(settings: Settings, source: Source) -> None:
         log.info("mcp-stdio on %s for source %s", store.dialect, source.session_id)
 
         async def answer(payload: Any) -> Any | None:
-            return await handle_mcp_payload(store, source, payload)
+            return (await mcp.handle_mcp_payload(store, source, payload)).body
 
         await serve_lines(answer, sys.stdin.buffer, sys.stdout.buffer)
     finally:
@@ -92,7 +91,9 @@ async def forward(
     """POST one payload; the server's JSON-RPC answer, or an error naming what went wrong."""
     request_id = payload.get("id") if isinstance(payload, dict) else None
     try:
-        response = await client.post(endpoint, params=query, json=payload)
+        response = await client.post(
+            endpoint, params=query, json=payload, headers=routing_headers_for(payload)
+        )
     except httpx.HTTPError as exc:
         log.error("cannot reach %s: %s", endpoint, exc)
         return _unanswered(payload, request_id, f"cannot reach the ccweb-store server: {exc}")
@@ -107,6 +108,23 @@ async def forward(
     if isinstance(body, dict) and "error" in body and body.get("id") is None:
         body["id"] = request_id  # HTTP-level errors carry no id; pair them with the request
     return body
+
+
+def routing_headers_for(payload: Any) -> dict[str, str]:
+    """The headers a 2026-07-28 request must carry over HTTP, repeating its body (none for a
+    legacy message or a batch, which the server takes for 2025-03-26)."""
+    if not isinstance(payload, dict) or not mcp.is_modern(payload, None):
+        return {}
+    method, params = str(payload.get("method")), payload["params"]
+    headers = {
+        "MCP-Protocol-Version": str(params["_meta"][mcp.PROTOCOL_VERSION_KEY]),
+        "Mcp-Method": method,
+    }
+    named = mcp.NAMED_PARAMS.get(method)
+    if named is not None and isinstance(params.get(named), str):
+        headers["Mcp-Name"] = mcp.encode_header_value(params[named])
+    # A value no header can carry stays out: the server then names the missing header.
+    return {name: value for name, value in headers.items() if mcp.is_header_safe(value)}
 
 
 def _unanswered(payload: Any, request_id: Any, message: str) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ import pytest
 
 from ccweb_store import __version__, errors, jsonrpc
 from ccweb_store.context import Source
-from ccweb_store.mcp import SourceError, source_from_query
+from ccweb_store.mcp import UNSUPPORTED_PROTOCOL_VERSION, SourceError, source_from_query
 from ccweb_store.models import utcnow
 from ccweb_store.uow import Store
 from tests.http_client import app_client, call_tool, mcp
@@ -117,13 +117,65 @@ async def test_a_single_sse_event_is_answered_when_only_sse_is_accepted(store: S
         assert len(message["result"]["tools"]) == 6
 
 
-async def test_an_unsupported_protocol_version_header_is_400(store: Store) -> None:
+async def test_an_unsupported_protocol_version_header_is_400_naming_the_supported_ones(
+    store: Store,
+) -> None:
     async with app_client(store) as client:
         response = await mcp(client, "ping", headers={"MCP-Protocol-Version": "2099-01-01"})
         assert response.status_code == 400
-        assert "2099-01-01" in response.json()["error"]["message"]
+        body = response.json()
+        assert body["id"] == 1
+        assert body["error"]["code"] == UNSUPPORTED_PROTOCOL_VERSION
+        assert "2099-01-01" in body["error"]["message"]
+        assert body["error"]["data"] == {
+            "supported": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"],
+            "requested": "2099-01-01",
+        }
+        notification = await client.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            headers={"MCP-Protocol-Version": "2099-01-01"},
+        )
+        assert notification.status_code == 400
         ok = await mcp(client, "ping", headers={"MCP-Protocol-Version": "2025-06-18"})
         assert ok.status_code == 200
+
+
+async def test_initialize_never_negotiates_2026_07_28_which_has_no_handshake(store: Store) -> None:
+    async with app_client(store) as client:
+        response = await mcp(client, "initialize", {**INIT_PARAMS, "protocolVersion": "2026-07-28"})
+        assert response.json()["result"]["protocolVersion"] == "2025-11-25"
+
+
+@pytest.mark.parametrize("version", [None, "2025-03-26"])
+async def test_a_batch_is_answered_in_2025_03_26_and_without_a_version_header(
+    store: Store, version: str | None
+) -> None:
+    async with app_client(store) as client:
+        batch = [
+            {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        ]
+        headers = {"MCP-Protocol-Version": version} if version else {}
+        response = await client.post("/mcp", json=batch, headers=headers)
+        assert response.status_code == 200
+        answers = response.json()
+        assert [answer["id"] for answer in answers] == [1, 2]
+        assert len(answers[1]["result"]["tools"]) == 6
+        only_notifications = await client.post("/mcp", json=batch[1:2], headers=headers)
+        assert only_notifications.status_code == 202
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+async def test_a_batch_is_refused_from_2025_06_18_on(store: Store, version: str) -> None:
+    async with app_client(store) as client:
+        batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
+        response = await client.post("/mcp", json=batch, headers={"MCP-Protocol-Version": version})
+        assert response.status_code == 400
+        error = response.json()
+        assert error["error"]["code"] == jsonrpc.INVALID_REQUEST
+        assert f"MCP {version} has no JSON-RPC batches" in error["error"]["message"]
 
 
 @pytest.mark.parametrize(
@@ -158,6 +210,7 @@ async def test_configured_origins_replace_the_defaults(store: Store) -> None:
         ).status_code == 403
 
 
+# server/discover without the 2026-07-28 envelope is a 2025-03-26 request, which has no such method.
 @pytest.mark.parametrize("method", ["server/discover", "resources/list", "prompts/list"])
 async def test_unknown_methods_are_method_not_found(store: Store, method: str) -> None:
     async with app_client(store) as client:

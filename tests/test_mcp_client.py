@@ -1,6 +1,7 @@
 """Real MCP clients: the official ``mcp`` package against a real ``uvicorn`` process over
 Streamable HTTP (with a bearer token), and against ``ccweb-store mcp-stdio`` (straight on the
-database, and bridged to the running server)."""
+database, and bridged to the running server), each in ``auto`` mode (which negotiates
+2026-07-28 through ``server/discover``) and in ``legacy`` mode (the ``initialize`` handshake)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from tests.servers import server_env, serving
 
@@ -75,11 +78,26 @@ def _payload(result: Any) -> dict[str, Any]:
     return payload
 
 
-async def _exercise(client: Client) -> None:
-    """What every transport must do: list the tools and call ccweb_list_conversations."""
+def _assert_negotiated(client: Client, mode: str) -> None:
+    """Auto mode speaks 2026-07-28 natively (server/discover, no initialize fallback); legacy
+    mode completes the initialize handshake at the newest 2025 revision."""
+    if mode == "auto":
+        assert client.protocol_version == "2026-07-28"
+        assert client.session.discover_result is not None
+        assert client.session.initialize_result is None  # no fallback to the handshake
+        assert "2026-07-28" in client.session.discover_result.supported_versions
+    else:
+        assert client.protocol_version == "2025-11-25"
+        assert client.session.initialize_result is not None
+        assert client.session.discover_result is None
+
+
+async def _exercise(client: Client, mode: str) -> None:
+    """What every transport must do in either mode: negotiate, list the tools and call them."""
+    _assert_negotiated(client, mode)
     assert client.server_info is not None
     assert client.server_info.name == "ccweb-store"
-    assert client.protocol_version in ("2025-03-26", "2025-06-18", "2025-11-25")
+    assert client.server_capabilities.tools is not None
     listed = await client.list_tools()
     assert {tool.name for tool in listed.tools} == PUBLIC
     send = next(tool for tool in listed.tools if tool.name == "ccweb_send_message")
@@ -97,17 +115,49 @@ async def _exercise(client: Client) -> None:
         "ccweb_request_reply", {"targetConversationId": "other", "content": "hi"}
     )
     assert isinstance(alias.is_error, bool)
+    # A domain error is a tool result the model reads, in either era.
+    to_self = await client.call_tool(
+        "ccweb_send_message",
+        {"targetConversationId": "client-src", "content": "x", "replyMode": "one_way"},
+    )
+    assert to_self.is_error is True
+    assert to_self.structured_content["error"]["code"] == "cannot_target_self"
+    with pytest.raises(MCPError) as unknown:
+        await client.call_tool("ccweb_no_such_tool", {})
+    assert unknown.value.error.code == -32602
 
 
+def _http_client(sent: list[str]) -> httpx2.AsyncClient:
+    """An HTTP client with the bearer token that records the JSON-RPC method of every POST."""
+
+    async def record(request: httpx2.Request) -> None:
+        if request.method == "POST":
+            sent.append(json.loads(request.content)["method"])
+
+    return httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=httpx2.Timeout(30.0),
+        event_hooks={"request": [record]},
+    )
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_the_official_client_works_over_streamable_http_with_a_token(
-    server: Server,
+    server: Server, mode: str
 ) -> None:
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+    sent: list[str] = []
+    http = _http_client(sent)
     transport = streamable_http_client(
         f"{server.url}/mcp?sourceSessionId=client-src", http_client=http
     )
-    async with http, Client(transport) as client:
-        await _exercise(client)
+    async with http, Client(transport, mode=mode) as client:
+        await _exercise(client, mode)
+    if mode == "auto":  # on the wire: the probe, then plain requests, never the handshake
+        assert sent[0] == "server/discover"
+        assert "initialize" not in sent and "notifications/initialized" not in sent
+    else:
+        assert sent[:2] == ["initialize", "notifications/initialized"]
+        assert "server/discover" not in sent
 
 
 def _leaves(error: BaseException) -> list[BaseException]:
@@ -116,9 +166,10 @@ def _leaves(error: BaseException) -> list[BaseException]:
     return [error]
 
 
-async def test_the_official_client_is_refused_without_the_token(server: Server) -> None:
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_official_client_is_refused_without_the_token(server: Server, mode: str) -> None:
     with pytest.raises(BaseException) as caught:
-        async with Client(f"{server.url}/mcp?sourceSessionId=client-src") as client:
+        async with Client(f"{server.url}/mcp?sourceSessionId=client-src", mode=mode) as client:
             await client.list_tools()
     messages = [str(leaf) for leaf in _leaves(caught.value)]
     assert any("missing bearer token" in message for message in messages), messages
@@ -133,16 +184,22 @@ def _stdio(args: list[str], database_url: str) -> StdioServerParameters:
     )
 
 
-async def test_the_official_client_works_over_stdio_on_the_database(server: Server) -> None:
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_official_client_works_over_stdio_on_the_database(
+    server: Server, mode: str
+) -> None:
     params = _stdio(["--database-url", server.database_url], server.database_url)
-    async with Client(params) as client:
-        await _exercise(client)
+    async with Client(params, mode=mode) as client:
+        await _exercise(client, mode)
 
 
-async def test_the_official_client_works_over_stdio_bridged_to_the_server(server: Server) -> None:
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_official_client_works_over_stdio_bridged_to_the_server(
+    server: Server, mode: str
+) -> None:
     params = _stdio(["--url", server.url, "--token", TOKEN], "sqlite+aiosqlite:///unused.db")
-    async with Client(params) as client:
-        await _exercise(client)
+    async with Client(params, mode=mode) as client:
+        await _exercise(client, mode)
 
 
 async def test_a_return_and_continue_round_trip_with_the_official_client(server: Server) -> None:

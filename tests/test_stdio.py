@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ccweb_store.stdio import mcp_url
+from ccweb_store.stdio import mcp_url, routing_headers_for
 from tests.cli_support import run_cli
-from tests.servers import server_env
+from tests.servers import server_env, serving
 
 
 def _run(args: list[str], lines: list[str], database_url: str) -> subprocess.CompletedProcess[str]:
@@ -101,3 +101,72 @@ def test_stdio_migrates_a_new_database_before_answering(tmp_path: Path) -> None:
     answer = json.loads(completed.stdout)
     assert answer["result"]["isError"] is False
     assert database.exists()
+
+
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+MODERN_META = {VERSION_KEY: "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def _modern(method: str, params: dict[str, Any] | None = None, id: int = 1) -> str:
+    return _request(method, {**(params or {}), "_meta": MODERN_META}, id=id)
+
+
+def test_stdio_speaks_2026_07_28_per_request_without_headers(database_url: str) -> None:
+    completed = _run(
+        ["--source-session", "me"],
+        [
+            _modern("server/discover", id=1),
+            _modern("tools/list", id=2),
+            _modern("tools/call", {"name": "ccweb_list_conversations", "arguments": {}}, id=3),
+            _modern("ping", id=4),
+            _request("tools/list", {"_meta": {**MODERN_META, VERSION_KEY: "v9"}}, id=5),
+            _request("tools/list", {"_meta": {VERSION_KEY: "2026-07-28"}}, id=6),
+            json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}}),
+            _request("initialize", {"protocolVersion": "2025-11-25"}, id=7),
+        ],
+        database_url,
+    )
+    assert completed.returncode == 0, completed.stderr
+    answers = {answer["id"]: answer for answer in map(json.loads, completed.stdout.splitlines())}
+    assert sorted(answers) == [1, 2, 3, 4, 5, 6, 7]  # nothing for the notification
+    assert "2026-07-28" in answers[1]["result"]["supportedVersions"]
+    assert answers[2]["result"]["resultType"] == "complete"
+    assert "ccweb_request_reply" not in [tool["name"] for tool in answers[2]["result"]["tools"]]
+    assert answers[3]["result"]["structuredContent"] == {"conversations": [], "hasMore": False}
+    assert answers[4]["error"]["code"] == -32601
+    assert answers[5]["error"]["code"] == -32022
+    assert answers[5]["error"]["data"]["requested"] == "v9"
+    assert answers[6]["error"]["code"] == -32602
+    assert answers[7]["result"]["protocolVersion"] == "2025-11-25"  # the same process, both eras
+
+
+def test_the_bridge_sends_the_routing_headers_a_2026_07_28_request_needs(
+    database_url: str,
+) -> None:
+    with serving(database_url, CCWEB_TOKEN="bridge-token") as server:
+        completed = _run(
+            ["--source-session", "me", "--url", server.url, "--token", "bridge-token"],
+            [
+                _modern("tools/call", {"name": "ccweb_list_conversations", "arguments": {}}, id=1),
+                _modern("tools/call", {"name": "ccweb_naïve", "arguments": {}}, id=2),
+                _modern("server/discover", id=3),
+            ],
+            "sqlite+aiosqlite:///unused.db",
+        )
+    assert completed.returncode == 0, completed.stderr
+    answers = [json.loads(line) for line in completed.stdout.splitlines()]
+    assert answers[0]["result"]["isError"] is False
+    # The non-ASCII name went as =?base64?…?= and matched the body: an unknown tool, no mismatch.
+    assert answers[1]["error"]["code"] == -32602
+    assert answers[2]["result"]["supportedVersions"][0] == "2026-07-28"
+
+
+def test_the_bridge_leaves_legacy_messages_without_routing_headers() -> None:
+    assert routing_headers_for({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}) == {}
+    assert routing_headers_for([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]) == {}
+    modern = json.loads(_modern("tools/call", {"name": "ccweb_x", "arguments": {}}))
+    assert routing_headers_for(modern) == {
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "ccweb_x",
+    }
