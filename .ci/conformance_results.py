@@ -14,27 +14,29 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
-NO_DIAGNOSTIC_TOOLS = (
-    "needs the suite's diagnostic tool {tool}, which only its reference server has; "
-    "ccweb-store serves the fixed tool set of SPEC §2.1"
+
+def needs_diagnostic_tool(tool: str, why: str) -> str:
+    return (
+        f"needs the suite's diagnostic tool {tool}, which only its reference server has; "
+        f"ccweb-store serves the fixed tool set of SPEC §2.1, and {why}"
+    )
+
+
+NO_CAPABILITY_NEEDED = needs_diagnostic_tool(
+    "test_missing_capability", "no ccweb tool needs a client capability"
 )
 NOT_APPLICABLE = {
-    ("server-stateless", "sep-2575-server-rejects-undeclared-capability"): (
-        NO_DIAGNOSTIC_TOOLS.format(tool="test_missing_capability")
-        + "; no ccweb tool needs a client capability"
-    ),
-    ("server-stateless", "sep-2575-missing-capability-http-400"): (
-        NO_DIAGNOSTIC_TOOLS.format(tool="test_missing_capability")
-        + "; no ccweb tool needs a client capability"
-    ),
+    ("server-stateless", "sep-2575-server-rejects-undeclared-capability"): NO_CAPABILITY_NEEDED,
+    ("server-stateless", "sep-2575-missing-capability-http-400"): NO_CAPABILITY_NEEDED,
     ("server-stateless", "sep-2575-http-server-no-independent-requests-on-stream"): (
-        NO_DIAGNOSTIC_TOOLS.format(tool="test_streaming_elicitation")
-        + "; ccweb tools never ask the client for input"
+        needs_diagnostic_tool(
+            "test_streaming_elicitation", "ccweb tools never ask the client for input"
+        )
     ),
-    ("server-stateless", "sep-2575-server-no-log-without-loglevel"): (
-        NO_DIAGNOSTIC_TOOLS.format(tool="test_logging_tool")
-        + "; ccweb-store sends no log notifications (it logs to stderr)"
+    ("server-stateless", "sep-2575-server-no-log-without-loglevel"): needs_diagnostic_tool(
+        "test_logging_tool", "ccweb-store sends no log notifications (it logs to stderr)"
     ),
     ("caching", "sep-2549-prompts-list-caching-hints"): "ccweb-store offers no prompts",
     ("caching", "sep-2549-resources-list-caching-hints"): "ccweb-store offers no resources",
@@ -57,29 +59,12 @@ def tally(results: Path) -> tuple[int, int]:
         counts: Counter[str] = Counter()
         notes: list[str] = []
         for check in json.loads(files[-1].read_text()):
-            status, check_id = check["status"], check["id"]
-            reason = NOT_APPLICABLE.get((scenario, check_id))
-            message = check.get("errorMessage") or ""
-            if status == "INFO":
+            if check["status"] == "INFO":
                 continue
-            if reason is not None:
-                if status == "FAILURE":
-                    counts["not applicable"] += 1
-                    notes.append(f"not applicable: {check_id} ({reason})")
-                else:
-                    counts["failed"] += 1
-                    notes.append(f"STALE: {check_id} is {status}; drop it from NOT_APPLICABLE")
-            elif status == "SUCCESS":
-                counts["passed"] += 1
-            elif status == "WARNING":
-                counts["passed"] += 1
-                notes.append(f"warning: {check_id}: {message}")
-            elif status == "SKIPPED":
-                counts["skipped by the suite"] += 1
-                notes.append(f"skipped by the suite: {check_id}")
-            else:
-                counts["failed"] += 1
-                notes.append(f"FAILED: {check_id}: {message}")
+            outcome, note = judge(scenario, check)
+            counts[outcome] += 1
+            if note:
+                notes.append(note)
         summary = ", ".join(f"{counts[key]} {key}" for key in sorted(counts, key=_order))
         print(f"  {suite} {scenario}: {summary}")
         for note in notes:
@@ -87,6 +72,25 @@ def tally(results: Path) -> tuple[int, int]:
         passed += counts["passed"]
         failed += counts["failed"]
     return passed, failed
+
+
+def judge(scenario: str, check: dict[str, Any]) -> tuple[str, str | None]:
+    """One check's outcome (passed, failed, not applicable, skipped by the suite) and the note
+    to print with it."""
+    status, check_id = check["status"], check["id"]
+    reason = NOT_APPLICABLE.get((scenario, check_id))
+    if reason is not None and status == "FAILURE":
+        return "not applicable", f"not applicable: {check_id} ({reason})"
+    if reason is not None:
+        return "failed", f"STALE: {check_id} is {status}; drop it from NOT_APPLICABLE"
+    if status == "SUCCESS":
+        return "passed", None
+    message = check.get("errorMessage") or ""
+    if status == "WARNING":
+        return "passed", f"warning: {check_id}: {message}"
+    if status == "SKIPPED":
+        return "skipped by the suite", f"skipped by the suite: {check_id}"
+    return "failed", f"FAILED: {check_id}: {message}"
 
 
 def _order(key: str) -> int:

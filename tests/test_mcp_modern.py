@@ -110,40 +110,25 @@ async def test_tools_call_answers_results_and_tool_errors_as_in_the_2025_revisio
     async with app_client(store) as client:
         await rpc_result(client, "session.create", {"id": "src", "title": "Source"})
         await rpc_result(client, "session.create", {"id": "dst", "title": "Target"})
+
+        async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            params = {"name": name, "arguments": arguments}
+            response = await modern(client, "tools/call", params, query="?sourceSessionId=src")
+            return assert_modern_result(response)
+
         arguments = {"targetConversationId": "dst", "content": "hi", "replyMode": "one_way"}
-        sent = assert_modern_result(
-            await modern(
-                client,
-                "tools/call",
-                {"name": "ccweb_send_message", "arguments": arguments},
-                query="?sourceSessionId=src",
-            )
-        )
+        sent = await call("ccweb_send_message", arguments)
         assert sent["isError"] is False
         assert sent["structuredContent"]["deliveryStatus"] == "queued"
         assert json.loads(sent["content"][0]["text"]) == sent["structuredContent"]
         listed = await rpc_result(client, "message.list", {"sessionId": "dst"})
         assert [message["content"] for message in listed["messages"]] == ["hi"]
 
-        busy = assert_modern_result(
-            await modern(
-                client,
-                "tools/call",
-                {"name": "ccweb_send_message", "arguments": arguments},
-                query="?sourceSessionId=src",
-            )
-        )
+        busy = await call("ccweb_send_message", arguments)
         assert busy["isError"] is True
         assert busy["structuredContent"]["error"]["code"] == errors.TARGET_BUSY
 
-        alias = assert_modern_result(
-            await modern(
-                client,
-                "tools/call",
-                {"name": "ccweb_request_reply", "arguments": {"content": "x"}},
-                query="?sourceSessionId=src",
-            )
-        )
+        alias = await call("ccweb_request_reply", {"content": "x"})
         assert alias["structuredContent"]["error"]["code"] == errors.INVALID_ARGUMENTS
 
 
