@@ -1,4 +1,4 @@
--- Ready-to-paste queries for debugging pending replies (README, "Debugging pending replies").
+-- Ready-to-paste queries for debugging pending replies (docs/operator.md).
 -- Each runs unchanged on SQLite and PostgreSQL; tests/test_views.py runs every one of them.
 -- A query starts at its "-- name:" line and ends at the next one.
 

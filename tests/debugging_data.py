@@ -1,7 +1,7 @@
 """One database holding a request in every state, written through the repositories.
 
-Shared by the view, CLI and README-query tests. The returned request's id is the
-placeholder the README's "full story" query names, so that query runs verbatim.
+Shared by the view, CLI and ready-to-paste query tests. The returned request's id is the
+placeholder the "full story" query of docs/operator.md names, so that query runs verbatim.
 """
 
 from __future__ import annotations

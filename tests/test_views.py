@@ -1,4 +1,4 @@
-"""The debugging views (migration 0003) and the README's ready-to-paste queries, on both engines."""
+"""The debugging views (migration 0003) and the queries of docs/operator.md, on both engines."""
 
 from __future__ import annotations
 
@@ -220,12 +220,12 @@ async def test_alembic_check_stays_clean_with_the_views_in_place(database_url: s
     "name",
     ["stuck-waiting", "ready-blocked", "failures-by-error", "hop-limit-chains", "request-story"],
 )
-def test_each_readme_query_is_printed_verbatim_in_the_readme(name: str) -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert debug_queries()[name] in readme
+def test_each_ready_to_paste_query_is_printed_verbatim_in_the_operator_docs(name: str) -> None:
+    operator_docs = (ROOT / "docs" / "operator.md").read_text()
+    assert debug_queries()[name] in operator_docs
 
 
-async def test_the_readme_queries_answer_on_this_engine(database_url: str) -> None:
+async def test_the_ready_to_paste_queries_answer_on_this_engine(database_url: str) -> None:
     runs = await data.seed(database_url)
     queries = debug_queries()
     assert len(queries) == 5
