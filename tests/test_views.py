@@ -225,6 +225,11 @@ def test_each_ready_to_paste_query_is_printed_verbatim_in_the_operator_docs(name
     assert debug_queries()[name] in operator_docs
 
 
+def test_the_readme_shows_the_stuck_waiting_query_verbatim() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert debug_queries()["stuck-waiting"] in readme
+
+
 async def test_the_ready_to_paste_queries_answer_on_this_engine(database_url: str) -> None:
     runs = await data.seed(database_url)
     queries = debug_queries()
