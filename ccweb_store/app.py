@@ -10,17 +10,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, QueryParams
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ccweb_store import __version__, jsonrpc
+from ccweb_store import __version__, credentials, jsonrpc
 from ccweb_store.config import Settings
 from ccweb_store.db import current_revision, migrate
-from ccweb_store.mcp import mcp_endpoint
+from ccweb_store.mcp import OPERATOR_SCOPE_KEY, mcp_endpoint
 from ccweb_store.rpc import rpc_endpoint
 from ccweb_store.runs import sweep_expired_leases
 from ccweb_store.uow import Store
@@ -95,7 +95,12 @@ async def healthz(request: Request) -> JSONResponse:
 
 
 class BearerAuth:
-    """With ``CCWEB_TOKEN`` set, every path but ``/healthz`` needs ``Authorization: Bearer``."""
+    """With ``CCWEB_TOKEN`` set, every path but ``/healthz`` needs ``Authorization: Bearer``.
+
+    The operator token opens everything (and marks the request, ``OPERATOR_SCOPE_KEY``). A
+    conversation credential (``credentials.py``, in the header or in ``?credential=``) is let
+    through to ``/mcp`` only, whose endpoint checks it; it never opens ``/rpc``.
+    """
 
     OPEN_PATHS = frozenset({"/healthz"})
 
@@ -108,17 +113,27 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         given = Headers(scope=scope).get("authorization", "")
-        scheme, _, credentials = given.partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(
-            credentials.strip().encode("latin-1"), self.expected
-        ):
+        scheme, _, value = given.partition(" ")
+        bearer = value.strip() if scheme.lower() == "bearer" else ""
+        if bearer and hmac.compare_digest(bearer.encode("latin-1"), self.expected):
+            scope[OPERATOR_SCOPE_KEY] = True
             await self.app(scope, receive, send)
             return
-        message = (
-            "missing bearer token: send 'Authorization: Bearer <CCWEB_TOKEN>'"
-            if not given
-            else "invalid bearer token: check the token configured as CCWEB_TOKEN"
+        conversation_credential = credentials.looks_like_token(bearer) or (
+            credentials.QUERY_PARAMETER in QueryParams(scope.get("query_string", b""))
         )
+        if conversation_credential and scope["path"] == "/mcp":
+            await self.app(scope, receive, send)
+            return
+        if conversation_credential:
+            message = (
+                "a conversation credential opens /mcp only: the host API needs the operator "
+                "token, 'Authorization: Bearer <CCWEB_TOKEN>'"
+            )
+        elif not given:
+            message = "missing bearer token: send 'Authorization: Bearer <CCWEB_TOKEN>'"
+        else:
+            message = "invalid bearer token: check the token configured as CCWEB_TOKEN"
         response = jsonrpc.http_error(
             401, jsonrpc.UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"}
         )

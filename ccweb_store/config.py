@@ -6,10 +6,11 @@ import ipaddress
 from functools import cached_property
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./ccweb.db"
+MIN_SECRET_CHARS = 32
 DEFAULT_ALLOWED_ORIGINS = (
     "http://localhost",
     "http://127.0.0.1",
@@ -23,12 +24,21 @@ DEFAULT_ALLOWED_ORIGINS = (
 class Settings(BaseSettings):
     """Every knob of the service. Environment variables use the ``CCWEB_`` prefix."""
 
-    model_config = SettingsConfigDict(env_prefix="CCWEB_", extra="ignore")
+    # Errors never echo the value: it may be a secret, or a URL holding a password.
+    model_config = SettingsConfigDict(
+        env_prefix="CCWEB_", extra="ignore", hide_input_in_errors=True
+    )
 
     database_url: str = DEFAULT_DATABASE_URL
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=1, le=65535)
     token: str | None = None
+    #: Signs conversation credentials (``credentials.py``); unset, the server makes one and
+    #: keeps it in the database. Never logged or printed.
+    credential_secret: SecretStr | None = None
+    #: Refuse ``/mcp`` requests that carry no conversation credential (the operator token
+    #: still passes).
+    require_conversation_credentials: bool = False
     max_hops: int = Field(default=4, ge=0)
     max_content_chars: int = Field(default=200_000, ge=1)
     allowed_origins: Annotated[tuple[str, ...], NoDecode] = DEFAULT_ALLOWED_ORIGINS
@@ -46,10 +56,20 @@ class Settings(BaseSettings):
             return tuple(part.strip().rstrip("/") for part in value.split(",") if part.strip())
         return value
 
-    @field_validator("token", mode="before")
+    @field_validator("token", "credential_secret", mode="before")
     @classmethod
-    def _empty_token_is_none(cls, value: object) -> object:
+    def _empty_is_none(cls, value: object) -> object:
         return value or None
+
+    @field_validator("credential_secret")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_SECRET_CHARS:
+            raise ValueError(
+                f"CCWEB_CREDENTIAL_SECRET must be at least {MIN_SECRET_CHARS} characters; "
+                "make one with: python3 -c 'import secrets; print(secrets.token_hex(32))'"
+            )
+        return value
 
     @cached_property
     def database_kind(self) -> str:

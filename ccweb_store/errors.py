@@ -64,3 +64,12 @@ INVALID_ROLE = "invalid_role"
 INVALID_STATUS = "invalid_status"
 INVALID_KIND = "invalid_kind"
 INVALID_CURSOR = "invalid_cursor"
+
+# Conversation credentials (``credentials.py``).
+INVALID_CREDENTIAL = "invalid_credential"
+CREDENTIAL_EXPIRED = "credential_expired"
+CREDENTIAL_REVOKED = "credential_revoked"
+CREDENTIAL_REQUIRED = "credential_required"
+CREDENTIAL_CONVERSATION_MISMATCH = "credential_conversation_mismatch"
+CREDENTIAL_NOT_FOUND = "credential_not_found"
+CONVERSATION_FORBIDDEN = "conversation_forbidden"

@@ -27,6 +27,7 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 DOMAIN_ERROR = -32000
 UNAUTHORIZED = -32001
+FORBIDDEN = -32003
 
 #: ``dispatch(method, params)``: runs one method and returns its result.
 Dispatch = Callable[[str, Mapping[str, Any]], Awaitable[Any]]

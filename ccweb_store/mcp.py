@@ -10,9 +10,11 @@ modern when its ``_meta`` names a protocol version or its ``MCP-Protocol-Version
 modern request's routing headers (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``) must
 match its body.
 
-No session id is issued or required. The source conversation comes from the query string
-(``sourceSessionId``/``sourceConversationId``, ``sourceHopCount``). The stdio server answers
-with the same ``handle_mcp_payload``, without headers.
+No session id is issued or required. The source conversation comes from a conversation
+credential when the request carries one (``?credential=`` or ``Authorization: Bearer ccw1.…``;
+``credentials.py``), else from the query string (``sourceSessionId``/``sourceConversationId``,
+``sourceHopCount``). The stdio server answers with the same ``handle_mcp_payload``, without
+headers.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ccweb_store import __version__, jsonrpc, tools
+from ccweb_store import __version__, credentials, errors, jsonrpc, tools
 from ccweb_store.config import Settings
 from ccweb_store.context import Source
+from ccweb_store.credentials import CredentialRefused
 from ccweb_store.errors import DomainError
 from ccweb_store.origins import origin_rejection
 from ccweb_store.uow import Store
@@ -71,6 +74,8 @@ CAPABILITIES = {"tools": {"listChanged": False}}
 #: the server is upgraded; private because a shared cache must not hand them out without the
 #: bearer token.
 CACHE_HINTS = {"ttlMs": 300_000, "cacheScope": "private"}
+#: Set in the ASGI scope by ``app.BearerAuth`` when a request carries the operator token.
+OPERATOR_SCOPE_KEY = "ccweb.operator"
 INSTRUCTIONS = (
     "ccweb tools let this conversation talk to other cc-web conversations. Use "
     "ccweb_send_message with replyMode return_and_continue whenever you need the target's "
@@ -426,6 +431,68 @@ def source_from_query(query: Mapping[str, str]) -> Source:
     return Source(session_id, hop_count)
 
 
+def presented_token(request: Request) -> str | None:
+    """The conversation credential a request carries: ``?credential=`` or a bearer token
+    shaped like one (an operator token in the header is not one)."""
+    in_query = request.query_params.get(credentials.QUERY_PARAMETER)
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    value = value.strip()
+    in_header = (
+        value if scheme.lower() == "bearer" and credentials.looks_like_token(value) else None
+    )
+    if in_query is not None and in_header is not None and in_query != in_header:
+        raise SourceError(
+            "two different conversation credentials: one in ?credential= and another in the "
+            "Authorization header; send one"
+        )
+    return in_query if in_query is not None else in_header
+
+
+async def resolve_source(request: Request, store: Store, settings: Settings) -> Source:
+    """The caller's source: bound by its credential when it presents one (a
+    ``sourceSessionId`` that names another conversation is refused), else the query string.
+
+    A bound source's hop count is the larger of the credential's and ``sourceHopCount``.
+    Raises ``SourceError`` (malformed query) or ``CredentialRefused``.
+    """
+    query = request.query_params
+    source = source_from_query(query)
+    token = presented_token(request)
+    if token is None:
+        if settings.require_conversation_credentials and not request.scope.get(OPERATOR_SCOPE_KEY):
+            raise CredentialRefused(
+                "this server requires a conversation credential on /mcp "
+                "(CCWEB_REQUIRE_CONVERSATION_CREDENTIALS): use the URL that "
+                "`ccweb-store conversation-url <conversation id>` prints",
+                code=errors.CREDENTIAL_REQUIRED,
+            )
+        return source
+    binding = await credentials.authenticate(store, token)
+    for name in ("sourceSessionId", "sourceConversationId"):
+        named = query.get(name)
+        if named and named != binding.conversation_id:
+            raise CredentialRefused(
+                f"this credential is bound to conversation {binding.conversation_id!r}, but "
+                f"{name}={named!r} names another: a conversation can only speak as itself. "
+                f"Leave {name} out of the URL (the credential names the conversation)",
+                code=errors.CREDENTIAL_CONVERSATION_MISMATCH,
+            )
+    return Source(binding.conversation_id, max(source.hop_count, binding.hop_count), bound=True)
+
+
+def credential_refusal(refused: CredentialRefused) -> Response:
+    """403 for a credential used as another conversation, 401 for one that does not hold."""
+    if refused.code == errors.CREDENTIAL_CONVERSATION_MISMATCH:
+        return jsonrpc.http_error(403, jsonrpc.FORBIDDEN, refused.message, {"code": refused.code})
+    return jsonrpc.http_error(
+        401,
+        jsonrpc.UNAUTHORIZED,
+        refused.message,
+        {"code": refused.code},
+        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+    )
+
+
 def _wants_sse_only(accept: str | None) -> bool | None:
     """False: answer JSON; True: answer one SSE event; None: the client accepts neither."""
     if not accept or not accept.strip():
@@ -460,9 +527,11 @@ async def mcp_endpoint(request: Request) -> Response:
             "not acceptable: accept application/json or text/event-stream",
         )
     try:
-        source = source_from_query(request.query_params)
+        source = await resolve_source(request, request.app.state.store, settings)
     except SourceError as exc:
         return jsonrpc.http_error(400, jsonrpc.INVALID_REQUEST, str(exc))
+    except CredentialRefused as refused:
+        return credential_refusal(refused)
     try:
         payload = await jsonrpc.read_payload(
             request, settings.max_body_bytes, parse_error_status=400

@@ -15,7 +15,7 @@ from typing import Any
 
 from ccweb_store import errors
 from ccweb_store.arguments import optional_bool, optional_str, require_mapping, require_str
-from ccweb_store.context import Source, require_source
+from ccweb_store.context import Source, refuse_other_conversation, require_source
 from ccweb_store.errors import Conflict, InvalidInput, NotFound
 from ccweb_store.models import OPEN_REPLY_STATUSES, Session, new_id
 from ccweb_store.prompts import ONE_WAY, REPLY_MODES, RETURN_AND_CONTINUE, target_prompt
@@ -131,9 +131,14 @@ async def get_pending_reply(
     store: Store, source: Source, args: Mapping[str, Any]
 ) -> dict[str, Any]:
     """``ccweb_get_pending_reply``: one request (seen by its source or target only), or the
-    caller's open requests (``waiting``, ``ready``, ``failed``)."""
+    caller's open requests (``waiting``, ``ready``, ``failed``).
+
+    The tool takes no ``conversationId``; a caller bound by a credential that passes another
+    conversation's is refused rather than quietly shown its own.
+    """
     args = require_mapping(args)
     source_id = require_source(source)
+    refuse_other_conversation(source, args.get("conversationId"), "reply requests")
     request_id = optional_str(args, "requestId")
     async with store.read_uow() as uow:
         if request_id is not None:

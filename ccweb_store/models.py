@@ -300,6 +300,36 @@ class Run(Base):
     error: Mapped[str | None] = mapped_column(sa.Text)
 
 
+class ConversationCredential(Base):
+    """A credential bound to one conversation (``credentials.py``): its signed token names this
+    row, which says whether it still holds. The token itself is never stored."""
+
+    __tablename__ = "conversation_credentials"
+    __table_args__ = (sa.Index(None, "session_id", "created_at"),)
+
+    id: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    session_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
+    )
+    label: Mapped[str | None] = mapped_column(sa.Text)
+    #: The least hop count of the sends made with it (a worker binds its run's hop count).
+    hop_count: Mapped[int] = mapped_column(server_default=sa.text("0"))
+    created_at: Mapped[datetime] = mapped_column(server_default=NOW)
+    expires_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+
+
+class ServerSecret(Base):
+    """A secret the server made for itself, by name: the key that signs conversation
+    credentials, unless ``CCWEB_CREDENTIAL_SECRET`` supplies one. Never logged or printed."""
+
+    __tablename__ = "server_secrets"
+
+    name: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(server_default=NOW)
+
+
 # --- the expression index on metadata.replyToRequestId (migration 0006) ---------------------
 
 _JSON_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

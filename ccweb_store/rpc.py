@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ccweb_store import conversations, jsonrpc, prompt_forms, replies, runs, tools
+from ccweb_store import conversations, credentials, jsonrpc, prompt_forms, replies, runs, tools
 from ccweb_store.arguments import optional_int, optional_str
 from ccweb_store.config import Settings
 from ccweb_store.context import Source
@@ -66,6 +66,7 @@ METHODS: dict[str, RpcMethod] = {
     "message.append": conversations.append_message,
     "message.list": conversations.list_messages,
     "run.start": runs.start_run,
+    "run.enqueue": runs.enqueue_run,
     "run.claim": runs.claim_run,
     "run.heartbeat": runs.heartbeat_run,
     "run.complete": runs.complete_run,
@@ -77,6 +78,9 @@ METHODS: dict[str, RpcMethod] = {
     "reply.fail": replies.fail_reply,
     "reply.expire": replies.expire_replies,
     "prompt.respond": prompt_forms.respond,
+    "credential.mint": credentials.mint_credential,
+    "credential.list": credentials.list_credentials,
+    "credential.revoke": credentials.revoke_credential,
     "tools.list": list_tools,
     "tools.dynamic": list_dynamic_tools,
     "tools.composerItems": list_composer_items,

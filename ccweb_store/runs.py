@@ -1,4 +1,5 @@
-"""The run queue's host API (SPEC §3 ``run.*``): start, claim, heartbeat, complete, list, requeue.
+"""The run queue's host API (SPEC §3 ``run.*``): start, enqueue, claim, heartbeat, complete,
+list, requeue.
 
 ``complete_run`` is where the reply lifecycle turns: closing a ``cross_conversation`` run
 moves its reply request to ``ready`` (or ``failed``) and delivers it, and closing any run
@@ -48,6 +49,20 @@ async def start_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     async with store.uow() as uow:
         await uow.sessions.require(session_id)
         run = await uow.runs.start(session_id, kind, runtime_text=runtime_text, worker_id=worker_id)
+        await uow.commit()
+    return run_out(run)
+
+
+async def enqueue_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.enqueue``: a ``queued`` run for a worker to claim (what a host does when a person
+    writes in a conversation that a worker drives, ``ccweb-store worker``)."""
+    params = require_mapping(params, "params")
+    session_id = validate_session_id(require_str(params, "sessionId"))
+    kind = validate_choice(params.get("kind", "user_turn"), RUN_KINDS, errors.INVALID_KIND, "kind")
+    runtime_text = optional_str(params, "runtimeText")
+    async with store.uow() as uow:
+        await uow.sessions.require(session_id)
+        run = await uow.runs.enqueue(session_id, kind, runtime_text=runtime_text)
         await uow.commit()
     return run_out(run)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from ccweb_store.models import Message, ReplyRequest, Run, Session
+from ccweb_store.models import ConversationCredential, Message, ReplyRequest, Run, Session
 
 #: ``iso`` of a UTC datetime: what ``isoformat(timespec="milliseconds")`` gives, "Z" for the zone.
 _ISO_UTC_MILLISECONDS = "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ"
@@ -95,4 +95,19 @@ def run_out(row: Run) -> dict[str, Any]:
         "finishedAt": iso(row.finished_at),
         "output": row.output,
         "error": row.error,
+    }
+
+
+def credential_out(row: ConversationCredential, *, now: datetime | None = None) -> dict[str, Any]:
+    """A conversation credential without its token (which is shown once, when minted)."""
+    current = now or datetime.now(UTC)
+    return {
+        "id": row.id,
+        "sessionId": row.session_id,
+        "label": row.label,
+        "hopCount": row.hop_count,
+        "createdAt": iso(row.created_at),
+        "expiresAt": iso(row.expires_at),
+        "revokedAt": iso(row.revoked_at),
+        "active": row.revoked_at is None and (row.expires_at is None or row.expires_at > current),
     }

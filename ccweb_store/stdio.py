@@ -18,6 +18,7 @@ import httpx
 from ccweb_store import jsonrpc, mcp
 from ccweb_store.config import Settings
 from ccweb_store.context import Source
+from ccweb_store.credentials import RedactCredentials
 from ccweb_store.db import migrate
 from ccweb_store.uow import Store
 
@@ -67,12 +68,18 @@ def mcp_url(url: str) -> str:
     return url if url.endswith("/mcp") else f"{url}/mcp"
 
 
-async def serve_bridge(url: str, token: str | None, source: Source) -> None:
-    """Forward every message to a running server's ``/mcp`` with the source context."""
+async def serve_bridge(
+    url: str, token: str | None, source: Source, *, credential: str | None = None
+) -> None:
+    """Forward every message to a running server's ``/mcp`` with the source context, or
+    with a conversation ``credential`` (which names the conversation itself)."""
     headers = {"Accept": "application/json", "Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     query: dict[str, str | int] = {"sourceHopCount": source.hop_count}
+    if credential:
+        query["credential"] = credential
+        logging.getLogger("httpx").addFilter(RedactCredentials())  # it logs each request's URL
     if source.session_id:
         query["sourceSessionId"] = source.session_id
     endpoint = mcp_url(url)

@@ -20,9 +20,11 @@ from ccweb_store.checkpoints import WalCheckpointer
 from ccweb_store.config import Settings
 from ccweb_store.db import create_engine, read_only
 from ccweb_store.repositories import (
+    CredentialRepository,
     MessageRepository,
     ReplyRepository,
     RunRepository,
+    SecretRepository,
     SessionRepository,
     UnitState,
 )
@@ -71,6 +73,15 @@ class UnitOfWork:
         else:
             await self.connection.close()
 
+    # Made when asked for: only the few units of work that handle credentials need these.
+    @property
+    def credentials(self) -> CredentialRepository:
+        return CredentialRepository(self.connection, self._state)
+
+    @property
+    def secrets(self) -> SecretRepository:
+        return SecretRepository(self.connection, self._state)
+
     async def commit(self) -> None:
         """Commit. On SQLite's writer this ends the unit of work: it returns once the writes
         are committed (``SQLiteWriter``), and no statement may follow."""
@@ -118,6 +129,9 @@ class Store:
         )
         #: Until when no run lease can have expired, as last found by ``runs._lease_expired``.
         self.no_lease_expires_before: datetime | None = None
+        #: The key that signs conversation credentials, once ``credentials.signing_key``
+        #: has loaded it (from ``CCWEB_CREDENTIAL_SECRET`` or the database).
+        self.credential_key: bytes | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Store:

@@ -22,7 +22,7 @@ from typing import Any
 from ccweb_store import errors
 from ccweb_store.arguments import bounded_int
 from ccweb_store.content import text_of
-from ccweb_store.context import Source
+from ccweb_store.context import Source, refuse_other_conversation
 from ccweb_store.errors import InvalidInput
 from ccweb_store.repositories import MessageText, validate_session_id
 from ccweb_store.schemas import iso
@@ -64,10 +64,15 @@ def apply_budget(texts_newest_first: Sequence[str], max_chars: int) -> tuple[lis
 
 
 def target_conversation(source: Source, args: Mapping[str, Any]) -> str:
-    """The explicit ``conversationId`` (never falling back when it is bad), else the source."""
+    """The explicit ``conversationId`` (never falling back when it is bad), else the source.
+
+    A caller bound to its conversation by a credential may name only that one.
+    """
     explicit = args.get("conversationId")
     if explicit is not None:
-        return validate_session_id(explicit)
+        conversation_id = validate_session_id(explicit)
+        refuse_other_conversation(source, conversation_id, "user inputs")
+        return conversation_id
     if source.session_id is None:
         raise InvalidInput(
             "no conversation to read: pass conversationId, or call this tool from a "

@@ -42,8 +42,12 @@ class Server:
     url: str
     stderr: IO[bytes]
 
+    log: str | None = None
+
     def stop(self) -> str:
-        """Terminate the process and return everything it wrote to stderr."""
+        """Terminate the process and return everything it wrote to stderr (again: the same)."""
+        if self.log is not None:
+            return self.log
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -52,17 +56,27 @@ class Server:
                 self.process.kill()
                 self.process.wait()
         self.stderr.seek(0)
-        text = self.stderr.read().decode(errors="replace")
+        self.log = self.stderr.read().decode(errors="replace")
         self.stderr.close()
-        return text
+        return self.log
 
 
 def start_server(
-    command: list[str], *, port: int, env: dict[str, str], cwd: Path = ROOT, timeout: float = 30
+    command: list[str],
+    *,
+    port: int,
+    env: dict[str, str],
+    cwd: Path = ROOT,
+    timeout: float = 30,
+    with_stdout: bool = False,
 ) -> Server:
-    """Start ``command`` and wait until ``/healthz`` answers on ``port``."""
+    """Start ``command`` and wait until ``/healthz`` answers on ``port``.
+
+    ``with_stdout``: its stdout (where uvicorn writes the access log) joins the stderr log.
+    """
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 (Server.stop closes it)
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    stdout = stderr if with_stdout else subprocess.DEVNULL
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
     server = Server(process, f"http://127.0.0.1:{port}", stderr)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:
@@ -76,13 +90,14 @@ def start_server(
 
 
 @contextmanager
-def serving(database_url: str, **env: str) -> Iterator[Server]:
+def serving(database_url: str, *, with_stdout: bool = False, **env: str) -> Iterator[Server]:
     """``ccweb-store serve`` on a free port over ``database_url``, stopped on exit."""
     port = free_port()
     server = start_server(
         [*SERVE, "--port", str(port)],
         port=port,
         env=server_env(CCWEB_DATABASE_URL=database_url, **env),
+        with_stdout=with_stdout,
     )
     try:
         yield server

@@ -1,4 +1,5 @@
-"""The ``ccweb-store`` command: serve, migrate, import-json, mcp-stdio, and the operator tools."""
+"""The ``ccweb-store`` command: serve, migrate, import-json, mcp-stdio, worker,
+conversation-url, and the operator tools."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Annotated
 import typer
 
 from ccweb_store.cli.common import DatabaseUrl, fail, load_settings, setup_logging
+from ccweb_store.cli.credentials import conversation_url, credentials_app
 from ccweb_store.cli.operator import replies_app, runs_app
 
 app = typer.Typer(
@@ -20,6 +22,8 @@ app = typer.Typer(
 )
 app.add_typer(replies_app, name="replies")
 app.add_typer(runs_app, name="runs")
+app.add_typer(credentials_app, name="credentials")
+app.command("conversation-url")(conversation_url)
 
 
 @app.command()
@@ -36,9 +40,12 @@ def serve(
     log_level: Annotated[str | None, typer.Option(help="debug, info, warning, error")] = None,
 ) -> None:
     """Serve /mcp, /rpc and /healthz, migrating the database to head first."""
+    import logging
+
     import uvicorn
 
     from ccweb_store.app import create_app
+    from ccweb_store.credentials import RedactCredentials
 
     settings = load_settings(
         host=host, port=port, database_url=database_url, token=token, log_level=log_level
@@ -50,12 +57,16 @@ def serve(
             "set CCWEB_TOKEN (or --token) so other machines must authenticate, "
             "or bind to 127.0.0.1"
         )
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
     )
+    # After Config, which sets up uvicorn's loggers: the access log would show the token of a
+    # request to /mcp?credential=….
+    logging.getLogger("uvicorn.access").addFilter(RedactCredentials())
+    uvicorn.Server(config).run()
 
 
 @app.command()
@@ -133,13 +144,13 @@ def import_json(
 @app.command("mcp-stdio")
 def mcp_stdio(
     source_session: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--source-session",
             help="Id of the conversation whose agent uses these tools",
             show_default=False,
         ),
-    ],
+    ] = None,
     hop_count: Annotated[
         int, typer.Option("--hop-count", min=0, help="Hops that led to the current run")
     ] = 0,
@@ -150,6 +161,15 @@ def mcp_stdio(
     token: Annotated[
         str | None, typer.Option(help="Bearer token of that server [env: CCWEB_TOKEN]")
     ] = None,
+    credential: Annotated[
+        str | None,
+        typer.Option(
+            help="With --url: a conversation credential (ccw1.…) instead of --source-session "
+            "and the operator token [env: CCWEB_CREDENTIAL]",
+            envvar="CCWEB_CREDENTIAL",
+            show_default=False,
+        ),
+    ] = None,
     database_url: DatabaseUrl = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "warning",
 ) -> None:
@@ -158,10 +178,14 @@ def mcp_stdio(
     from ccweb_store.context import Source
 
     setup_logging(log_level)
+    if credential and not url:
+        fail("--credential needs --url: a credential is checked by the server it was minted on")
+    if not credential and not source_session:
+        fail("name the conversation: --source-session ID, or --url with --credential")
     source = Source(source_session, hop_count)
     if url:
         settings = load_settings(token=token)
-        asyncio.run(stdio.serve_bridge(url, settings.token, source))
+        asyncio.run(stdio.serve_bridge(url, settings.token, source, credential=credential))
     else:
         settings = load_settings(database_url=database_url)
         asyncio.run(stdio.serve_database(settings, source))

@@ -62,8 +62,8 @@ def _seconds(duration: str | None) -> int | None:
 def _with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
     """Run ``work`` on a store for ``--database-url``, turning failures into exit codes.
 
-    Exit 2: bad arguments; 3: no such request or run; 1: the state forbids it (including a
-    conversation it needs that is gone) or the database cannot be used.
+    Exit 2: bad arguments; 3: no such request, run or credential; 1: the state forbids it
+    (including a conversation it needs that is gone) or the database cannot be used.
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
@@ -84,7 +84,11 @@ def _with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]])
     try:
         return asyncio.run(run())
     except DomainError as exc:
-        if exc.code in (errors.REQUEST_NOT_FOUND, errors.RUN_NOT_FOUND):
+        if exc.code in (
+            errors.REQUEST_NOT_FOUND,
+            errors.RUN_NOT_FOUND,
+            errors.CREDENTIAL_NOT_FOUND,
+        ):
             fail(exc.message, 3)
         fail(exc.message, 2 if isinstance(exc, InvalidInput) else 1)
     except (SQLAlchemyError, OSError) as exc:

@@ -13,6 +13,7 @@ from ccweb_store.repositories.base import (
     validate_choice,
     validate_session_id,
 )
+from ccweb_store.repositories.credentials import CredentialRepository, SecretRepository
 from ccweb_store.repositories.messages import (
     MessageRepository,
     MessageText,
@@ -24,10 +25,12 @@ from ccweb_store.repositories.sessions import SessionRepository
 
 __all__ = [
     "MAX_PAGE",
+    "CredentialRepository",
     "MessageRepository",
     "MessageText",
     "ReplyRepository",
     "RunRepository",
+    "SecretRepository",
     "SessionRepository",
     "UnitState",
     "decode_cursor",

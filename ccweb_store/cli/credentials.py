@@ -1,0 +1,173 @@
+"""Conversation credentials on the command line: ``conversation-url`` mints one and prints its
+MCP URL; ``credentials list|revoke`` inspect and withdraw them.
+
+They work on the database directly (``--database-url``), through the same service functions
+as the host API's ``credential.*``; the signing key comes from ``CCWEB_CREDENTIAL_SECRET`` when
+the server uses one, so set it here too. The key itself is never printed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ccweb_store.cli.common import DatabaseUrl, fail, load_settings
+from ccweb_store.cli.operator import AsJson, Conversation, Limit, _print_json, _with_store
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+credentials_app = typer.Typer(
+    help="List and revoke conversation credentials (mint one with conversation-url).",
+    no_args_is_help=True,
+)
+
+
+def mcp_url(base_url: str, token: str) -> str:
+    """The MCP URL that carries ``token``: ``<base>/mcp?credential=<token>``."""
+    base = base_url.rstrip("/")
+    if base.endswith("/mcp"):
+        base = base[: -len("/mcp")]
+    return f"{base}/mcp?credential={token}"
+
+
+def conversation_url(
+    conversation_id: Annotated[
+        str, typer.Argument(help="The conversation the credential speaks for", show_default=False)
+    ],
+    expires_in: Annotated[
+        str | None,
+        typer.Option(
+            "--expires-in", metavar="DURATION", help="Lifetime: 90s, 10m, 2h, 1d (default: none)"
+        ),
+    ] = None,
+    label: Annotated[
+        str | None, typer.Option(help="A note shown by `credentials list`", show_default=False)
+    ] = None,
+    hop_count: Annotated[
+        int, typer.Option("--hop-count", min=0, help="Least hop count of the sends made with it")
+    ] = 0,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="The server as the agent reaches it [default: http://CCWEB_HOST:CCWEB_PORT]",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Mint a credential bound to one conversation and print its MCP URL.
+
+    An agent configured with this URL acts as that conversation only. The URL is printed
+    once: keep it like a password. Revoke it with `ccweb-store credentials revoke ID`.
+    """
+    from ccweb_store.credentials import mint_credential
+    from ccweb_store.debugging import parse_duration
+
+    params: dict[str, Any] = {"sessionId": conversation_id, "hopCount": hop_count}
+    if label is not None:
+        params["label"] = label
+    if expires_in is not None:
+        try:
+            params["expiresInSeconds"] = parse_duration(expires_in)
+        except ValueError as exc:
+            fail(f"--expires-in: {exc}")
+        if params["expiresInSeconds"] < 1:
+            fail(
+                "--expires-in: use at least 1s, or leave it out for a credential that never expires"
+            )
+    if base_url is None:
+        settings = load_settings()
+        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+        base_url = f"http://{host}:{settings.port}"
+    minted = _with_store(database_url, lambda store: mint_credential(store, params))
+    url = mcp_url(base_url, minted["token"])
+    credential = minted["credential"]
+    if as_json:
+        _print_json({**minted, "url": url})
+        return
+    typer.echo(url)
+    expiry = f"expires {credential['expiresAt']}" if credential["expiresAt"] else "never expires"
+    typer.echo(
+        f"credential {credential['id']} for conversation {conversation_id} ({expiry}); "
+        f"revoke it with: ccweb-store credentials revoke {credential['id']}",
+        err=True,
+    )
+
+
+def _credentials_table(rows: list[dict[str, Any]]) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="Conversation credentials", box=box.SIMPLE_HEAD)
+    table.add_column("Credential", no_wrap=True)
+    table.add_column("Conversation", no_wrap=True)
+    table.add_column("Status", no_wrap=True)
+    table.add_column("Hops", justify="right", no_wrap=True)
+    table.add_column("Created", no_wrap=True)
+    table.add_column("Expires", no_wrap=True)
+    table.add_column("Label", overflow="fold")
+    for row in rows:
+        status = "active" if row["active"] else "revoked" if row["revokedAt"] else "expired"
+        table.add_row(
+            row["id"],
+            row["sessionId"],
+            status,
+            str(row["hopCount"]),
+            row["createdAt"],
+            row["expiresAt"] or "never",
+            row["label"] or "",
+            style=None if row["active"] else "dim",
+        )
+    return table
+
+
+@credentials_app.command("list")
+def credentials_list(
+    conversation: Conversation = None,
+    include_inactive: Annotated[
+        bool, typer.Option("--all", help="Also the revoked and expired ones")
+    ] = False,
+    limit: Limit = 100,
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Credentials, newest first (active ones only unless --all). Tokens are never shown."""
+    from ccweb_store.cli.operator import _print_table
+    from ccweb_store.credentials import list_credentials
+
+    params: dict[str, Any] = {"includeInactive": include_inactive, "limit": limit}
+    if conversation is not None:
+        params["sessionId"] = conversation
+    listed = _with_store(database_url, lambda store: list_credentials(store, params))
+    rows = listed["credentials"]
+    if as_json:
+        _print_json({"credentials": rows, "count": len(rows)})
+    elif not rows:
+        typer.echo("No credentials match.")
+    else:
+        _print_table(_credentials_table(rows))
+
+
+@credentials_app.command("revoke")
+def credentials_revoke(
+    credential_id: Annotated[str, typer.Argument(help="The credential id (cred_…)")],
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Withdraw a credential: the next request that presents it is refused (exit 3: unknown)."""
+    from ccweb_store.credentials import revoke_credential
+
+    revoked = _with_store(
+        database_url, lambda store: revoke_credential(store, {"credentialId": credential_id})
+    )
+    if as_json:
+        _print_json(revoked)
+    else:
+        typer.echo(
+            f"credential {revoked['id']} of conversation {revoked['sessionId']}: "
+            f"revoked at {revoked['revokedAt']}"
+        )

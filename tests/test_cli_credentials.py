@@ -1,0 +1,142 @@
+"""``ccweb-store conversation-url`` and ``credentials list|revoke``, and the signing key that no
+output or log ever shows, against real databases and a real server process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import sqlalchemy as sa
+
+from ccweb_store import credentials, errors
+from ccweb_store.config import Settings
+from ccweb_store.models import ServerSecret
+from ccweb_store.uow import Store
+from tests.cli_support import as_json, ccweb_store, run_cli
+from tests.servers import server_env, serving
+
+
+async def stored_key(database_url: str) -> str:
+    store = Store.from_settings(Settings(database_url=database_url))
+    try:
+        async with store.read_uow() as uow:
+            value = (await uow.connection.execute(sa.select(ServerSecret.value))).scalar_one()
+        return str(value)
+    finally:
+        await store.dispose()
+
+
+def make_conversations(database_url: str, *ids: str) -> None:
+    async def create() -> None:
+        store = Store.from_settings(Settings(database_url=database_url))
+        try:
+            async with store.uow() as uow:
+                for conversation_id in ids:
+                    await uow.sessions.create(conversation_id)
+                await uow.commit()
+        finally:
+            await store.dispose()
+
+    asyncio.run(create())
+
+
+def test_conversation_url_prints_the_url_alone_and_says_how_to_revoke_it(
+    database_url: str,
+) -> None:
+    make_conversations(database_url, "conv-a")
+    result = ccweb_store(
+        database_url, "conversation-url", "conv-a", "--base-url", "http://10.0.0.5:9000/mcp"
+    )
+    assert result.exit_code == 0, result.output
+    (url,) = result.stdout.splitlines()
+    assert url.startswith("http://10.0.0.5:9000/mcp?credential=ccw1.conv-a.cred_")
+    token = url.split("credential=", 1)[1]
+    credential_id = token.split(".")[2]
+    assert f"credential {credential_id} for conversation conv-a (never expires)" in result.stderr
+    assert f"ccweb-store credentials revoke {credential_id}" in result.stderr
+    key = asyncio.run(stored_key(database_url))
+    assert key not in result.output and key not in result.stderr
+
+    async def check() -> str:
+        store = Store.from_settings(Settings(database_url=database_url))
+        try:
+            return (await credentials.authenticate(store, token)).conversation_id
+        finally:
+            await store.dispose()
+
+    assert asyncio.run(check()) == "conv-a"
+
+
+def test_conversation_url_json_lists_and_revokes(database_url: str) -> None:
+    make_conversations(database_url, "conv-a", "conv-b")
+    minted = as_json(
+        ccweb_store(
+            database_url, "conversation-url", "conv-b", "--expires-in", "2h",
+            "--label", "codex on laptop", "--hop-count", "1", "--json",
+        )
+    )  # fmt: skip
+    credential = minted["credential"]
+    assert minted["url"] == f"http://127.0.0.1:8787/mcp?credential={minted['token']}"
+    assert (credential["sessionId"], credential["label"], credential["hopCount"]) == (
+        "conv-b", "codex on laptop", 1,
+    )  # fmt: skip
+    assert credential["expiresAt"] is not None and credential["active"] is True
+    listed = as_json(ccweb_store(database_url, "credentials", "list", "--json"))
+    assert [c["id"] for c in listed["credentials"]] == [credential["id"]]
+    assert minted["token"] not in json.dumps(listed)
+    table = ccweb_store(database_url, "credentials", "list", "--conversation", "conv-b")
+    assert credential["id"] in table.stdout and "codex on laptop" in table.stdout
+    revoked = ccweb_store(database_url, "credentials", "revoke", credential["id"])
+    assert revoked.exit_code == 0, revoked.output
+    assert f"credential {credential['id']} of conversation conv-b: revoked at " in revoked.stdout
+    assert ccweb_store(database_url, "credentials", "list").stdout.strip() == (
+        "No credentials match."
+    )
+    everything = as_json(ccweb_store(database_url, "credentials", "list", "--all", "--json"))
+    assert everything["credentials"][0]["revokedAt"] is not None
+
+
+def test_credential_commands_fail_with_clear_exit_codes(database_url: str) -> None:
+    make_conversations(database_url, "conv-a")
+    missing = ccweb_store(database_url, "conversation-url", "nobody")
+    assert missing.exit_code == 1
+    assert "conversation 'nobody' does not exist" in missing.stderr
+    bad = ccweb_store(database_url, "conversation-url", "conv-a", "--expires-in", "soon")
+    assert bad.exit_code == 2 and "--expires-in: invalid duration 'soon'" in bad.stderr
+    unknown = ccweb_store(database_url, "credentials", "revoke", "cred_nope")
+    assert unknown.exit_code == 3
+    assert "conversation credential 'cred_nope' does not exist" in unknown.stderr
+    assert errors.CREDENTIAL_NOT_FOUND == "credential_not_found"
+
+
+def test_a_real_server_never_logs_the_key_or_a_token(database_url: str) -> None:
+    make_conversations(database_url, "conv-a", "conv-b")
+    with serving(database_url, with_stdout=True, CCWEB_LOG_LEVEL="debug") as server:
+        minted = run_cli(
+            "conversation-url", "conv-a", "--base-url", server.url,
+            env=server_env(CCWEB_DATABASE_URL=database_url),
+        )  # fmt: skip
+        assert minted.returncode == 0, minted.stderr
+        url = minted.stdout.strip()
+        token = url.split("credential=", 1)[1]
+        call = {
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {
+                "name": "ccweb_send_message",
+                "arguments": {
+                    "targetConversationId": "conv-b", "content": "hi", "replyMode": "one_way"
+                },
+            },
+        }  # fmt: skip
+        answer = httpx.post(url, json=call, timeout=30).json()
+        assert answer["result"]["isError"] is False, answer
+        refused = httpx.post(f"{url}&sourceSessionId=conv-b", json=call, timeout=30)
+        assert refused.status_code == 403
+        log = server.stop()
+    key = asyncio.run(stored_key(database_url))
+    signature = token.rsplit(".", 1)[1]
+    for text in (log, minted.stdout, minted.stderr):
+        assert key not in text
+    assert signature not in log
+    assert "/mcp?credential=REDACTED" in log  # the access log ran, with the token blanked
