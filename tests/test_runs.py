@@ -212,3 +212,31 @@ async def test_list_runs_filters_by_conversation_and_status(pair: Store) -> None
     with pytest.raises(DomainError) as caught:
         await runs.list_runs(pair, {"status": "asleep"})
     assert caught.value.code == errors.INVALID_STATUS
+
+
+async def test_enqueue_run_queues_a_run_for_a_worker_to_claim(pair: Store) -> None:
+    queued = await runs.enqueue_run(pair, {"sessionId": "conv-a", "runtimeText": "hi"})
+    assert (queued["status"], queued["kind"], queued["runtimeText"]) == (
+        "queued",
+        "user_turn",
+        "hi",
+    )
+    assert queued["startedAt"] is None and queued["hopCount"] == 0
+    claimed = await claim(pair)
+    assert claimed is not None and claimed["id"] == queued["id"]
+
+
+@pytest.mark.parametrize(
+    ("params", "code"),
+    [
+        ({"sessionId": "nobody"}, errors.CONVERSATION_NOT_FOUND),
+        ({"sessionId": "conv-a", "kind": "nap"}, errors.INVALID_KIND),
+        ({}, errors.INVALID_ARGUMENTS),
+    ],
+)
+async def test_enqueue_run_refuses_bad_params(
+    pair: Store, params: dict[str, str], code: str
+) -> None:
+    with pytest.raises(DomainError) as caught:
+        await runs.enqueue_run(pair, params)
+    assert caught.value.code == code

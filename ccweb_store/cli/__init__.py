@@ -191,6 +191,116 @@ def mcp_stdio(
         asyncio.run(stdio.serve_database(settings, source))
 
 
+@app.command()
+def worker(
+    command: Annotated[
+        str | None,
+        typer.Option(
+            "--command",
+            help="Shell command per run, e.g. 'claude -p {prompt}'. Placeholders (quoted for "
+            "you): {prompt}, {conversation_id}, {run_id}, {hop_count}; without {prompt} the "
+            "prompt goes on stdin",
+            show_default=False,
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="TOML: command, timeout, [agents.<agent>] and [conversations.<id>] overrides",
+            show_default=False,
+        ),
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="The server [env: CCWEB_URL; default: http://CCWEB_HOST:CCWEB_PORT]",
+            envvar="CCWEB_URL",
+            show_default=False,
+        ),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="The server's operator token [env: CCWEB_TOKEN]")
+    ] = None,
+    worker_id: Annotated[
+        str | None,
+        typer.Option(
+            "--worker-id", help="Name in run leases [default: HOST-PID]", show_default=False
+        ),
+    ] = None,
+    lease_seconds: Annotated[
+        int, typer.Option("--lease-seconds", min=1, help="Lease per run, renewed every third")
+    ] = 300,
+    timeout: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DURATION",
+            help="Kill a command and fail its run after this long: 90s, 30m, 2h [default: 1h]",
+            show_default=False,
+        ),
+    ] = None,
+    poll_interval: Annotated[
+        float, typer.Option("--poll-interval", min=0.01, help="Seconds between claims when idle")
+    ] = 1.0,
+    once: Annotated[
+        bool, typer.Option("--once", help="Work on at most one run, then exit (0 if none)")
+    ] = False,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            help="Only runs of this kind: user_turn, cross_conversation, reply_auto_run (repeat)",
+            show_default=False,
+        ),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+) -> None:
+    """Claim queued runs and run an agent command for each, until Ctrl-C.
+
+    The command gets CCWEB_MCP_URL, an MCP URL bound to the run's conversation (and
+    CCWEB_CONVERSATION_ID, CCWEB_RUN_ID, CCWEB_HOP_COUNT); its stdout becomes the assistant
+    message. Ctrl-C once: finish the current run, then exit; twice: kill it and requeue it.
+    """
+    import logging
+    import os
+    import socket
+
+    from ccweb_store import worker as runner
+
+    setup_logging(log_level)
+    if log_level.lower() != "debug":  # a line per HTTP call would drown the one per run
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+    seconds = None
+    if timeout is not None:
+        from ccweb_store.debugging import parse_duration
+
+        try:
+            seconds = float(parse_duration(timeout))
+        except ValueError as exc:
+            fail(f"--timeout: {exc}")
+    try:
+        worker_config = runner.load_config(config, command=command, timeout=seconds)
+    except runner.ConfigError as exc:
+        fail(str(exc))
+    settings = load_settings(token=token)
+    if url is None:
+        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+        url = f"http://{host}:{settings.port}"
+    code = asyncio.run(
+        runner.serve(
+            worker_config,
+            base_url=url,
+            token=settings.token,
+            worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}",
+            lease_seconds=lease_seconds,
+            poll_interval=poll_interval,
+            once=once,
+            kinds=kind,
+        )
+    )
+    raise typer.Exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ccweb-store`` console script."""
     app(args=argv, prog_name="ccweb-store")

@@ -1,0 +1,518 @@
+"""``ccweb-store worker`` end to end: a real server process, real worker processes and the fake
+agent (``tests/fake_agent.py``) as the command, on both backends; the worker's pure logic
+(command templates, configuration, the command's environment) as unit tests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import pytest
+
+from ccweb_store.config import Settings
+from ccweb_store.uow import Store
+from ccweb_store.worker import (
+    ConfigError,
+    check_template,
+    child_environment,
+    load_config,
+    render_command,
+)
+from tests.lifecycle_support import messages_of, runs_of
+from tests.servers import ROOT, Server, server_env, serving
+
+TOKEN = "worker-test-operator-token"
+AGENT = f"{sys.executable} {ROOT / 'tests' / 'fake_agent.py'}"
+DEADLINE = 90.0  # against a hang, never a timing assertion
+
+
+# --- pure logic -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "prompt", ["plain", 'it\'s "quoted"', "$(touch /tmp/pwned) `id` $HOME; exit 3", "multi\nline"]
+)
+def test_a_prompt_reaches_the_command_exactly_as_written(prompt: str) -> None:
+    command, on_stdin = render_command(
+        "printf %s {prompt}", prompt=prompt, conversation_id="c", run_id="r", hop_count=0
+    )
+    assert on_stdin is False
+    shown = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=True)
+    assert shown.stdout == prompt
+
+
+def test_placeholders_fill_in_and_without_prompt_it_goes_on_stdin() -> None:
+    command, on_stdin = render_command(
+        "agent --conversation {conversation_id} --run {run_id} --hops {hop_count} {unknown}",
+        prompt="p", conversation_id="conv-a", run_id="run_1", hop_count=2,
+    )  # fmt: skip
+    assert command == "agent --conversation conv-a --run run_1 --hops 2 {unknown}"
+    assert on_stdin is True
+
+
+@pytest.mark.parametrize("template", ["claude -p '{prompt}'", 'codex exec "{prompt}"'])
+def test_a_quoted_placeholder_is_refused(template: str) -> None:
+    with pytest.raises(ConfigError, match="without quotes"):
+        check_template(template)
+
+
+def test_the_config_picks_the_conversation_then_the_agent_then_the_default(tmp_path: Path) -> None:
+    config = tmp_path / "worker.toml"
+    config.write_text(
+        'command = "claude -p {prompt}"\ntimeout = "30m"\n'
+        '[agents.codex]\ncommand = "codex exec {prompt}"\ntimeout = 60\n'
+        '[conversations.reviewer]\ncommand = "review {prompt}"\n'
+    )
+    loaded = load_config(config)
+    assert loaded.command_for("reviewer", "codex").command == "review {prompt}"
+    assert loaded.command_for("reviewer", "codex").timeout == 1800
+    assert loaded.command_for("x", "codex") == loaded.agents["codex"]
+    assert loaded.command_for("x", "codex").timeout == 60
+    assert loaded.command_for("x", None).command == "claude -p {prompt}"
+    overridden = load_config(config, command="other {prompt}", timeout=5)
+    assert overridden.command_for("x", "claude").command == "other {prompt}"
+    assert overridden.command_for("x", "codex").timeout == 60
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no command to run"),
+        ('comand = "x"', "unknown key(s) comand"),
+        ('command = "x"\ntimeout = "soon"', "timeout: invalid duration 'soon'"),
+        ('command = "x"\ntimeout = -1', "timeout: expected a positive number"),
+        ("[agents.codex]\ntimeout = 5", "agents.codex.command must be a non-empty string"),
+        ('[agents]\ncodex = "x"', "agents.codex must be a table"),
+        ("command = ", "is not valid TOML"),
+    ],
+)
+def test_a_bad_config_says_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
+    config = tmp_path / "worker.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_config(config)
+
+
+def test_a_config_with_only_agent_commands_refuses_other_agents(tmp_path: Path) -> None:
+    config = tmp_path / "worker.toml"
+    config.write_text('[agents.codex]\ncommand = "codex exec {prompt}"\n')
+    with pytest.raises(ConfigError, match="no command for conversation 'x' \\(agent 'claude'\\)"):
+        load_config(config).command_for("x", "claude")
+
+
+def test_the_command_never_sees_the_operator_token_or_the_database() -> None:
+    run = {"id": "run_1", "sessionId": "conv-a", "kind": "user_turn", "hopCount": 2}
+    env = child_environment(
+        {"PATH": "/bin", "CCWEB_TOKEN": "t", "CCWEB_CREDENTIAL_SECRET": "s" * 32,
+         "CCWEB_DATABASE_URL": "sqlite+aiosqlite:///x.db"},
+        mcp_url="http://h/mcp?credential=ccw1.x", token="ccw1.x", run=run,
+    )  # fmt: skip
+    assert env == {
+        "PATH": "/bin",
+        "CCWEB_MCP_URL": "http://h/mcp?credential=ccw1.x",
+        "CCWEB_CREDENTIAL": "ccw1.x",
+        "CCWEB_CONVERSATION_ID": "conv-a",
+        "CCWEB_RUN_ID": "run_1",
+        "CCWEB_RUN_KIND": "user_turn",
+        "CCWEB_HOP_COUNT": "2",
+    }
+
+
+# --- real processes ---------------------------------------------------------------------------
+
+
+@dataclass
+class WorkerProcess:
+    """A ``ccweb-store worker`` process; its stderr goes to a file."""
+
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+    def finish(self, timeout: float = DEADLINE) -> tuple[int, str]:
+        """Wait for it to exit; its exit code and its log."""
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+        self.log.seek(0)
+        return code, self.log.read().decode(errors="replace")
+
+    def text(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+
+class Bench:
+    """A real server with the operator token, and the worker processes a test starts."""
+
+    def __init__(self, server: Server, database_url: str) -> None:
+        self.server = server
+        self.database_url = database_url
+        self.http = httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
+        )
+        self.workers: list[WorkerProcess] = []
+
+    def rpc(self, method: str, params: dict[str, Any]) -> Any:
+        message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        body = self.http.post("/rpc", json=message).json()
+        assert "result" in body, body
+        return body["result"]
+
+    def conversation(self, conversation_id: str, **fields: Any) -> None:
+        self.rpc(
+            "session.create", {"id": conversation_id, "title": conversation_id.title(), **fields}
+        )
+
+    def person_writes(self, conversation_id: str, text: str) -> str:
+        """What a host does when a person writes: the message, and a run for a worker."""
+        self.rpc("message.append", {"sessionId": conversation_id, "role": "user", "content": text})
+        run_id: str = self.rpc("run.enqueue", {"sessionId": conversation_id, "runtimeText": text})[
+            "id"
+        ]
+        return run_id
+
+    def worker(
+        self, *args: str, command: str | None = AGENT + " {prompt}", **env: str
+    ) -> WorkerProcess:
+        log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the fixture)
+        argv = [sys.executable, "-m", "ccweb_store", "worker", "--url", self.server.url,
+                "--poll-interval", "0.1", *args]  # fmt: skip
+        if command is not None:
+            argv += ["--command", command]
+        process = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=server_env(
+                **{"CCWEB_TOKEN": TOKEN, "CCWEB_DATABASE_URL": self.database_url, **env}
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        started = WorkerProcess(process, log)
+        self.workers.append(started)
+        return started
+
+    def runs(self, **params: Any) -> list[dict[str, Any]]:
+        runs: list[dict[str, Any]] = self.rpc("run.list", {"limit": 500, **params})["runs"]
+        return runs
+
+    def wait_until(self, what: str, condition: Callable[[], Any]) -> Any:
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline:
+            found = condition()
+            if found:
+                return found
+            time.sleep(0.1)
+        logs = "\n".join(worker.text() for worker in self.workers)
+        raise AssertionError(f"never happened: {what}\nruns: {self.runs()}\nworkers:\n{logs}")
+
+    def idle(self) -> bool:
+        """Every run finished."""
+        return all(run["status"] in ("completed", "failed") for run in self.runs())
+
+    def close(self) -> None:
+        for worker in self.workers:
+            if worker.process.poll() is None:
+                worker.process.kill()
+                worker.process.wait()
+            worker.log.close()
+        self.http.close()
+
+
+@pytest.fixture
+def bench(database_url: str) -> Iterator[Bench]:
+    with serving(
+        database_url, CCWEB_TOKEN=TOKEN, CCWEB_LEASE_SWEEP_SECONDS="0.5", CCWEB_LOG_LEVEL="warning"
+    ) as server:
+        started = Bench(server, database_url)
+        try:
+            yield started
+        finally:
+            started.close()
+
+
+def read_database(database_url: str, read: Callable[[Store], Any]) -> Any:
+    """What ``read`` finds in the database itself."""
+
+    async def go() -> Any:
+        store = Store.from_settings(Settings(database_url=database_url))
+        try:
+            return await read(store)
+        finally:
+            await store.dispose()
+
+    return asyncio.run(go())
+
+
+def pid_in(path: Path) -> int:
+    return int(path.read_text()) if path.exists() and path.read_text() else 0
+
+
+def is_running(pid: int) -> bool:
+    """Alive and not a zombie waiting to be reaped."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "State:\tZ" not in status
+
+
+@pytest.mark.parametrize("mode", ["return_and_continue", "one_way"])
+def test_the_worker_drives_an_exchange_between_two_conversations(
+    bench: Bench, database_url: str, mode: str
+) -> None:
+    bench.conversation("conv-a", agent="claude")
+    bench.conversation("conv-b", agent="codex")
+    bench.person_writes("conv-a", f"ASK conv-b {mode}: how many tests fail?")
+    worker = bench.worker()
+    expected_runs = 3 if mode == "return_and_continue" else 2
+    bench.wait_until(
+        f"{expected_runs} runs completed",
+        lambda: len(bench.runs(status="completed")) == expected_runs and bench.idle(),
+    )
+    worker.process.send_signal(signal.SIGINT)
+    code, log = worker.finish()
+    assert code == 0, log
+    assert log.count(" completed in ") == expected_runs
+
+    async def state(store: Store) -> dict[str, Any]:
+        async with store.read_uow() as uow:
+            replies, _ = await uow.replies.list_page(limit=10)
+            credentials = await uow.credentials.list_recent(
+                session_id=None, active_at=None, limit=10
+            )
+        return {
+            "a": [(m.role, m.content) for m in await messages_of(store, "conv-a")],
+            "b": [(m.role, m.content) for m in await messages_of(store, "conv-b")],
+            "a_runs": [(r.kind, r.status, r.hop_count) for r in await runs_of(store, "conv-a")],
+            "b_runs": [(r.kind, r.status, r.hop_count) for r in await runs_of(store, "conv-b")],
+            "replies": replies,
+            "credentials": credentials,
+        }
+
+    found = read_database(database_url, state)
+    answer = "conv-b (hop 1) answers: done with 'how many tests fail?'"
+    assert found["b"] == [("user", "how many tests fail?"), ("assistant", answer)]
+    assert found["b_runs"] == [("cross_conversation", "completed", 1)]
+    if mode == "return_and_continue":
+        (reply,) = found["replies"]
+        assert (reply.status, reply.reply_text) == ("returned", answer)
+        assert found["a"] == [
+            ("user", f"ASK conv-b {mode}: how many tests fail?"),
+            ("assistant", f"conv-a (hop 0) asked conv-b ({mode}), request {reply.request_id}"),
+            ("assistant", answer),  # the reply, delivered once
+            ("assistant", f"conv-a (hop 1) got the reply: {answer}"),
+        ]
+        assert found["a_runs"] == [
+            ("user_turn", "completed", 0),
+            ("reply_auto_run", "completed", 1),
+        ]
+    else:
+        assert found["replies"] == []
+        assert found["a"] == [
+            ("user", f"ASK conv-b {mode}: how many tests fail?"),
+            ("assistant", f"conv-a (hop 0) asked conv-b ({mode}), request -"),
+        ]
+        assert found["a_runs"] == [("user_turn", "completed", 0)]
+    # One credential per run, each bound to the run's hop count and revoked after it.
+    credentials = found["credentials"]
+    assert len(credentials) == expected_runs
+    assert all(c.revoked_at is not None for c in credentials)
+    assert Counter((c.session_id, c.hop_count) for c in credentials) == Counter(
+        [("conv-a", 0), ("conv-b", 1)] + ([("conv-a", 1)] if mode == "return_and_continue" else [])
+    )
+
+
+def test_an_agent_cannot_speak_as_another_conversation_through_its_url(bench: Bench) -> None:
+    bench.conversation("conv-a")
+    bench.conversation("conv-b")
+    run_id = bench.person_writes("conv-a", "IMPERSONATE conv-b")
+    worker = bench.worker("--once")
+    code, log = worker.finish()
+    assert code == 0, log
+    (run,) = [run for run in bench.runs() if run["id"] == run_id]
+    assert run["output"] == (
+        "conv-a (hop 0) tried to speak as conv-b: HTTP 403 credential_conversation_mismatch"
+    )
+    assert bench.rpc("message.list", {"sessionId": "conv-b"})["messages"] == []
+
+
+def test_two_workers_at_once_never_run_a_run_twice(bench: Bench, tmp_path: Path) -> None:
+    executed = tmp_path / "executed.log"
+    wanted = set()
+    for number in range(8):
+        bench.conversation(f"conv-{number}")
+        wanted.add(bench.person_writes(f"conv-{number}", f"job {number}"))
+    command = f"{AGENT} --sleep 0.2 {{prompt}}"
+    first = bench.worker("--worker-id", "first", command=command, FAKE_AGENT_LOG=str(executed))
+    second = bench.worker("--worker-id", "second", command=command, FAKE_AGENT_LOG=str(executed))
+    bench.wait_until("8 runs completed", lambda: len(bench.runs(status="completed")) == 8)
+    for worker in (first, second):
+        worker.process.send_signal(signal.SIGTERM)
+        code, log = worker.finish()
+        assert code == 0, log
+    assert sorted(executed.read_text().split()) == sorted(wanted)  # each exactly once
+    runs = bench.runs()
+    assert all(run["attempts"] == 0 for run in runs)
+    assert {run["workerId"] for run in runs} <= {"first", "second"}
+
+
+def test_a_killed_workers_run_is_requeued_and_finished_by_another(
+    bench: Bench, tmp_path: Path
+) -> None:
+    bench.conversation("conv-a")
+    run_id = bench.person_writes("conv-a", "slow work")
+    pid_file = tmp_path / "agent.pid"
+    doomed = bench.worker(
+        "--worker-id", "doomed", "--lease-seconds", "2",
+        command=f"{AGENT} --sleep 600 --pid-file {pid_file} {{prompt}}",
+    )  # fmt: skip
+    bench.wait_until("the first agent started", lambda: pid_in(pid_file))
+    doomed.process.kill()  # SIGKILL: no goodbye, the lease is all the server has
+    doomed.process.wait()
+    os.kill(pid_in(pid_file), signal.SIGKILL)  # the machine is gone: its agent too
+    rescuer = bench.worker("--worker-id", "rescuer")
+    run = bench.wait_until(
+        "the run completed by the rescuer",
+        lambda: next((r for r in bench.runs(status="completed") if r["id"] == run_id), None),
+    )
+    assert (run["workerId"], run["attempts"]) == ("rescuer", 1)
+    assert run["output"] == "conv-a (hop 0) says: slow work"
+    rescuer.process.send_signal(signal.SIGINT)
+    assert rescuer.finish()[0] == 0
+
+
+def test_a_command_that_runs_too_long_is_killed_and_its_run_fails(
+    bench: Bench, tmp_path: Path
+) -> None:
+    bench.conversation("conv-a")
+    run_id = bench.person_writes("conv-a", "never ends")
+    pid_file = tmp_path / "agent.pid"
+    worker = bench.worker(
+        "--once", "--timeout", "1", command=f"{AGENT} --sleep 600 --pid-file {pid_file}"
+    )
+    code, log = worker.finish()
+    assert code == 0, log
+    (run,) = bench.runs()
+    assert (run["id"], run["status"]) == (run_id, "failed")
+    assert run["error"] == "timed out after 1s; the worker killed the command"
+    assert f"run {run_id} failed in " in log
+    assert not is_running(pid_in(pid_file))
+
+
+def test_a_failing_command_fails_its_run_with_the_end_of_its_stderr(bench: Bench) -> None:
+    bench.conversation("conv-a")
+    bench.conversation("conv-b")
+    bench.person_writes("conv-a", "ASK conv-b return_and_continue: check it")
+    worker = bench.worker("--once")
+    assert worker.finish()[0] == 0
+    failing = bench.worker("--once", command=f"{AGENT} --exit 3 {{prompt}}")
+    assert failing.finish()[0] == 0
+    target = bench.runs(sessionId="conv-b")[0]
+    assert target["status"] == "failed"
+    assert target["error"] == (
+        "the command exited with code 3: fake agent failing on purpose with 3"
+    )
+    # The source is told, and runs again to deal with it.
+    (request,) = bench.rpc("reply.list", {})["replies"]
+    assert (request["status"], request["lastError"]) == ("failed", target["error"])
+    assert [r["kind"] for r in bench.runs(sessionId="conv-a", status="queued")] == [
+        "reply_auto_run"
+    ]
+
+
+def test_ctrl_c_lets_the_current_run_finish_then_exits(bench: Bench, tmp_path: Path) -> None:
+    bench.conversation("conv-a")
+    bench.conversation("conv-b")
+    first = bench.person_writes("conv-a", "first")
+    second = bench.person_writes("conv-b", "second")
+    pid_file = tmp_path / "agent.pid"
+    # The prompt on stdin this time; a lease shorter than the command, kept by heartbeats.
+    worker = bench.worker(
+        "--lease-seconds", "2", command=f"{AGENT} --sleep 3 --pid-file {pid_file}"
+    )
+    bench.wait_until("the first command started", lambda: pid_in(pid_file))
+    worker.process.send_signal(signal.SIGINT)
+    code, log = worker.finish()
+    assert code == 0, log
+    assert f"stopping after run {first} finishes" in log
+    runs = {run["id"]: run for run in bench.runs()}
+    assert (runs[first]["status"], runs[first]["attempts"]) == ("completed", 0)
+    assert runs[first]["output"] == "conv-a (hop 0) says: first"
+    assert runs[second]["status"] == "queued"
+
+
+def test_a_second_ctrl_c_kills_the_command_and_requeues_its_run(
+    bench: Bench, tmp_path: Path
+) -> None:
+    bench.conversation("conv-a")
+    run_id = bench.person_writes("conv-a", "long")
+    pid_file = tmp_path / "agent.pid"
+    worker = bench.worker(command=f"{AGENT} --sleep 600 --pid-file {pid_file} {{prompt}}")
+    bench.wait_until("the command started", lambda: pid_in(pid_file))
+    worker.process.send_signal(signal.SIGINT)
+    bench.wait_until("the worker said it stops", lambda: "stopping after run" in worker.text())
+    worker.process.send_signal(signal.SIGINT)
+    code, log = worker.finish()
+    assert code == 130, log
+    assert f"run {run_id} interrupted and put back in the queue" in log
+    (run,) = bench.runs()
+    assert (run["status"], run["attempts"], run["workerId"]) == ("queued", 1, None)
+    assert not is_running(pid_in(pid_file))
+
+
+def test_per_agent_commands_and_the_conversations_directory(bench: Bench, tmp_path: Path) -> None:
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    bench.conversation("conv-codex", agent="codex", cwd=str(workdir))
+    bench.conversation("conv-claude", agent="claude")
+    bench.conversation("conv-gone", agent="codex", cwd=str(tmp_path / "missing"))
+    for conversation in ("conv-codex", "conv-claude", "conv-gone"):
+        bench.person_writes(conversation, "PWD")
+    config = tmp_path / "worker.toml"
+    config.write_text(
+        f'command = "{AGENT} --exit 5 {{prompt}}"\n[agents.codex]\ncommand = "{AGENT} {{prompt}}"\n'
+    )
+    worker = bench.worker("--config", str(config), command=None)
+    bench.wait_until("three runs ended", bench.idle)
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.finish()[0] == 0
+    ended = {run["sessionId"]: run for run in bench.runs()}
+    assert ended["conv-codex"]["output"] == f"conv-codex (hop 0) works in {workdir}"
+    assert ended["conv-claude"]["status"] == "failed"
+    assert "exited with code 5" in ended["conv-claude"]["error"]
+    assert ended["conv-gone"]["status"] == "failed"
+    assert "working directory" in ended["conv-gone"]["error"]
+
+
+def test_once_with_nothing_queued_exits_and_a_wrong_token_says_so(bench: Bench) -> None:
+    idle = bench.worker("--once")
+    assert idle.finish()[0] == 0
+    refused = bench.worker("--once", CCWEB_TOKEN="wrong")
+    code, log = refused.finish()
+    assert code == 2
+    assert "refused the operator token" in log and "--token" in log
+    assert "wrong" not in log  # the token itself is not echoed
+
+
+def test_the_worker_refuses_a_missing_command(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ccweb_store", "worker", "--once"],
+        cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert completed.returncode == 2
+    assert "no command to run: give --command" in completed.stderr
