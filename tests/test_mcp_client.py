@@ -160,6 +160,32 @@ async def test_the_official_client_works_over_streamable_http_with_a_token(
         assert "server/discover" not in sent
 
 
+async def test_the_official_client_works_with_a_conversation_credential_alone(
+    server: Server,
+) -> None:
+    """The URL `ccweb-store conversation-url` prints is all a client needs: no operator token
+    (the server has one), no sourceSessionId."""
+    token = server.rpc("credential.mint", {"sessionId": "client-src"})["token"]
+    async with Client(f"{server.url}/mcp?credential={token}") as client:
+        await _exercise(client)
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with (
+        http,
+        Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client,
+    ):
+        await _exercise(client)
+
+
+async def test_the_official_client_is_refused_with_a_revoked_credential(server: Server) -> None:
+    minted = server.rpc("credential.mint", {"sessionId": "client-src"})
+    server.rpc("credential.revoke", {"credentialId": minted["credential"]["id"]})
+    with pytest.raises(BaseException) as caught:
+        async with Client(f"{server.url}/mcp?credential={minted['token']}") as client:
+            await client.list_tools()
+    messages = [str(leaf) for leaf in _leaves(caught.value)]
+    assert any("was revoked" in message for message in messages), messages
+
+
 def _leaves(error: BaseException) -> list[BaseException]:
     if isinstance(error, BaseExceptionGroup):
         return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
@@ -200,6 +226,20 @@ async def test_the_official_client_works_over_stdio_bridged_to_the_server(
     params = _stdio(["--url", server.url, "--token", TOKEN], "sqlite+aiosqlite:///unused.db")
     async with Client(params, mode=mode) as client:
         await _exercise(client, mode)
+
+
+async def test_the_official_client_works_over_stdio_bridged_with_a_credential(
+    server: Server,
+) -> None:
+    token = server.rpc("credential.mint", {"sessionId": "client-src"})["token"]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "ccweb_store", "mcp-stdio", "--url", server.url, "--credential", token],
+        env=_env("sqlite+aiosqlite:///unused.db"),
+        cwd=REPO_ROOT,
+    )
+    async with Client(params) as client:
+        await _exercise(client)
 
 
 async def test_a_return_and_continue_round_trip_with_the_official_client(server: Server) -> None:

@@ -61,6 +61,13 @@ def test_stdio_requires_a_source_session(database_url: str) -> None:
     assert completed.stdout == ""
 
 
+def test_a_credential_needs_a_server_to_check_it(database_url: str) -> None:
+    completed = _run(["--credential", "ccw1.me.cred_1.0.0.sig"], [], database_url)
+    assert completed.returncode == 2
+    assert "--credential needs --url" in completed.stderr
+    assert completed.stdout == ""
+
+
 def test_stdio_refuses_a_negative_hop_count(database_url: str) -> None:
     completed = _run(["--source-session", "me", "--hop-count", "-1"], [], database_url)
     assert completed.returncode == 2
