@@ -1,4 +1,5 @@
-"""The camelCase JSON shapes of SPEC §3 (Session, Message, Reply, Run), built from rows.
+"""The camelCase JSON shapes of SPEC §3 (Session, Message, Reply, Run) and of conversation
+credentials, built from rows.
 
 Protocol modules and the CLI use these; nothing else decides how an object looks on the wire.
 """

@@ -9,7 +9,13 @@ from typing import Annotated
 
 import typer
 
-from ccweb_store.cli.common import DatabaseUrl, fail, load_settings, setup_logging
+from ccweb_store.cli.common import (
+    DatabaseUrl,
+    fail,
+    load_settings,
+    server_url,
+    setup_logging,
+)
 from ccweb_store.cli.credentials import conversation_url, credentials_app
 from ccweb_store.cli.operator import replies_app, runs_app
 
@@ -283,13 +289,10 @@ def worker(
     except runner.ConfigError as exc:
         fail(str(exc))
     settings = load_settings(token=token)
-    if url is None:
-        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-        url = f"http://{host}:{settings.port}"
     code = asyncio.run(
         runner.serve(
             worker_config,
-            base_url=url,
+            base_url=url or server_url(settings),
             token=settings.token,
             worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}",
             lease_seconds=lease_seconds,

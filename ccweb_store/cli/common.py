@@ -30,6 +30,13 @@ def load_settings(**overrides: object) -> Settings:
         fail(f"invalid settings: {exc}")
 
 
+def server_url(settings: Settings) -> str:
+    """Where this machine reaches the configured server: ``http://CCWEB_HOST:CCWEB_PORT``, with
+    a wildcard bind address read as loopback."""
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{host}:{settings.port}"
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``message`` to stderr and exit with ``code``."""
     typer.echo(f"ccweb-store: {message}", err=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ccweb_store.cli.common import DatabaseUrl, fail, load_settings
+from ccweb_store.cli.common import DatabaseUrl, fail, load_settings, server_url
 from ccweb_store.cli.operator import AsJson, Conversation, Limit, _print_json, _with_store
 
 if TYPE_CHECKING:
@@ -80,9 +80,7 @@ def conversation_url(
                 "--expires-in: use at least 1s, or leave it out for a credential that never expires"
             )
     if base_url is None:
-        settings = load_settings()
-        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-        base_url = f"http://{host}:{settings.port}"
+        base_url = server_url(load_settings())
     minted = _with_store(database_url, lambda store: mint_credential(store, params))
     url = mcp_url(base_url, minted["token"])
     credential = minted["credential"]
