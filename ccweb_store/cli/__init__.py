@@ -171,7 +171,7 @@ def mcp_stdio(
         str | None,
         typer.Option(
             help="With --url: a conversation credential (ccw1.…) instead of --source-session "
-            "and the operator token [env: CCWEB_CREDENTIAL]",
+            "and the operator token",
             envvar="CCWEB_CREDENTIAL",
             show_default=False,
         ),
@@ -213,25 +213,25 @@ def worker(
         Path | None,
         typer.Option(
             "--config",
-            help="TOML: command, timeout, [agents.<agent>] and [conversations.<id>] overrides",
+            help="TOML: command, timeout, \\[agents.<agent>] and \\[conversations.<id>] overrides",
             show_default=False,
         ),
     ] = None,
     url: Annotated[
         str | None,
         typer.Option(
-            help="The server [env: CCWEB_URL; default: http://CCWEB_HOST:CCWEB_PORT]",
+            help="The server \\[default: http://CCWEB_HOST:CCWEB_PORT]",
             envvar="CCWEB_URL",
             show_default=False,
         ),
     ] = None,
     token: Annotated[
-        str | None, typer.Option(help="The server's operator token [env: CCWEB_TOKEN]")
+        str | None, typer.Option(help="The server's operator token \\[env: CCWEB_TOKEN]")
     ] = None,
     worker_id: Annotated[
         str | None,
         typer.Option(
-            "--worker-id", help="Name in run leases [default: HOST-PID]", show_default=False
+            "--worker-id", help="Name in run leases \\[default: HOST-PID]", show_default=False
         ),
     ] = None,
     lease_seconds: Annotated[
@@ -241,7 +241,7 @@ def worker(
         str | None,
         typer.Option(
             metavar="DURATION",
-            help="Kill a command and fail its run after this long: 90s, 30m, 2h [default: 1h]",
+            help="Kill a command and fail its run after this long: 90s, 30m, 2h \\[default: 1h]",
             show_default=False,
         ),
     ] = None,

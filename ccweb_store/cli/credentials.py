@@ -52,7 +52,7 @@ def conversation_url(
         str | None,
         typer.Option(
             "--base-url",
-            help="The server as the agent reaches it [default: http://CCWEB_HOST:CCWEB_PORT]",
+            help="The server as the agent reaches it \\[default: http://CCWEB_HOST:CCWEB_PORT]",
             show_default=False,
         ),
     ] = None,
