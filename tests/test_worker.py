@@ -443,7 +443,7 @@ def test_ctrl_c_lets_the_current_run_finish_then_exits(bench: Bench, tmp_path: P
     pid_file = tmp_path / "agent.pid"
     # The prompt on stdin this time; a lease shorter than the command, kept by heartbeats.
     worker = bench.worker(
-        "--lease-seconds", "2", command=f"{AGENT} --sleep 3 --pid-file {pid_file}"
+        "--lease-seconds", "3", command=f"{AGENT} --sleep 4 --pid-file {pid_file}"
     )
     bench.wait_until("the first command started", lambda: pid_in(pid_file))
     worker.process.send_signal(signal.SIGINT)
