@@ -160,27 +160,31 @@ async def test_the_official_client_works_over_streamable_http_with_a_token(
         assert "server/discover" not in sent
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_the_official_client_works_with_a_conversation_credential_alone(
-    server: Server,
+    server: Server, mode: str
 ) -> None:
     """The URL `ccweb-store conversation-url` prints is all a client needs: no operator token
     (the server has one), no sourceSessionId."""
     token = server.rpc("credential.mint", {"sessionId": "client-src"})["token"]
-    async with Client(f"{server.url}/mcp?credential={token}") as client:
-        await _exercise(client)
+    async with Client(f"{server.url}/mcp?credential={token}", mode=mode) as client:
+        await _exercise(client, mode)
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
     async with (
         http,
-        Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client,
+        Client(streamable_http_client(f"{server.url}/mcp", http_client=http), mode=mode) as client,
     ):
-        await _exercise(client)
+        await _exercise(client, mode)
 
 
-async def test_the_official_client_is_refused_with_a_revoked_credential(server: Server) -> None:
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_official_client_is_refused_with_a_revoked_credential(
+    server: Server, mode: str
+) -> None:
     minted = server.rpc("credential.mint", {"sessionId": "client-src"})
     server.rpc("credential.revoke", {"credentialId": minted["credential"]["id"]})
     with pytest.raises(BaseException) as caught:
-        async with Client(f"{server.url}/mcp?credential={minted['token']}") as client:
+        async with Client(f"{server.url}/mcp?credential={minted['token']}", mode=mode) as client:
             await client.list_tools()
     messages = [str(leaf) for leaf in _leaves(caught.value)]
     assert any("was revoked" in message for message in messages), messages
@@ -228,8 +232,9 @@ async def test_the_official_client_works_over_stdio_bridged_to_the_server(
         await _exercise(client, mode)
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_the_official_client_works_over_stdio_bridged_with_a_credential(
-    server: Server,
+    server: Server, mode: str
 ) -> None:
     token = server.rpc("credential.mint", {"sessionId": "client-src"})["token"]
     params = StdioServerParameters(
@@ -238,8 +243,8 @@ async def test_the_official_client_works_over_stdio_bridged_with_a_credential(
         env=_env("sqlite+aiosqlite:///unused.db"),
         cwd=REPO_ROOT,
     )
-    async with Client(params) as client:
-        await _exercise(client)
+    async with Client(params, mode=mode) as client:
+        await _exercise(client, mode)
 
 
 async def test_a_return_and_continue_round_trip_with_the_official_client(server: Server) -> None:
