@@ -35,13 +35,15 @@ app.command("conversation-url")(conversation_url)
 @app.command()
 def serve(
     host: Annotated[
-        str | None, typer.Option(help="Bind address [env: CCWEB_HOST; default: 127.0.0.1]")
+        str | None, typer.Option(help="Bind address \\[env: CCWEB_HOST; default: 127.0.0.1]")
     ] = None,
-    port: Annotated[int | None, typer.Option(help="Port [env: CCWEB_PORT; default: 8787]")] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port \\[env: CCWEB_PORT; default: 8787]")
+    ] = None,
     database_url: DatabaseUrl = None,
     token: Annotated[
         str | None,
-        typer.Option(help="Bearer token required on /mcp and /rpc [env: CCWEB_TOKEN]"),
+        typer.Option(help="Bearer token required on /mcp and /rpc \\[env: CCWEB_TOKEN]"),
     ] = None,
     log_level: Annotated[str | None, typer.Option(help="debug, info, warning, error")] = None,
 ) -> None:
@@ -165,7 +167,7 @@ def mcp_stdio(
         typer.Option(help="Forward to a running server (e.g. http://127.0.0.1:8787)"),
     ] = None,
     token: Annotated[
-        str | None, typer.Option(help="Bearer token of that server [env: CCWEB_TOKEN]")
+        str | None, typer.Option(help="Bearer token of that server \\[env: CCWEB_TOKEN]")
     ] = None,
     credential: Annotated[
         str | None,

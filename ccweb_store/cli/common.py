@@ -15,7 +15,7 @@ DatabaseUrl = Annotated[
     typer.Option(
         "--database-url",
         help="sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB "
-        "[env: CCWEB_DATABASE_URL; default: sqlite+aiosqlite:///./ccweb.db]",
+        "\\[env: CCWEB_DATABASE_URL; default: sqlite+aiosqlite:///./ccweb.db]",
         show_default=False,
     ),
 ]
