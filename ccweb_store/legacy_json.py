@@ -50,8 +50,6 @@ from ccweb_store.schemas import iso
 SESSIONS_DIR = "sessions"
 REPLIES_FILE = Path("config") / "cross-conversation-replies.json"
 
-MESSAGE_ID_KEYS = ("id", "messageId")
-MESSAGE_TIME_KEYS = ("timestamp", "createdAt")
 #: Keys of ``messages.metadata`` the importer itself writes.
 RESERVED_METADATA_KEYS = frozenset({"contentBlocks", "legacy", "legacyFields"})
 MAX_ID_LENGTH = 128
@@ -186,6 +184,11 @@ class LegacyReply:
 
 def parse_timestamp(value: Any) -> datetime | None:
     """ISO 8601 text (naive means UTC) or epoch milliseconds (number or numeric text)."""
+    if type(value) is int and abs(value) >= _SECONDS_BELOW:  # the usual epoch milliseconds
+        try:
+            return _EPOCH + timedelta(0, value // 1000, value % 1000 * 1000)  # exact, and quick
+        except OverflowError:
+            return None
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
@@ -203,7 +206,7 @@ def parse_timestamp(value: Any) -> datetime | None:
             if abs(value) < _SECONDS_BELOW:
                 return _EPOCH + timedelta(seconds=value)
             return _EPOCH + timedelta(milliseconds=value)
-        except OverflowError:
+        except (OverflowError, ValueError):  # too large, infinite, or not a number (NaN)
             return None
     return None
 
@@ -313,13 +316,14 @@ def normalise_message(index: int, raw: dict[str, Any]) -> LegacyMessage:
     """Column values and metadata of one source message (see the module docstring)."""
     metadata: dict[str, Any] = {}
     legacy: dict[str, Any] = {}
-    own = raw.get("metadata")
-    if isinstance(own, dict) and own and not RESERVED_METADATA_KEYS & own.keys():
-        metadata.update(own)
-    elif "metadata" in raw:
-        legacy["metadata"] = own
+    if "metadata" in raw:
+        own = raw["metadata"]
+        if isinstance(own, dict) and own and RESERVED_METADATA_KEYS.isdisjoint(own):
+            metadata.update(own)
+        else:
+            legacy["metadata"] = own
 
-    id_key = next((key for key in MESSAGE_ID_KEYS if key in raw), None)
+    id_key = "id" if "id" in raw else "messageId" if "messageId" in raw else None
     wanted_id: str | None = None
     if id_key is not None:
         value = raw[id_key]
@@ -343,16 +347,28 @@ def normalise_message(index: int, raw: dict[str, Any]) -> LegacyMessage:
         text = text_of(content)
         legacy["content"] = content
 
-    time_key = next((key for key in MESSAGE_TIME_KEYS if key in raw), None)
-    created_at = parse_timestamp(raw[time_key]) if time_key else None
-    mapped = {"metadata", "role", "content"}
-    if id_key:
-        mapped.add(id_key)
-    if time_key:
-        mapped.add(time_key)
-        if time_key != MESSAGE_TIME_KEYS[0] or not _exact_timestamp(raw[time_key], created_at):
-            legacy[time_key] = raw[time_key]
+    time_key = "timestamp" if "timestamp" in raw else "createdAt" if "createdAt" in raw else None
+    created_at = None
+    if time_key is not None:
+        stamp = raw[time_key]
+        created_at = parse_timestamp(stamp)
+        if time_key != "timestamp" or not _exact_timestamp(stamp, created_at):
+            legacy[time_key] = stamp
 
+    # Most messages hold mapped keys only: count them rather than walk every key.
+    mapped = ("metadata" in raw) + ("role" in raw) + ("content" in raw)
+    if len(raw) > mapped + (id_key is not None) + (time_key is not None):
+        _keep_other_keys(raw, {"metadata", "role", "content", id_key, time_key}, metadata, legacy)
+    if legacy:
+        metadata["legacy"] = legacy
+    return LegacyMessage(index, id_key, wanted_id, str(role), text, created_at, metadata)
+
+
+def _keep_other_keys(
+    raw: dict[str, Any], mapped: set[str | None], metadata: dict[str, Any], legacy: dict[str, Any]
+) -> None:
+    """Put a message's keys that no column maps into its metadata, listed in ``legacyFields``
+    (or into ``legacy`` when the metadata already has that key)."""
     fields: list[str] = []
     for key, value in raw.items():
         if key in mapped:
@@ -364,17 +380,6 @@ def normalise_message(index: int, raw: dict[str, Any]) -> LegacyMessage:
             fields.append(key)
     if fields:
         metadata["legacyFields"] = fields
-    if legacy:
-        metadata["legacy"] = legacy
-    return LegacyMessage(
-        index=index,
-        id_key=id_key,
-        wanted_id=wanted_id,
-        role=str(role),
-        content=text,
-        created_at=created_at,
-        metadata=metadata,
-    )
 
 
 def read_replies_file(path: Path) -> tuple[list[LegacyReply], list[str]]:

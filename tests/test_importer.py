@@ -6,7 +6,7 @@ import asyncio
 import json
 import signal
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from ccweb_store.legacy_json import (
     REPLY_COLUMNS,
     REPLY_TIME_FIELDS,
     RESERVED_METADATA_KEYS,
+    parse_timestamp,
 )
 from ccweb_store.schemas import iso
 from tests.cli_support import COMMAND
@@ -463,6 +464,55 @@ def test_broken_files_are_skipped_and_reported_and_the_rest_goes_in(
     assert f"skipped {sessions / 'array.json'}: expected a JSON object" in stderr
     assert {s["id"] for s in dump(database_url)["sessions"]} == {"alpha", "beta"}
     assert file_states(state) == before
+
+
+def test_nan_where_a_time_belongs_no_longer_stops_the_import(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Python's JSON reader takes NaN; as a session's or a message's time it crashed the whole
+    import. Now it is no time: the file goes in or, where the database refuses the NaN kept
+    verbatim (every message metadata; PostgreSQL's jsonb), it is reported, and the rest goes in.
+    """
+    state = write_state(tmp_path / "state")
+    sessions = state / "sessions"
+    (sessions / "nan-created.json").write_text(
+        '{"id": "nan-created", "createdAt": NaN, "messages": []}', encoding="utf-8"
+    )
+    (sessions / "nan-message.json").write_text(
+        '{"id": "nan-message", "messages": [{"role": "user", "content": "hi", "timestamp": NaN}]}',
+        encoding="utf-8",
+    )
+
+    code, summary, _ = run_import(state, database_url)
+
+    assert code == 1
+    reasons = {Path(s["path"]).name: s["reason"] for s in summary["skipped"]}
+    imported = {s["id"] for s in dump(database_url)["sessions"]}
+    assert reasons["nan-message.json"].startswith("the database refused it")
+    assert ("nan-created" in imported) != ("nan-created.json" in reasons)
+    assert imported - {"nan-created"} == {"alpha", "beta"}
+
+
+@pytest.mark.parametrize(
+    "epoch_ms",
+    [0, 1, -1, 10**11, -(10**11), 1709287260123, -62135596800000, 253402300799999, 2**62],
+)
+def test_epoch_milliseconds_read_as_the_exact_utc_instant(epoch_ms: int) -> None:
+    expected: datetime | None
+    try:
+        if abs(epoch_ms) < 1e11:  # small numbers are seconds
+            expected = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=epoch_ms)
+        else:
+            expected = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=epoch_ms)
+    except OverflowError:
+        expected = None
+    assert parse_timestamp(epoch_ms) == expected
+    assert parse_timestamp(str(epoch_ms)) == expected
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e300, True, None])
+def test_a_number_that_is_no_instant_reads_as_no_time(value: Any) -> None:
+    assert parse_timestamp(value) is None
 
 
 def test_broken_messages_and_reply_entries_are_skipped_and_reported(
