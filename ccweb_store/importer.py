@@ -231,7 +231,7 @@ def plan_session(
                 metadata = message.metadata_with_replaced_id()
             message_id = message.positional_id(legacy.id)
         used.add(message_id)
-        values = {
+        values: dict[str, Any] = {
             "role": message.role,
             "content": message.content,
             "created_at": message.created_at,
@@ -239,9 +239,8 @@ def plan_session(
         }
         row = by_id.get(message_id)
         if row is None:
-            plan.new_messages.append(
-                {"id": message_id, "session_id": legacy.id, "seq": next_seq, **values}
-            )
+            values.update(id=message_id, session_id=legacy.id, seq=next_seq)
+            plan.new_messages.append(values)
             next_seq += 1
         elif any(getattr(row, key) != values[key] for key in MESSAGE_COLUMNS):
             plan.changed_messages.append({"id": message_id, **values})

@@ -13,9 +13,9 @@ from sqlalchemy.exc import IntegrityError
 from ccweb_store import errors
 from ccweb_store.config import Settings
 from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
-from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX, ReplyRequest, new_id, utcnow
-from ccweb_store.repositories.base import column_attributes
-from ccweb_store.repositories.messages import REPLIES_TO_REQUEST
+from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX, Message, ReplyRequest, new_id, utcnow
+from ccweb_store.repositories.base import MESSAGES, column_attributes
+from ccweb_store.repositories.messages import REPLIES_TO_REQUEST, REPLY_REQUEST_MESSAGE
 from ccweb_store.uow import Store
 from tests.lifecycle_support import insert_message_by_hand
 
@@ -572,3 +572,102 @@ async def test_writes_that_skip_reading_back_store_what_the_reading_ones_store(
         **{"request_id": "r-unread", "status": "waiting"},
     }
     assert reply.created_at is not None and reply.hop_count == 0 and reply.source_auto_run is True
+
+
+async def _stored_messages(store: Store, session_id: str) -> list[tuple[Any, ...]]:
+    """The session's message rows as the database holds them (JSON as text), id prefix cut."""
+    metadata = "CAST(metadata AS TEXT)"
+    async with store.engine.connect() as connection:
+        rows = await connection.execute(
+            sa.text(
+                f"SELECT id, seq, role, content, created_at, {metadata} FROM messages"
+                " WHERE session_id = :session_id ORDER BY seq"
+            ),
+            {"session_id": session_id},
+        )
+        return [(row[0].split(":", 1)[1], *row[1:]) for row in rows]
+
+
+async def test_insert_many_stores_exactly_what_sqlalchemys_executemany_stores(
+    store: Store,
+) -> None:
+    """The importer's bulk insert (straight on the cursor on SQLite) writes the same text as
+    SQLAlchemy's own executemany of the same rows: JSON (a None one too), times, NULLs."""
+    await _make_sessions(store, "fast", "stock")
+    when = utcnow()
+    shapes: list[dict[str, Any]] = [
+        {"role": "user", "content": "plain", "created_at": when, "metadata_": None},
+        {"role": "assistant", "content": "é ☃", "created_at": None, "metadata_": {"a": [1, None]}},
+        {"role": "tool", "content": "", "created_at": when, "metadata_": {"legacy": {"t": 1.5}}},
+    ]
+    no_time = [{"role": "user", "content": "server default", "metadata_": {"k": "v"}}]
+
+    def rows(session_id: str, batch: list[dict[str, Any]], first_seq: int) -> list[dict[str, Any]]:
+        return [
+            {"id": f"{session_id}:{seq}", "session_id": session_id, "seq": seq, **shape}
+            for seq, shape in enumerate(batch, start=first_seq)
+        ]
+
+    columns = dict(column_attributes(Message))
+    async with store.uow() as uow:
+        await uow.messages.insert_many(rows("fast", shapes, 1))
+        await uow.messages.insert_many(rows("fast", no_time, 4))
+        for batch in (rows("stock", shapes, 1), rows("stock", no_time, 4)):
+            params = [{columns[key].name: value for key, value in row.items()} for row in batch]
+            await uow.connection.execute(sa.insert(MESSAGES), params)
+        await uow.commit()
+
+    fast, stock = await _stored_messages(store, "fast"), await _stored_messages(store, "stock")
+    assert fast[:3] == stock[:3]
+    assert [row[:4] + row[5:] for row in fast[3:]] == [row[:4] + row[5:] for row in stock[3:]]
+    assert fast[3][4] is not None  # the column's default
+    assert fast[0][5] == "null"  # a None JSON value is JSON null, not SQL NULL, as before
+
+
+async def test_owners_names_the_session_of_every_known_id_across_chunks(store: Store) -> None:
+    await _make_sessions(store, "one", "two")
+    rows = [
+        {"id": f"m{i}", "session_id": "one" if i % 3 else "two", "seq": i, "role": "user"}
+        | {"content": "x"}
+        for i in range(1, 1204)
+    ]
+    async with store.uow() as uow:
+        await uow.messages.insert_many(rows)
+        await uow.commit()
+    wanted = [f"m{i}" for i in range(1203, 0, -2)] + ["unknown", "m0"]
+    async with store.read_uow() as uow:
+        owners = await uow.messages.owners(wanted)
+    assert owners == {f"m{i}": "one" if i % 3 else "two" for i in range(1203, 0, -2)}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "escaped"),
+    [
+        ('{"crossConversation": {"sourceConversationId": "s", "replyRequestId": "req-9"}}', False),
+        ('{"replyRequestId": "req-9"}', False),
+        ('{"crossConversation": {"replyRequest\\u0049d": "req-9"}}', True),
+        ('{"replyRequest\\u0049d": "req-9", "note": "\\u00e9"}', True),
+    ],
+)
+async def test_the_message_that_carried_a_request_is_found_however_its_key_is_written(
+    store: Store, metadata: str, escaped: bool
+) -> None:
+    """The importer recovers a legacy request's text from it: the first message holding the
+    request id under the nested or the top-level key, never another session's. SQLite's
+    lookup reads a row as JSON only when its text could hold the key, and finds what reading
+    every row finds, even when another tool spelled the key with a JSON escape."""
+    await _make_sessions(store, "target", "elsewhere")
+    await insert_message_by_hand(store, "elsewhere", "other-session", metadata)
+    await insert_message_by_hand(store, "target", "unrelated", '{"replyRequestId": "req-8"}')
+    await insert_message_by_hand(store, "target", "no-metadata", None)
+    await insert_message_by_hand(store, "target", "carrier", metadata)
+    await insert_message_by_hand(store, "target", "later", metadata)
+    params = {"session_id": "target", "request_id": "req-9"}
+    async with store.read_uow() as uow:
+        found = await uow.messages.find_reply_request_message("target", "req-9")
+        missing = await uow.messages.find_reply_request_message("target", "req-7")
+        every_row = (await uow.connection.execute(REPLY_REQUEST_MESSAGE, params)).first()
+    assert (found and found.id) == (every_row and every_row.id)
+    assert missing is None
+    if not escaped or store.dialect == "postgresql":  # jsonb reads the escape; SQLite does not
+        assert found is not None and found.id == "carrier"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +15,13 @@ from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 
 from ccweb_store.config import Settings
-from ccweb_store.db import InlineSQLiteDialect, create_engine, migrate, read_only
+from ccweb_store.db import (
+    InlineSQLiteDialect,
+    create_engine,
+    migrate,
+    read_only,
+    sqlite_json_dumps,
+)
 from ccweb_store.errors import Conflict
 from ccweb_store.repositories import inline
 from ccweb_store.repositories import messages as messages_module
@@ -282,3 +289,37 @@ async def test_writes_take_turns_on_one_kept_connection_and_leave_nothing_behind
     assert sorted(row.id for row in rows) == sorted(
         ["kept", "after", *(f"w{i}" for i in range(10))]
     )
+
+
+JSON_VALUES: list[Any] = [
+    None,
+    True,
+    0,
+    -(10**40),
+    1.5,
+    -0.0,
+    1e16,
+    float("nan"),
+    float("inf"),
+    'é ☃ \ud800 \n " \\',
+    [],
+    {},
+    {"legacy": {"timestamp": 1700000000000}, "contentBlocks": [{"type": "text", "text": "ok"}]},
+    {1: "int key", False: "bool key", None: "null key", 2.5: "float key"},
+    [[[{"deep": [None, False, "x"]}]]],
+]
+
+
+@pytest.mark.parametrize("value", JSON_VALUES)
+def test_json_columns_get_exactly_the_text_json_dumps_gives(value: Any) -> None:
+    assert sqlite_json_dumps(value) == json.dumps(value)
+
+
+def test_json_columns_refuse_what_json_dumps_refuses() -> None:
+    circular: list[Any] = []
+    circular.append(circular)
+    with pytest.raises(ValueError, match="Circular reference"):
+        sqlite_json_dumps(circular)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        sqlite_json_dumps({"when": object()})
+    assert sqlite_json_dumps({"after": "errors"}) == '{"after": "errors"}'

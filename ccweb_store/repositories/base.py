@@ -212,6 +212,15 @@ class Repository:
             return result
         return await self.connection.execute(stmt, params)
 
+    async def _execute_many(self, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run ``stmt`` once per parameter set of ``rows`` (one executemany), returning nothing."""
+        if self.state.finished:
+            raise RuntimeError("this unit of work has ended; run statements in a new one")
+        if self._inline is not None:
+            inline.execute_many(self._inline, stmt, rows)
+        elif rows:
+            await self.connection.execute(stmt, list(rows))
+
     @property
     def dialect(self) -> str:
         return self.connection.dialect.name

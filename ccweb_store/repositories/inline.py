@@ -12,13 +12,16 @@ comes from the dialect, ``db.InlineSQLiteDialect.do_begin``) and driver errors c
 SQLAlchemy's exceptions.
 
 A statement this cannot run exactly like SQLAlchemy would (expanding ``IN`` parameters,
-Python-side column defaults to prefetch, several parameter sets) is left to SQLAlchemy.
+Python-side column defaults to prefetch) is left to SQLAlchemy. Several parameter sets go
+through ``execute_many``: one ``executemany`` on the cursor (the importer's bulk inserts,
+where SQLAlchemy's per-row execution context cost more than the rows' inserts).
 """
 
 from __future__ import annotations
 
+import operator
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -28,6 +31,7 @@ from sqlalchemy.exc import (
     InvalidRequestError,
     MultipleResultsFound,
     NoResultFound,
+    StatementError,
 )
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -93,8 +97,9 @@ class Compiled:
 #: as long as the process. Anything else goes through SQLAlchemy, whose cache serves it.
 _PREBUILT: dict[int, sa.Executable] = {}
 #: Their compiled forms, by (statement id, parameter names): None when SQLAlchemy must run it.
-#: The type processors depend only on the dialect's class (no engine here sets a custom JSON
-#: serializer), so one compiled form serves every SQLite engine of the process.
+#: The type processors depend only on the dialect's class (every SQLite engine here has the
+#: same JSON serializer, ``db.sqlite_json_dumps``), so one compiled form serves every SQLite
+#: engine of the process.
 _COMPILED: dict[tuple[int, frozenset[str]], Compiled | None] = {}
 
 
@@ -182,3 +187,51 @@ def execute(connection: Connection, stmt: sa.Executable, params: Any) -> Any:
     if raw and len(raw[0]) != compiled.width:
         raise InvalidRequestError(f"{compiled.sql!r} returned {len(raw[0])} columns")
     return Rows(compiled.rows(raw), rowcount)
+
+
+def execute_many(
+    connection: Connection, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """Run ``stmt`` (``prebuilt``, returning nothing) once per parameter set in ``rows``, all
+    with the same keys, as one ``executemany`` on the cursor.
+
+    Values are converted as SQLAlchemy's own executemany converts them: every value goes
+    through its type's bind processor, None included (so a JSON column stores ``null``), and
+    a processor's error comes out as ``StatementError``.
+    """
+    if not rows:
+        return
+    keys = frozenset(rows[0])
+    key = (id(stmt), keys)
+    if id(stmt) in _PREBUILT and key not in _COMPILED:
+        _COMPILED[key] = _compile(stmt, connection.dialect, keys)
+    compiled = _COMPILED.get(key)
+    if compiled is None or compiled.width:
+        connection.execute(stmt, list(rows))  # not prebuilt, or returning rows
+        return
+    names = [name for name, _, _, _ in compiled.binds]
+    if not keys.issuperset(names):
+        connection.execute(stmt, list(rows))  # a fixed or missing value: SQLAlchemy decides
+        return
+    if not connection.in_transaction():
+        connection.begin()
+    ordered = operator.itemgetter(*names) if len(names) > 1 else lambda row: (row[names[0]],)
+    processors = [(i, p) for i, (_, _, _, p) in enumerate(compiled.binds) if p is not None]
+    parameters: list[Any] = []
+    try:
+        for row in rows:
+            values = list(ordered(row))
+            for index, processor in processors:
+                values[index] = processor(values[index])
+            parameters.append(values)
+    except Exception as error:
+        raise StatementError(str(error), compiled.sql, None, error) from error
+    cursor = sqlite3.Cursor(connection.connection.dbapi_connection)  # type: ignore[arg-type]
+    try:
+        cursor.executemany(compiled.sql, parameters)
+    except sqlite3.Error as error:
+        raise DBAPIError.instance(
+            compiled.sql, parameters, error, sqlite3.Error, dialect=connection.dialect
+        ) from error
+    finally:
+        cursor.close()

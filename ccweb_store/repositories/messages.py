@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -46,6 +46,27 @@ _APPEND_MESSAGE_UNREAD = prebuilt(
 _APPEND_MESSAGE = prebuilt(_APPEND_MESSAGE_UNREAD.returning(*MESSAGES.c))
 
 
+_COLUMNS_BY_ATTRIBUTE = dict(column_attributes(Message))
+
+
+@cache  # unbounded: a prebuilt statement must live as long as the process (few key sets)
+def _insert_statement(keys: tuple[str, ...]) -> sa.Insert:
+    """An INSERT of the columns named by attribute (``metadata_``), as ``insert_many`` takes
+    them, with one bound parameter each (named like the attribute)."""
+    return prebuilt(
+        sa.insert(MESSAGES).values({_COLUMNS_BY_ATTRIBUTE[key]: bindparam(key) for key in keys})
+    )
+
+
+#: The sessions holding up to ``_OWNERS_CHUNK`` message ids: one statement built (and on SQLite
+#: compiled) once, its unused places NULL, which no id equals.
+_OWNERS_CHUNK = 500
+_OWNERS = prebuilt(
+    sa.select(MESSAGES.c.id, MESSAGES.c.session_id).where(
+        MESSAGES.c.id.in_([bindparam(f"id_{i}") for i in range(_OWNERS_CHUNK)])
+    )
+)
+
 _GET_MESSAGE = prebuilt(sa.select(MESSAGES).where(MESSAGES.c.id == bindparam("message_id")))
 #: A session's messages whose ``metadata.replyToRequestId`` names a request, in order: a probe
 #: of ``ix_messages_reply_to_request_id`` (migration 0006), which ``reply_to_request_id``
@@ -58,6 +79,34 @@ REPLIES_TO_REQUEST = prebuilt(
     )
     .order_by(MESSAGES.c.seq)
 )
+
+
+def _reply_request_message(*, text_prefilter: bool) -> sa.Select[Any]:
+    """The first message of a session that carried a reply request (see
+    ``MessageRepository.find_reply_request_message``).
+
+    With ``text_prefilter`` (SQLite, whose JSON is text) a row is parsed as JSON only when its
+    text holds ``replyRequestId`` or a ``\\u`` escape, which could spell that key otherwise:
+    the same rows come out, but most rows of a long conversation are never parsed.
+    """
+    metadata = MESSAGES.c["metadata"]
+    matches = sa.or_(
+        metadata[("crossConversation", "replyRequestId")].as_string() == bindparam("request_id"),
+        metadata["replyRequestId"].as_string() == bindparam("request_id"),
+    )
+    if text_prefilter:
+        text = sa.cast(metadata, sa.Text)
+        matches = sa.and_(sa.or_(text.contains("replyRequestId"), text.contains("\\u")), matches)
+    return (
+        sa.select(MESSAGES)
+        .where(MESSAGES.c.session_id == bindparam("session_id"), matches)
+        .order_by(MESSAGES.c.seq)
+        .limit(1)
+    )
+
+
+REPLY_REQUEST_MESSAGE = prebuilt(_reply_request_message(text_prefilter=False))
+REPLY_REQUEST_MESSAGE_SQLITE = prebuilt(_reply_request_message(text_prefilter=True))
 
 
 @lru_cache(maxsize=16)
@@ -201,17 +250,10 @@ class MessageRepository(Repository):
         cc-web marks it with ``metadata.crossConversation.replyRequestId`` (older rows with a
         top-level ``metadata.replyRequestId``).
         """
-        nested = Message.metadata_[("crossConversation", "replyRequestId")].as_string()
-        top = Message.metadata_["replyRequestId"].as_string()
-        stmt = (
-            sa.select(MESSAGES)
-            .where(
-                Message.session_id == session_id, sa.or_(nested == request_id, top == request_id)
-            )
-            .order_by(Message.seq)
-            .limit(1)
-        )
-        return await self._first(Message, stmt)
+        sqlite = self.dialect == "sqlite"
+        stmt = REPLY_REQUEST_MESSAGE_SQLITE if sqlite else REPLY_REQUEST_MESSAGE
+        params = {"session_id": session_id, "request_id": request_id}
+        return await self._first(Message, stmt, params)
 
     async def latest_nonblank_by_role(
         self, session_id: str, role: str, *, limit: int, before_seq: int | None = None
@@ -251,14 +293,14 @@ class MessageRepository(Repository):
         ).where(column.session_id == session_id)
         return list((await self._execute(stmt)).all())
 
-    async def owners(self, message_ids: Sequence[str], *, chunk: int = 500) -> dict[str, str]:
+    async def owners(self, message_ids: Sequence[str]) -> dict[str, str]:
         """``{message_id: session_id}`` for those of ``message_ids`` that exist."""
         owners: dict[str, str] = {}
-        for start in range(0, len(message_ids), chunk):
-            stmt = sa.select(Message.id, Message.session_id).where(
-                Message.id.in_(message_ids[start : start + chunk])
-            )
-            found: Sequence[Any] = (await self._execute(stmt)).all()
+        for start in range(0, len(message_ids), _OWNERS_CHUNK):
+            chunk = message_ids[start : start + _OWNERS_CHUNK]
+            params: dict[str, str | None] = {f"id_{i}": id for i, id in enumerate(chunk)}
+            params.update({f"id_{i}": None for i in range(len(chunk), _OWNERS_CHUNK)})
+            found: Sequence[Any] = (await self._execute(_OWNERS, params)).all()
             owners.update({message_id: session_id for message_id, session_id in found})
         return owners
 
@@ -269,10 +311,7 @@ class MessageRepository(Repository):
         taking the server default as the ORM would.
         """
         if rows:
-            columns = {attr.key: attr.columns[0].name for attr in Message.__mapper__.column_attrs}
-            params = [{columns[key]: value for key, value in row.items()} for row in rows]
-            table = Message.metadata.tables[Message.__tablename__]
-            await self._execute(sa.insert(table), params)
+            await self._execute_many(_insert_statement(tuple(sorted(rows[0]))), rows)
 
     async def update_many(self, rows: Sequence[dict[str, Any]]) -> None:
         """Update rows by primary key (each dict holds ``id`` and the new values, attribute
