@@ -146,16 +146,19 @@ async def sample_ms(run: Callable[[], Awaitable[Any]], times: int) -> list[float
     return samples
 
 
-async def bench_backend(label: str, url: str, json_dir: Path) -> None:
+async def prepare(
+    url: str, json_dir: Path, sizes: tuple[int, ...] = SIZES
+) -> tuple[Store, dict[int, Source]]:
+    """A migrated store holding one conversation of each size, its JSON files in ``json_dir``
+    (written once per size), and the source of each conversation; the caller disposes the store.
+    """
     engine = create_engine(url)
     await migrate(engine)
     await engine.dispose()
     store = Store.from_settings(Settings(database_url=url, token=None))
-    sql_samples: dict[int, list[float]] = {size: [] for size in SIZES}
-    json_samples: dict[int, list[float]] = {size: [] for size in SIZES}
     try:
         sources = {}
-        for size in SIZES:
+        for size in sizes:
             messages = conversation_messages(size)
             sources[size] = Source(await fill(store, size, messages))
             if not (json_dir / f"bench-{size}.json").exists():
@@ -163,26 +166,47 @@ async def bench_backend(label: str, url: str, json_dir: Path) -> None:
             del messages
         async with store.engine.begin() as connection:
             await connection.exec_driver_sql("ANALYZE")
-        for size in SIZES:
+        for size in sizes:
             payload = await list_user_inputs(store, sources[size], {})
             from_json = list_from_json_file(json_dir / f"bench-{size}.json")
             assert [i["messageId"] for i in payload["inputs"]] == [
                 i["messageId"] for i in from_json
             ], "the SQL and JSON approaches must agree"
+    except BaseException:
+        await store.dispose()
+        raise
+    return store, sources
+
+
+async def sql_round(store: Store, sources: dict[int, Source], runs: int) -> dict[int, list[float]]:
+    """``runs`` timed calls of the tool (default arguments) per conversation, in milliseconds."""
+    return {
+        size: await sample_ms(lambda s=source: list_user_inputs(store, s, {}), runs)
+        for size, source in sources.items()
+    }
+
+
+def json_sample_ms(json_dir: Path, size: int) -> float:
+    """Milliseconds cc-web's approach takes once on the conversation of ``size`` messages."""
+    path = json_dir / f"bench-{size}.json"
+    start = time.perf_counter()
+    list_from_json_file(path)
+    return (time.perf_counter() - start) * 1000
+
+
+async def bench_backend(label: str, url: str, json_dir: Path) -> None:
+    store, sources = await prepare(url, json_dir)
+    sql_samples: dict[int, list[float]] = {size: [] for size in SIZES}
+    json_samples: dict[int, list[float]] = {size: [] for size in SIZES}
+    try:
         # Rounds interleave the sizes, so drift on a shared machine hits every size alike.
         gc.collect()
         for _ in range(SQL_ROUNDS):
-            for size in SIZES:
-                source = sources[size]
-                sql_samples[size] += await sample_ms(
-                    lambda s=source: list_user_inputs(store, s, {}), SQL_RUNS_PER_ROUND
-                )
+            for size, samples in (await sql_round(store, sources, SQL_RUNS_PER_ROUND)).items():
+                sql_samples[size] += samples
         for _ in range(JSON_RUNS):
             for size in SIZES:
-                path = json_dir / f"bench-{size}.json"
-                start = time.perf_counter()
-                list_from_json_file(path)
-                json_samples[size].append((time.perf_counter() - start) * 1000)
+                json_samples[size].append(json_sample_ms(json_dir, size))
     finally:
         await store.dispose()
     sql_ms = {size: statistics.median(sql_samples[size]) for size in SIZES}

@@ -1,0 +1,92 @@
+"""``python bench/compare.py``: every row of the side-by-side table, each with its goal.
+
+The figures of ``--quick`` mean nothing (tiny sizes, fractions of a second): these tests only
+keep the benchmark from rotting, so they check the table, never a timing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from tests.conftest import postgres_server_url
+from tests.servers import ROOT
+
+POSTGRES_ENV = "CCWEB_BENCH_POSTGRES_URL"
+VERDICT = r"(met|NOT met)"
+
+#: (how a row begins, its goal) for every row measured on SQLite.
+SQLITE_ROWS = [
+    (r"send_message \(return_and_continue\) over /mcp vs bare Starlette", "≥ 0.3"),
+    (r"list_user_inputs over /mcp vs bare Starlette", "≥ 0.5"),
+    (r"trivial tool call over /mcp vs MCP SDK stateless server", "≥ 2×"),
+    (r"list_user_inputs latency, [\d,]+ vs [\d,]+ msgs, SQLite", "≤ 1.3×"),
+    (r"list_user_inputs at [\d,]+ msgs vs JSON file, SQLite", "≥ 200× faster"),
+    (r"import-json \([\d,]+ rows\) vs sqlite3.executemany", "≥ 0.5"),
+    (r"round trip on SQLite vs bare Starlette / 3", "≥ 300 round trips/s"),
+]
+POSTGRES_ROWS = [
+    r"list_user_inputs latency, [\d,]+ vs [\d,]+ msgs, PostgreSQL",
+    r"list_user_inputs at [\d,]+ msgs vs JSON file, PostgreSQL",
+    r"round trip on PostgreSQL vs bare Starlette / 3",
+]
+
+
+def compare(*args: str, postgres: str | None = None) -> list[str]:
+    """Run ``bench/compare.py --quick`` with ``args``; the lines it printed."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop(POSTGRES_ENV, None)
+    if postgres is not None:
+        env[POSTGRES_ENV] = postgres
+    result = subprocess.run(
+        [sys.executable, "bench/compare.py", "--quick", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def row(lines: list[str], begins: str) -> str:
+    found = [line for line in lines if re.match(begins, line)]
+    assert len(found) == 1, (begins, lines)
+    return found[0]
+
+
+def test_the_table_has_every_row_with_a_figure_its_goal_and_whether_it_is_met() -> None:
+    lines = compare()
+
+    for begins, goal in SQLITE_ROWS:
+        line = row(lines, begins)
+        assert re.search(rf"\d.*  {re.escape(goal)}\s+{VERDICT}$", line), line
+    for begins in POSTGRES_ROWS:
+        assert row(lines, begins).endswith(f"skipped: set {POSTGRES_ENV}")
+    assert any(line.startswith("HTTP windows") for line in lines)
+    assert any(line.startswith("import: 3 sessions x 20 messages") for line in lines)
+
+
+def test_the_postgresql_rows_are_measured_when_a_server_is_named() -> None:
+    server = postgres_server_url()
+    lines = compare("--backend", "postgres", "--only", "latency,roundtrip", postgres=server)
+
+    for begins in POSTGRES_ROWS[:2]:
+        assert re.search(rf"\d ms .*{VERDICT}$", row(lines, begins))
+    assert re.search(r"round trips/s .* none set\s+—$", row(lines, POSTGRES_ROWS[2]))
+    assert not any("SQLite" in line for line in lines)
+
+
+def test_a_row_that_does_not_exist_is_refused_with_the_ones_that_do() -> None:
+    result = subprocess.run(
+        [sys.executable, "bench/compare.py", "--only", "sends"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "unknown rows ['sends']; choose among send, list, sdk" in result.stderr
