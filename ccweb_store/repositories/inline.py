@@ -172,18 +172,7 @@ def execute(connection: Connection, stmt: sa.Executable, params: Any) -> Any:
     if not connection.in_transaction():
         connection.begin()  # BEGIN IMMEDIATE / DEFERRED: the dialect's do_begin
     parameters = compiled.parameters(params)
-    # A plain sqlite3 cursor: no greenlet here, so none of db.InlineCursor's async manners.
-    cursor = sqlite3.Cursor(connection.connection.dbapi_connection)  # type: ignore[arg-type]
-    try:
-        cursor.execute(compiled.sql, parameters)
-        raw = list(cursor.fetchall()) if cursor.description else []
-        rowcount = cursor.rowcount
-    except sqlite3.Error as error:
-        raise DBAPIError.instance(
-            compiled.sql, parameters, error, sqlite3.Error, dialect=connection.dialect
-        ) from error
-    finally:
-        cursor.close()
+    raw, rowcount = _run(connection, compiled.sql, parameters)
     if raw and len(raw[0]) != compiled.width:
         raise InvalidRequestError(f"{compiled.sql!r} returned {len(raw[0])} columns")
     return Rows(compiled.rows(raw), rowcount)
@@ -226,12 +215,25 @@ def execute_many(
             parameters.append(values)
     except Exception as error:
         raise StatementError(str(error), compiled.sql, None, error) from error
+    _run(connection, compiled.sql, parameters, many=True)
+
+
+def _run(
+    connection: Connection, sql: str, parameters: list[Any], *, many: bool = False
+) -> tuple[list[Any], int]:
+    """Run ``sql`` on a plain ``sqlite3`` cursor (no greenlet here, so none of
+    ``db.InlineCursor``'s async manners); its rows and row count. Driver errors come out as
+    SQLAlchemy's."""
     cursor = sqlite3.Cursor(connection.connection.dbapi_connection)  # type: ignore[arg-type]
     try:
-        cursor.executemany(compiled.sql, parameters)
+        if many:
+            cursor.executemany(sql, parameters)
+        else:
+            cursor.execute(sql, parameters)
+        return (list(cursor.fetchall()) if cursor.description else []), cursor.rowcount
     except sqlite3.Error as error:
         raise DBAPIError.instance(
-            compiled.sql, parameters, error, sqlite3.Error, dialect=connection.dialect
+            sql, parameters, error, sqlite3.Error, dialect=connection.dialect
         ) from error
     finally:
         cursor.close()
