@@ -25,7 +25,7 @@ database is made and dropped there), on PostgreSQL; the other rows are SQLite's,
 embedded default. About three minutes at the defaults; ``--quick`` checks that everything
 runs in seconds (its figures mean nothing).
 
-    python bench/compare.py [--seconds 2] [--rounds 3] [--only send,list,...] [--quick]
+    python bench/compare.py [--seconds 1.5] [--rounds 5] [--only send,list,...] [--quick]
 """
 
 from __future__ import annotations
@@ -473,8 +473,8 @@ def parse_options(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seconds", type=float, default=2.0, help="length of each HTTP window")
-    parser.add_argument("--rounds", type=int, default=3, help="HTTP rounds (each window once)")
+    parser.add_argument("--seconds", type=float, default=1.5, help="length of each HTTP window")
+    parser.add_argument("--rounds", type=int, default=5, help="HTTP rounds (each window once)")
     parser.add_argument("--clients", type=int, default=8, help="concurrent client loops")
     parser.add_argument(
         "--backend",
