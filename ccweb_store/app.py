@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hmac
 import logging
 from collections.abc import AsyncIterator
@@ -29,9 +30,17 @@ log = logging.getLogger("ccweb_store")
 
 
 def create_app(
-    settings: Settings | None = None, *, store: Store | None = None, migrate_on_start: bool = True
+    settings: Settings | None = None,
+    *,
+    store: Store | None = None,
+    migrate_on_start: bool = True,
+    freeze_gc_after_startup: bool = False,
 ) -> Starlette:
-    """Build the app. Pass ``store`` to share an engine (tests); otherwise one is made."""
+    """Build the app. Pass ``store`` to share an engine (tests); otherwise one is made.
+
+    ``freeze_gc_after_startup`` is for the process that is the server (``serve``): see
+    ``freeze_startup_objects``.
+    """
     settings = settings or (store.settings if store else Settings())
 
     @asynccontextmanager
@@ -42,6 +51,8 @@ def create_app(
             if migrate_on_start:
                 await migrate(active.engine)
             app.state.store = active
+            if freeze_gc_after_startup:
+                freeze_startup_objects()
             log.info("ccweb-store %s ready on %s", __version__, active.dialect)
             async with _lease_sweeper(active, settings.lease_sweep_seconds):
                 yield
@@ -60,6 +71,18 @@ def create_app(
     if store is not None:
         app.state.store = store
     return app
+
+
+def freeze_startup_objects() -> None:
+    """Move every object alive once the server has started (modules, the schema, compiled
+    statements, the engine) out of the garbage collector's reach (``gc.freeze``).
+
+    They live as long as the process, yet each full collection walked all of them: a pause
+    of ~44 ms on the event loop, every few thousand requests. Collected first, so no
+    garbage is frozen with them.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 @asynccontextmanager

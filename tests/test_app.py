@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,18 @@ def test_migrate_command_upgrades_and_downgrades(tmp_path: Path) -> None:
     down = run("0001", "--downgrade")
     assert down.returncode == 0, down.stderr
     assert "0001" in down.stdout
+
+
+async def test_a_server_freezes_what_its_startup_left_alive_out_of_the_collectors_reach(
+    store: Store,
+) -> None:
+    gc.unfreeze()
+    app = create_app(store=store, migrate_on_start=False, freeze_gc_after_startup=True)
+    try:
+        async with app.router.lifespan_context(app):
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    plain = create_app(store=store, migrate_on_start=False)
+    async with plain.router.lifespan_context(plain):
+        assert gc.get_freeze_count() == 0

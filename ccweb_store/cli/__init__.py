@@ -66,7 +66,7 @@ def serve(
             "or bind to 127.0.0.1"
         )
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, freeze_gc_after_startup=True),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
