@@ -91,9 +91,10 @@ async def deliver_reply(
                 last_error=f"the source conversation {source_id!r} no longer exists",
             )
             return False
-        if await _source_is_running(uow, source_id):
+        state = await uow.replies.source_state(source_id, request.request_id)
+        if state.running:
             return False
-        answered = await _answering_message_id(uow, request)
+        answered = state.answer_id
         message_id = answered or new_id("msg")
         returned = await uow.replies.transition(
             request.request_id,
@@ -203,9 +204,10 @@ async def _return_at_once(
     the caller then takes the two steps.
     """
     source_id = request.source_conversation_id
-    if await uow.sessions.lock(source_id) is None or await _source_is_running(uow, source_id):
+    if await uow.sessions.lock(source_id) is None:
         return False
-    if await _answering_message_id(uow, request) is not None:
+    state = await uow.replies.source_state(source_id, request.request_id)
+    if state.running or state.answer_id is not None:
         return False
     message_id = new_id("msg")
     if not await uow.replies.transition(
@@ -250,16 +252,6 @@ async def _send_reply(
 
 async def _source_is_running(uow: UnitOfWork, source_id: str) -> bool:
     return await uow.runs.has_run_in(source_id, ("running",))
-
-
-async def _answering_message_id(uow: UnitOfWork, request: ReplyRequest) -> str | None:
-    """A reply to this request already in the source (not a failure notice), if any."""
-    for message in await uow.messages.replies_to_request(
-        request.source_conversation_id, request.request_id
-    ):
-        if not (message.metadata_ or {}).get("replyFailed"):
-            return message.id
-    return None
 
 
 async def _append_to_source(

@@ -16,6 +16,7 @@ from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX, Message, ReplyRequest, new_id, utcnow
 from ccweb_store.repositories.base import MESSAGES, column_attributes
 from ccweb_store.repositories.messages import REPLIES_TO_REQUEST, REPLY_REQUEST_MESSAGE
+from ccweb_store.repositories.replies import _SOURCE_STATE, SourceState
 from ccweb_store.uow import Store
 from tests.lifecycle_support import insert_message_by_hand
 
@@ -516,6 +517,59 @@ async def test_the_replies_to_a_request_are_read_through_their_index(store: Stor
     assert REPLY_TO_REQUEST_ID_INDEX in await _plan(store, REPLIES_TO_REQUEST, lookup)
     async with store.read_uow() as uow:
         assert [m.id for m in await uow.messages.replies_to_request("long", "req-500")] == ["m500"]
+
+
+async def test_a_sources_state_says_whether_it_runs_and_which_message_answers_the_request(
+    store: Store,
+) -> None:
+    await _make_sessions(store, "src", "other")
+
+    async def state(request_id: str = "req-1") -> SourceState:
+        async with store.read_uow() as uow:
+            return await uow.replies.source_state("src", request_id)
+
+    assert await state() == SourceState(running=False, answer_id=None)
+    async with store.uow() as uow:
+        await uow.messages.append(
+            "src",
+            "assistant",
+            "notice",
+            metadata={"replyToRequestId": "req-1", "replyFailed": True},
+        )
+        await uow.runs.enqueue("src", "user_turn")
+        await uow.commit()
+    await insert_message_by_hand(store, "other", "elsewhere", '{"replyToRequestId": "req-1"}')
+    assert await state() == SourceState(running=False, answer_id=None)  # a notice, a queued run
+
+    await insert_message_by_hand(store, "src", "first", '{"replyToRequestId": "req-1"}')
+    await insert_message_by_hand(store, "src", "second", '{"replyToRequestId": "req-1"}')
+    async with store.uow() as uow:
+        await uow.runs.start("src", "user_turn")
+        await uow.commit()
+    assert await state() == SourceState(running=True, answer_id="first")
+    assert await state("req-2") == SourceState(running=True, answer_id=None)
+
+
+async def test_a_sources_state_is_one_index_probe_for_the_answers(store: Store) -> None:
+    await _make_sessions(store, "long")
+    rows = [
+        {
+            "id": f"m{seq}",
+            "session_id": "long",
+            "seq": seq,
+            "role": "assistant",
+            "content": "x",
+            "metadata_": {"replyToRequestId": f"req-{seq}"} if seq % 100 == 0 else {"n": seq},
+        }
+        for seq in range(1, 2001)
+    ]
+    async with store.uow() as uow:
+        await uow.messages.insert_many(rows)
+        await uow.commit()
+    lookup = {"source_id": "long", "request_id": "req-500"}
+    assert REPLY_TO_REQUEST_ID_INDEX in await _plan(store, _SOURCE_STATE, lookup)
+    async with store.read_uow() as uow:
+        assert await uow.replies.source_state("long", "req-500") == SourceState(False, "m500")
 
 
 def test_enum_constants_are_written_into_the_sql_and_nothing_else_is() -> None:

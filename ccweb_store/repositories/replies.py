@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
@@ -15,10 +15,13 @@ from ccweb_store.errors import Conflict, DomainError, NotFound
 from ccweb_store.models import (
     REPLY_STATUSES,
     ReplyRequest,
+    reply_to_request_id,
     utcnow,
 )
 from ccweb_store.repositories.base import (
+    MESSAGES,
     REPLIES,
+    RUNS,
     Repository,
     column_attributes,
     constant,
@@ -45,6 +48,44 @@ _DELIVERABLE_FOR_SOURCE = prebuilt(
     )
     .order_by(REPLIES.c.created_at, REPLIES.c.request_id)
 )
+
+#: Whether the source runs now, beside each message of the source that names the request in
+#: ``metadata.replyToRequestId`` (probing ``ix_messages_reply_to_request_id``, migration 0006),
+#: in order: one row with NULL message columns when there is none.
+_SOURCE_STATE = prebuilt(
+    sa.select(
+        sa.exists()
+        .where(
+            RUNS.c.session_id == bindparam("source_id"),
+            RUNS.c.status == constant("running"),
+        )
+        .label("source_running"),
+        MESSAGES.c.id,
+        MESSAGES.c["metadata"],
+    )
+    .select_from(
+        sa.select(sa.literal_column("1").label("one"))
+        .subquery("one_row")
+        .outerjoin(
+            MESSAGES,
+            sa.and_(
+                reply_to_request_id() == bindparam("request_id"),
+                MESSAGES.c.session_id == bindparam("source_id"),
+            ),
+        )
+    )
+    .order_by(MESSAGES.c.seq)
+)
+
+
+class SourceState(NamedTuple):
+    """What decides how a reply reaches its source (SPEC §4)."""
+
+    #: The source has a running run: the reply waits for it to end.
+    running: bool
+    #: A message of the source already answers the request (not a failure notice): the
+    #: reply is only marked returned, pointing at it.
+    answer_id: str | None
 
 
 @lru_cache(maxsize=64)
@@ -164,6 +205,17 @@ class ReplyRepository(Repository):
         settled before import (no ``returned_at``), oldest first."""
         params = {"session_id": source_session_id}
         return await self._all(ReplyRequest, _DELIVERABLE_FOR_SOURCE, params)
+
+    async def source_state(self, source_id: str, request_id: str) -> SourceState:
+        """Whether the source runs now, and its message that already answers the request:
+        one statement (``_SOURCE_STATE``), where it took two."""
+        params = {"source_id": source_id, "request_id": request_id}
+        rows: Sequence[Any] = (await self._execute(_SOURCE_STATE, params)).all()
+        # each row: (source_running, message id, message metadata)
+        answers = (
+            row[1] for row in rows if row[1] is not None and not (row[2] or {}).get("replyFailed")
+        )
+        return SourceState(running=bool(rows[0][0]), answer_id=next(answers, None))
 
     async def claim_failure_notice(self, request_id: str, message_id: str) -> bool:
         """Record that the failure notice ``message_id`` goes out for a failed request.
