@@ -17,6 +17,7 @@ from sqlalchemy import event, text
 from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry, Pool, StaticPool
 from sqlalchemy.util import await_only
@@ -120,7 +121,13 @@ class InlineSQLiteDialect(SQLiteDialect_pysqlite):
     def do_begin(self, dbapi_connection: Any) -> None:
         """``BEGIN IMMEDIATE`` (or the mode the engine's ``begin`` event noted), straight on the
         driver: SQLAlchemy calls this inside its error handling, so a ``database is locked``
-        comes out as its ``OperationalError``."""
+        comes out as its ``OperationalError``.
+
+        A connection already in a transaction (one a store began on the driver, see
+        ``end_sqlite_transaction``) is joined: SQLAlchemy's transaction is then that one.
+        """
+        if dbapi_connection.in_transaction:
+            return
         mode = dbapi_connection.info.get(SQLITE_BEGIN, "IMMEDIATE")
         dbapi_connection.execute(f"BEGIN {mode}")
 
@@ -186,6 +193,47 @@ def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Asyn
         connection.connection.info[SQLITE_BEGIN] = mode
 
     return engine
+
+
+def sqlite_driver(connection: AsyncConnection) -> sqlite3.Connection:
+    """The ``sqlite3`` connection under an async connection of a SQLite engine."""
+    sync = connection.sync_connection
+    assert sync is not None, "the connection is closed"
+    driver: sqlite3.Connection = sync.connection.dbapi_connection  # type: ignore[assignment]
+    return driver
+
+
+def end_sqlite_transaction(connection: AsyncConnection, *, commit: bool) -> None:
+    """COMMIT (or ROLLBACK) a transaction a store began on the driver.
+
+    A store's SQLite units of work begin and end their transactions straight on the
+    ``sqlite3`` connection (``sqlite_writer``, ``sqlite_readers``): SQLAlchemy's transaction
+    objects, events and checks cost more than the ``BEGIN`` and ``COMMIT`` themselves. A
+    statement SQLAlchemy runs meanwhile joins that transaction (``InlineSQLiteDialect.do_begin``)
+    and leaves SQLAlchemy believing it began one; that one is ended through SQLAlchemy, which
+    ends both.
+    """
+    sync = connection.sync_connection
+    assert sync is not None, "the connection is closed"
+    if sync.in_transaction():
+        if commit:
+            sync.commit()
+        else:
+            sync.rollback()
+    if sqlite_driver(connection).in_transaction:
+        run_on_sqlite_driver(connection, "COMMIT" if commit else "ROLLBACK")
+
+
+def run_on_sqlite_driver(connection: AsyncConnection, statement: str) -> None:
+    """Run a statement that returns nothing (``BEGIN``, ``COMMIT``, ``SAVEPOINT`` …) straight
+    on the ``sqlite3`` connection; a driver error comes out as SQLAlchemy's, as from any
+    other statement."""
+    try:
+        sqlite_driver(connection).execute(statement)
+    except sqlite3.Error as error:
+        raise DBAPIError.instance(
+            statement, (), error, sqlite3.Error, dialect=connection.dialect
+        ) from error
 
 
 def sqlite_file(engine: AsyncEngine) -> str | None:

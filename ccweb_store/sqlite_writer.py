@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from typing import Any
 
-from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.checkpoints import WalCheckpointer
-from ccweb_store.db import sqlite_file
+from ccweb_store.db import (
+    end_sqlite_transaction,
+    run_on_sqlite_driver,
+    sqlite_driver,
+    sqlite_file,
+)
 
 #: The savepoint a unit of work joining an open transaction works in (one at a time).
 SAVEPOINT = "ccweb_unit_of_work"
@@ -32,7 +35,8 @@ class SQLiteWriter:
     per write). The ``BEGIN IMMEDIATE`` that takes SQLite's write lock is tried without
     waiting (this connection's busy timeout is 0) and retried after short sleeps on the event
     loop, for up to the configured busy timeout: a writer that waits for another process (or
-    another store of this one) lets this process's event loop run meanwhile.
+    another store of this one) lets this process's event loop run meanwhile. Transactions
+    begin and end straight on the driver (``db.end_sqlite_transaction``).
 
     Group commit. A unit of work's ``commit`` does not COMMIT at once: it passes the turn on
     and waits, while the units of work already ready to run on the event loop go on in the
@@ -66,26 +70,25 @@ class SQLiteWriter:
             connection = self._connection
             if connection is None or connection.invalidated:
                 connection = self._connection = await self.engine.connect()
-                self._driver().execute("PRAGMA busy_timeout = 0")  # see _begin
-            sync = self._sync()
-            self._in_savepoint = sync.in_transaction()
+                run_on_sqlite_driver(connection, "PRAGMA busy_timeout = 0")  # see _begin
+            self._in_savepoint = sqlite_driver(connection).in_transaction
             if self._in_savepoint:
-                self._driver().execute(f"SAVEPOINT {SAVEPOINT}")
+                run_on_sqlite_driver(connection, f"SAVEPOINT {SAVEPOINT}")
             else:
-                await self._begin(sync)
+                await self._begin(connection)
         except BaseException:
             self._pass_turn()
             raise
         return connection
 
-    async def _begin(self, sync: Connection) -> None:
-        """``BEGIN IMMEDIATE`` (the dialect's), retried while another connection writes."""
+    async def _begin(self, connection: AsyncConnection) -> None:
+        """``BEGIN IMMEDIATE``, retried while another connection writes."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.busy_timeout_ms / 1000
         delay = BEGIN_RETRY_FIRST_S
         while True:
             try:
-                sync.begin()
+                run_on_sqlite_driver(connection, "BEGIN IMMEDIATE")
                 return
             except OperationalError as error:
                 if not _is_busy(error) or loop.time() >= deadline:
@@ -97,7 +100,7 @@ class SQLiteWriter:
         """End the turn keeping this unit of work's writes; return once they are committed."""
         if self._in_savepoint:
             try:
-                self._driver().execute(f"RELEASE {SAVEPOINT}")
+                run_on_sqlite_driver(self._current(), f"RELEASE {SAVEPOINT}")
             except BaseException:
                 self.release()
                 raise
@@ -109,12 +112,12 @@ class SQLiteWriter:
     def release(self) -> None:
         """End the turn undoing this unit of work's writes (only its own)."""
         try:
+            connection = self._current()
             if self._in_savepoint:
-                driver = self._driver()
-                driver.execute(f"ROLLBACK TO {SAVEPOINT}")
-                driver.execute(f"RELEASE {SAVEPOINT}")
-            elif self._sync().in_transaction():
-                self._sync().rollback()  # it began the transaction: nobody else is in it
+                run_on_sqlite_driver(connection, f"ROLLBACK TO {SAVEPOINT}")
+                run_on_sqlite_driver(connection, f"RELEASE {SAVEPOINT}")
+            else:  # it began the transaction: nobody else is in it
+                end_sqlite_transaction(connection, commit=False)
         except BaseException as error:
             self._discard(error)
             raise
@@ -138,7 +141,7 @@ class SQLiteWriter:
         if not waiting:
             return
         try:
-            self._sync().commit()
+            end_sqlite_transaction(self._current(), commit=True)
         except Exception as error:
             self._waiting = waiting
             self._discard(error)
@@ -149,13 +152,9 @@ class SQLiteWriter:
             if not committed.done():
                 committed.set_result(None)
 
-    def _sync(self) -> Connection:
-        assert self._connection is not None and self._connection.sync_connection is not None
-        return self._connection.sync_connection
-
-    def _driver(self) -> Any:
-        """The ``sqlite3`` connection itself, for the statements SQLAlchemy need not know."""
-        return self._sync().connection.dbapi_connection
+    def _current(self) -> AsyncConnection:
+        assert self._connection is not None, "no connection: no unit of work holds the turn"
+        return self._connection
 
     def _discard(self, error: BaseException | None = None) -> None:
         """Drop a connection whose transaction could not end cleanly (rolling it back if it
@@ -167,15 +166,16 @@ class SQLiteWriter:
                 committed.set_exception(
                     error or RuntimeError("the SQLite transaction was lost before its COMMIT")
                 )
-        if self._connection is None:
+        connection = self._connection
+        if connection is None:
             return
-        sync = self._sync()
         self._connection = None
+        sync = connection.sync_connection
         try:
-            if sync.in_transaction():
-                sync.rollback()
+            end_sqlite_transaction(connection, commit=False)
         finally:
-            sync.invalidate()
+            if sync is not None:
+                sync.invalidate()
 
     async def close(self) -> None:
         """Commit what waits for it, give the connection back to the pool, and stop the
@@ -185,7 +185,8 @@ class SQLiteWriter:
             if self.checkpointer is not None:
                 self.checkpointer.stop()
             if self._connection is not None:
-                self._driver().execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                timeout = int(self.busy_timeout_ms)
+                run_on_sqlite_driver(self._connection, f"PRAGMA busy_timeout = {timeout}")
                 await self._connection.close()
                 self._connection = None
 

@@ -6,7 +6,8 @@ rolled back when the block exits. Repositories hang off the unit of work and sha
 objects, so an ORM session would only add its cost); nothing else begins or ends a
 transaction. On SQLite a writing unit of work takes its turn on the process's one writer
 connection (``sqlite_writer``), whose commits are grouped: ``commit`` returns once the
-writes are durable, and ends the unit of work.
+writes are durable, and ends the unit of work; a reading one takes a connection the store
+keeps open for reads (``sqlite_readers``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from datetime import datetime
 from types import TracebackType
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.pool import StaticPool
 
 from ccweb_store.checkpoints import WalCheckpointer
 from ccweb_store.config import Settings
-from ccweb_store.db import create_engine, read_only
+from ccweb_store.db import create_engine, end_sqlite_transaction, read_only
 from ccweb_store.repositories import (
     CredentialRepository,
     MessageRepository,
@@ -28,6 +30,7 @@ from ccweb_store.repositories import (
     SessionRepository,
     UnitState,
 )
+from ccweb_store.sqlite_readers import SQLiteReaders
 from ccweb_store.sqlite_writer import SQLiteWriter
 
 
@@ -40,13 +43,21 @@ class UnitOfWork:
     replies: ReplyRepository
     runs: RunRepository
 
-    def __init__(self, engine: AsyncEngine, writer: SQLiteWriter | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        writer: SQLiteWriter | None = None,
+        readers: SQLiteReaders | None = None,
+    ) -> None:
         self._engine = engine
         self._writer = writer
+        self._readers = readers
 
     async def __aenter__(self) -> UnitOfWork:
         if self._writer is not None:
             self.connection = await self._writer.acquire()
+        elif self._readers is not None:
+            self.connection = await self._readers.acquire()
         else:
             self.connection = await self._engine.connect()
         state = self._state = UnitState(self.connection)
@@ -66,10 +77,8 @@ class UnitOfWork:
         # are plain snapshots and stay readable after the block.
         if self._writer is not None:
             self._end_turn()
-            return
-        inline = self._state.inline
-        if inline is not None:
-            inline.close()
+        elif self._readers is not None:
+            await self._readers.release(self.connection)
         else:
             await self.connection.close()
 
@@ -85,26 +94,26 @@ class UnitOfWork:
     async def commit(self) -> None:
         """Commit. On SQLite's writer this ends the unit of work: it returns once the writes
         are committed (``SQLiteWriter``), and no statement may follow."""
+        self._state.locked_sessions = {}  # the transaction's row locks end with it
         if self._writer is not None:
             if self._state.finished:
                 raise RuntimeError("this unit of work has already ended; open a new one")
             self._state.finished = True
             await self._writer.commit()
             return
-        inline = self._state.inline
-        if inline is not None:
-            inline.commit()
+        if self._readers is not None:
+            end_sqlite_transaction(self.connection, commit=True)
         else:
             await self.connection.commit()
 
     async def rollback(self) -> None:
         """Roll back. On SQLite's writer this ends the unit of work, like leaving the block."""
+        self._state.locked_sessions = {}
         if self._writer is not None:
             self._end_turn()
             return
-        inline = self._state.inline
-        if inline is not None:
-            inline.rollback()
+        if self._readers is not None:
+            end_sqlite_transaction(self.connection, commit=False)
         else:
             await self.connection.rollback()
 
@@ -125,6 +134,13 @@ class Store:
         self._writer = (
             SQLiteWriter(engine, self.settings.sqlite_busy_timeout_ms)
             if engine.dialect.name == "sqlite"
+            else None
+        )
+        #: Kept connections for reads on SQLite, unless the database has only one connection
+        #: (in memory: the writer's), which reads go through the engine to share.
+        self._readers = (
+            SQLiteReaders(self._reader)
+            if engine.dialect.name == "sqlite" and not isinstance(engine.pool, StaticPool)
             else None
         )
         #: Until when no run lease can have expired, as last found by ``runs._lease_expired``.
@@ -159,16 +175,18 @@ class Store:
 
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads (SQLite: a deferred transaction, no write lock)."""
-        return UnitOfWork(self._reader)
+        return UnitOfWork(self._reader, readers=self._readers)
 
     async def close(self) -> None:
-        """Give back the connection this store writes with and stop its checkpoint thread
-        (SQLite); the engine stays open.
+        """Give back the connections this store writes and reads with and stop its checkpoint
+        thread (SQLite); the engine stays open.
 
         For a store that shares another's engine; ``dispose`` closes both.
         """
         if self._writer is not None:
             await self._writer.close()
+        if self._readers is not None:
+            await self._readers.close()
 
     async def dispose(self) -> None:
         await self.close()

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
 from ccweb_store.config import Settings
-from ccweb_store.db import InlineSQLiteDialect, migrate
+from ccweb_store.db import InlineSQLiteDialect, migrate, sqlite_driver
 from ccweb_store.models import UTCDateTime, new_id
 from ccweb_store.repositories import inline
 from ccweb_store.repositories.base import RUNS
@@ -230,7 +230,7 @@ async def test_both_execution_paths_store_the_same_text(tmp_path: Path) -> None:
                 params = {"run_id": run.id, "p_at": value}
                 for path in ("direct", "through"):
                     if path == "direct":
-                        inline.execute(sync, stmt, params)
+                        inline.execute(sync, sqlite_driver(uow.connection), stmt, params)
                     else:
                         await uow.connection.execute(stmt, params)
                     raw = await uow.connection.execute(

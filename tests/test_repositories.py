@@ -14,6 +14,7 @@ from ccweb_store import errors
 from ccweb_store.config import Settings
 from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX, Message, ReplyRequest, new_id, utcnow
+from ccweb_store.repositories import SessionRepository
 from ccweb_store.repositories.base import MESSAGES, column_attributes
 from ccweb_store.repositories.messages import REPLIES_TO_REQUEST, REPLY_REQUEST_MESSAGE
 from ccweb_store.repositories.replies import _SOURCE_STATE, SourceState
@@ -725,3 +726,24 @@ async def test_the_message_that_carried_a_request_is_found_however_its_key_is_wr
     assert missing is None
     if not escaped or store.dialect == "postgresql":  # jsonb reads the escape; SQLite does not
         assert found is not None and found.id == "carrier"
+
+
+async def test_a_unit_of_work_reads_each_session_it_locked_once_until_its_transaction_ends(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _make_sessions(store, "a", "b")
+    reads: list[list[str]] = []
+    read = SessionRepository._all
+
+    async def counted(self: SessionRepository, model: Any, stmt: Any, params: Any = None) -> Any:
+        reads.append(sorted(params.values()))
+        return await read(self, model, stmt, params)
+
+    monkeypatch.setattr(SessionRepository, "_all", counted)
+    async with store.read_uow() as uow:
+        assert set(await uow.sessions.lock_many(["b", "a"])) == {"a", "b"}
+        assert (await uow.sessions.lock("a")) is not None  # locked already: not read again
+        assert set(await uow.sessions.lock_many(["a", "b", "c"])) == {"a", "b"}
+        await uow.commit()  # the locks end with the transaction
+        assert (await uow.sessions.lock("a")) is not None
+    assert reads == [["a", "b"], ["c"], ["a"]]

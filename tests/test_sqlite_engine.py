@@ -20,6 +20,7 @@ from ccweb_store.db import (
     create_engine,
     migrate,
     read_only,
+    sqlite_driver,
     sqlite_json_dumps,
 )
 from ccweb_store.errors import Conflict
@@ -151,8 +152,9 @@ async def test_unit_of_work_statements_skip_the_greenlet_but_async_calls_still_w
         "COMMIT",
     ]
     assert not any(in_greenlet for _, in_greenlet in repository_calls)
-    # The AsyncConnection call ran in SQLAlchemy's greenlet; closing the unit of work did not.
-    assert read_calls[-3:] == [("BEGIN", True), ("SELECT", True), ("ROLLBACK", False)]
+    # The unit of work began and ended its transaction on the driver; the AsyncConnection call
+    # ran in SQLAlchemy's greenlet, inside that transaction.
+    assert read_calls[-3:] == [("BEGIN", False), ("SELECT", True), ("ROLLBACK", False)]
 
 
 async def test_prebuilt_statements_read_back_exactly_as_sqlalchemy_reads_them(
@@ -193,7 +195,10 @@ async def test_prebuilt_statements_read_back_exactly_as_sqlalchemy_reads_them(
             sync = uow.connection.sync_connection
             assert sync is not None
             for stmt, params in checks:
-                direct = [tuple(row) for row in inline.execute(sync, stmt, params)]
+                direct = [
+                    tuple(row)
+                    for row in inline.execute(sync, sqlite_driver(uow.connection), stmt, params)
+                ]
                 through = [tuple(row) for row in await uow.connection.execute(stmt, params)]
                 assert direct == through, stmt
                 assert direct, stmt

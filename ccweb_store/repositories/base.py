@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import QueryableAttribute
 
 from ccweb_store import errors
+from ccweb_store.db import sqlite_driver
 from ccweb_store.errors import DomainError, InvalidInput
 from ccweb_store.models import (
     FROM_DATABASE,
@@ -172,11 +174,15 @@ class UnitState:
         self.inline: Connection | None = (
             connection.sync_connection if connection.dialect.name == "sqlite" else None
         )
+        #: The ``sqlite3`` connection under ``inline``, which runs the prebuilt statements.
+        self.driver: sqlite3.Connection | None = (
+            sqlite_driver(connection) if self.inline is not None else None
+        )
         #: The object standing for each row read so far, by (mapped class, primary key).
         self.loaded: dict[tuple[type[Base], Any], Any] = {}
-        #: Sessions whose rows the current transaction locked (``SessionRepository``).
+        #: Sessions whose rows the current transaction locked (``SessionRepository``); the
+        #: unit of work forgets them when it commits or rolls back.
         self.locked_sessions: dict[str, Any] = {}
-        self.locked_in: object | None = None
         #: Set when the unit of work ended (committed or rolled back on SQLite's writer,
         #: ``sqlite_writer.SQLiteWriter``): its connection is another's turn now.
         self.finished = False
@@ -198,6 +204,7 @@ class Repository:
         self.state = state if state is not None else UnitState(connection)
         self._loaded = self.state.loaded
         self._inline = self.state.inline
+        self._driver = self.state.driver
 
     async def _execute(
         self,
@@ -208,7 +215,8 @@ class Repository:
         if self.state.finished:
             raise RuntimeError("this unit of work has ended; run statements in a new one")
         if self._inline is not None:
-            result: sa.CursorResult[Any] = inline.execute(self._inline, stmt, params)
+            assert self._driver is not None
+            result: sa.CursorResult[Any] = inline.execute(self._inline, self._driver, stmt, params)
             return result
         return await self.connection.execute(stmt, params)
 
@@ -217,7 +225,8 @@ class Repository:
         if self.state.finished:
             raise RuntimeError("this unit of work has ended; run statements in a new one")
         if self._inline is not None:
-            inline.execute_many(self._inline, stmt, rows)
+            assert self._driver is not None
+            inline.execute_many(self._inline, self._driver, stmt, rows)
         elif rows:
             await self.connection.execute(stmt, list(rows))
 

@@ -101,6 +101,7 @@ _PREBUILT: dict[int, sa.Executable] = {}
 #: same JSON serializer, ``db.sqlite_json_dumps``), so one compiled form serves every SQLite
 #: engine of the process.
 _COMPILED: dict[tuple[int, frozenset[str]], Compiled | None] = {}
+_NO_NAMES: frozenset[str] = frozenset()
 
 
 def prebuilt(stmt: _S) -> _S:
@@ -157,29 +158,38 @@ class Rows:
         return Rows([row[0] for row in self._rows], self.rowcount)
 
 
-def execute(connection: Connection, stmt: sa.Executable, params: Any) -> Any:
-    """Run ``stmt`` on SQLite: compiled once and straight on the cursor when possible.
+def execute(
+    connection: Connection, driver: sqlite3.Connection, stmt: sa.Executable, params: Any
+) -> Any:
+    """Run ``stmt`` on SQLite: compiled once and straight on ``driver`` (the ``sqlite3``
+    connection under ``connection``) when possible.
 
     Returns SQLAlchemy's result, or ``Rows`` with the same reading methods."""
-    if id(stmt) not in _PREBUILT or (params is not None and not isinstance(params, Mapping)):
-        return connection.execute(stmt, params)  # built per call, or several parameter sets
-    key = (id(stmt), frozenset(params or ()))
-    if key not in _COMPILED:
-        _COMPILED[key] = _compile(stmt, connection.dialect, key[1])
-    compiled = _COMPILED[key]
+    if params is not None and type(params) is not dict:
+        return connection.execute(stmt, params)  # several parameter sets
+    key = (id(stmt), frozenset(params) if params else _NO_NAMES)
+    try:
+        compiled = _COMPILED[key]
+    except KeyError:
+        if id(stmt) not in _PREBUILT:
+            return connection.execute(stmt, params)  # built per call: SQLAlchemy's cache
+        compiled = _COMPILED[key] = _compile(stmt, connection.dialect, key[1])
     if compiled is None:
         return connection.execute(stmt, params)
-    if not connection.in_transaction():
+    if not driver.in_transaction:
         connection.begin()  # BEGIN IMMEDIATE / DEFERRED: the dialect's do_begin
     parameters = compiled.parameters(params)
-    raw, rowcount = _run(connection, compiled.sql, parameters)
+    raw, rowcount = _run(connection, driver, compiled.sql, parameters)
     if raw and len(raw[0]) != compiled.width:
         raise InvalidRequestError(f"{compiled.sql!r} returned {len(raw[0])} columns")
     return Rows(compiled.rows(raw), rowcount)
 
 
 def execute_many(
-    connection: Connection, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]
+    connection: Connection,
+    driver: sqlite3.Connection,
+    stmt: sa.Executable,
+    rows: Sequence[Mapping[str, Any]],
 ) -> None:
     """Run ``stmt`` (``prebuilt``, returning nothing) once per parameter set in ``rows``, all
     with the same keys, as one ``executemany`` on the cursor.
@@ -202,7 +212,7 @@ def execute_many(
     if not keys.issuperset(names):
         connection.execute(stmt, list(rows))  # a fixed or missing value: SQLAlchemy decides
         return
-    if not connection.in_transaction():
+    if not driver.in_transaction:
         connection.begin()
     ordered = operator.itemgetter(*names) if len(names) > 1 else lambda row: (row[names[0]],)
     processors = [(i, p) for i, (_, _, _, p) in enumerate(compiled.binds) if p is not None]
@@ -215,22 +225,27 @@ def execute_many(
             parameters.append(values)
     except Exception as error:
         raise StatementError(str(error), compiled.sql, None, error) from error
-    _run(connection, compiled.sql, parameters, many=True)
+    _run(connection, driver, compiled.sql, parameters, many=True)
 
 
 def _run(
-    connection: Connection, sql: str, parameters: list[Any], *, many: bool = False
+    connection: Connection,
+    driver: sqlite3.Connection,
+    sql: str,
+    parameters: list[Any],
+    *,
+    many: bool = False,
 ) -> tuple[list[Any], int]:
     """Run ``sql`` on a plain ``sqlite3`` cursor (no greenlet here, so none of
     ``db.InlineCursor``'s async manners); its rows and row count. Driver errors come out as
     SQLAlchemy's."""
-    cursor = sqlite3.Cursor(connection.connection.dbapi_connection)  # type: ignore[arg-type]
+    cursor = sqlite3.Cursor(driver)
     try:
         if many:
             cursor.executemany(sql, parameters)
         else:
             cursor.execute(sql, parameters)
-        return (list(cursor.fetchall()) if cursor.description else []), cursor.rowcount
+        return (cursor.fetchall() if cursor.description else []), cursor.rowcount
     except sqlite3.Error as error:
         raise DBAPIError.instance(
             sql, parameters, error, sqlite3.Error, dialect=connection.dialect

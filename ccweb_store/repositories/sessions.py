@@ -107,28 +107,14 @@ class SessionRepository(Repository):
         locked until it ends, so it is not read and locked a second time.
         """
         ids = sorted({sid for sid in session_ids if sid})
-        locked = self._locked_rows()
+        locked = self.state.locked_sessions
         missing = [sid for sid in ids if sid not in locked]
         if missing:
             stmt = _lock_sessions_statement(len(missing))
             params = {f"id_{i}": sid for i, sid in enumerate(missing)}
             for row in await self._all(Session, stmt, params):
                 locked[row.id] = row
-            # The SELECT began the transaction if it had not begun: remember it was this one.
-            self.state.locked_in = self._transaction()
-            self.state.locked_sessions = locked
         return {sid: locked[sid] for sid in ids if sid in locked}
-
-    def _locked_rows(self) -> dict[str, Session]:
-        """The sessions locked by the current transaction, by id (forgotten when it ends)."""
-        transaction = self._transaction()
-        if transaction is None or self.state.locked_in is not transaction:
-            return {}
-        return self.state.locked_sessions
-
-    def _transaction(self) -> object | None:
-        sync = self.connection.sync_connection
-        return sync.get_transaction() if sync is not None else None
 
     async def touch(self, session_id: str, at: datetime | None = None) -> bool:
         """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""

@@ -1,0 +1,114 @@
+"""SQLite's readers (``sqlite_readers.SQLiteReaders``): read-only units of work on kept
+connections, their transactions begun and ended on the driver."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from ccweb_store.config import Settings
+from ccweb_store.db import migrate
+from ccweb_store.sqlite_readers import SQLiteReaders
+from ccweb_store.uow import Store
+
+
+async def _store(tmp_path: Path, statements: list[str] | None = None) -> Store:
+    store = Store.from_settings(Settings(database_url=f"sqlite:///{tmp_path / 'readers.db'}"))
+    await migrate(store.engine)
+    if statements is not None:
+
+        @event.listens_for(store.engine.sync_engine, "connect")
+        def trace(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.set_trace_callback(statements.append)
+
+        await store.engine.dispose()  # reconnect, traced
+    return store
+
+
+async def test_reads_reuse_one_kept_connection_and_run_only_their_own_statements(
+    tmp_path: Path,
+) -> None:
+    statements: list[str] = []
+    store = await _store(tmp_path, statements)
+    try:
+        async with store.uow() as uow:
+            await uow.sessions.create("s1", title="One")
+            await uow.commit()
+        statements.clear()
+        seen = []
+        for _ in range(3):
+            async with store.read_uow() as uow:
+                seen.append(uow.connection)
+                assert (await uow.sessions.require("s1")).title == "One"
+        verbs = [statement.split()[0].upper() for statement in statements]
+    finally:
+        await store.dispose()
+    assert seen[0] is seen[1] is seen[2]
+    assert verbs == ["BEGIN", "SELECT", "ROLLBACK"] * 3  # no pool reset, no connection setup
+
+
+async def test_a_read_sees_one_snapshot_and_never_holds_up_a_writer(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    try:
+        async with store.uow() as uow:
+            await uow.sessions.create("before")
+            await uow.commit()
+        async with store.read_uow() as uow:
+            assert await uow.sessions.get("before") is not None  # the snapshot is fixed here
+            async with store.uow() as writer:  # the writer goes ahead meanwhile
+                await writer.sessions.create("during")
+                await writer.commit()
+            assert await uow.sessions.get("during") is None
+            # a statement SQLAlchemy runs itself joins the same transaction
+            count = (
+                await uow.connection.execute(sa.text("SELECT count(*) FROM sessions"))
+            ).scalar()
+            assert count == 1
+        async with store.read_uow() as uow:
+            assert await uow.sessions.get("during") is not None
+    finally:
+        await store.dispose()
+
+
+async def test_overlapping_reads_open_more_connections_and_keep_only_a_few(
+    tmp_path: Path,
+) -> None:
+    store = await _store(tmp_path)
+    in_use: list[Any] = []
+    all_in = asyncio.Event()
+    overlapping = SQLiteReaders.KEEP + 2
+
+    async def read() -> None:
+        async with store.read_uow() as uow:
+            in_use.append(uow.connection)
+            await uow.sessions.get("nobody")
+            if len(in_use) == overlapping:
+                all_in.set()
+            await all_in.wait()
+
+    try:
+        await asyncio.gather(*(read() for _ in range(overlapping)))
+        assert len({id(connection) for connection in in_use}) == overlapping
+        assert sum(not connection.closed for connection in in_use) == SQLiteReaders.KEEP
+        async with store.read_uow() as uow:
+            assert uow.connection in in_use and not uow.connection.closed
+    finally:
+        await store.dispose()
+    assert all(connection.closed for connection in in_use)
+
+
+async def test_a_read_still_running_when_the_store_closes_is_closed_when_it_ends(
+    tmp_path: Path,
+) -> None:
+    store = await _store(tmp_path)
+    try:
+        async with store.read_uow() as uow:
+            await uow.sessions.get("nobody")
+            await store.close()
+        assert uow.connection.closed
+    finally:
+        await store.dispose()
