@@ -20,6 +20,7 @@ from ccweb_store.repositories.messages import REPLIES_TO_REQUEST, REPLY_REQUEST_
 from ccweb_store.repositories.replies import _SOURCE_STATE, SourceState
 from ccweb_store.uow import Store
 from tests.lifecycle_support import insert_message_by_hand
+from tests.plans import query_plan
 
 
 async def _make_sessions(store: Store, *ids: str) -> None:
@@ -468,29 +469,6 @@ async def test_the_replies_to_a_request_are_the_sessions_messages_naming_it_howe
     assert none == []
 
 
-async def _plan(store: Store, statement: sa.Select[Any], params: dict[str, str]) -> str:
-    """The engine's plan for ``statement`` compiled here with its parameters left bound, as
-    the repository runs it (PostgreSQL: the generic plan of a prepared statement, which
-    cannot depend on the values), as one string."""
-    compiled = statement.compile(dialect=store.engine.dialect)
-    bound = compiled.construct_params(params)
-    values = [bound[name] for name in compiled.positiontup or ()]
-    async with store.engine.connect() as connection:
-        if store.dialect == "sqlite":
-            plan = await connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", tuple(values))
-            return " ".join(str(row) for row in plan)
-        # only an index may answer, so the plan names which one
-        await connection.execute(sa.text("SET LOCAL enable_seqscan = off"))
-        await connection.execute(sa.text("SET LOCAL plan_cache_mode = force_generic_plan"))
-        await connection.exec_driver_sql(f"PREPARE replies_lookup AS {compiled}")
-        try:
-            arguments = ", ".join(f"'{value}'" for value in values)
-            plan = await connection.exec_driver_sql(f"EXPLAIN EXECUTE replies_lookup({arguments})")
-            return " ".join(str(row) for row in plan)
-        finally:
-            await connection.exec_driver_sql("DEALLOCATE replies_lookup")
-
-
 async def test_the_replies_to_a_request_are_read_through_their_index(store: Store) -> None:
     """A long source conversation: the lookup probes ``ix_messages_reply_to_request_id``
     (migration 0006) instead of reading the conversation, with or without statistics."""
@@ -512,10 +490,10 @@ async def test_the_replies_to_a_request_are_read_through_their_index(store: Stor
     lookup = {"session_id": "long", "request_id": "req-500"}
 
     if store.dialect == "sqlite":  # SQLite databases usually have no statistics at all
-        assert REPLY_TO_REQUEST_ID_INDEX in await _plan(store, REPLIES_TO_REQUEST, lookup)
+        assert REPLY_TO_REQUEST_ID_INDEX in await query_plan(store, REPLIES_TO_REQUEST, lookup)
     async with store.engine.begin() as connection:
         await connection.execute(sa.text("ANALYZE"))
-    assert REPLY_TO_REQUEST_ID_INDEX in await _plan(store, REPLIES_TO_REQUEST, lookup)
+    assert REPLY_TO_REQUEST_ID_INDEX in await query_plan(store, REPLIES_TO_REQUEST, lookup)
     async with store.read_uow() as uow:
         assert [m.id for m in await uow.messages.replies_to_request("long", "req-500")] == ["m500"]
 
@@ -568,7 +546,7 @@ async def test_a_sources_state_is_one_index_probe_for_the_answers(store: Store) 
         await uow.messages.insert_many(rows)
         await uow.commit()
     lookup = {"source_id": "long", "request_id": "req-500"}
-    assert REPLY_TO_REQUEST_ID_INDEX in await _plan(store, _SOURCE_STATE, lookup)
+    assert REPLY_TO_REQUEST_ID_INDEX in await query_plan(store, _SOURCE_STATE, lookup)
     async with store.read_uow() as uow:
         assert await uow.replies.source_state("long", "req-500") == SourceState(False, "m500")
 

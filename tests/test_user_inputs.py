@@ -15,9 +15,11 @@ from ccweb_store.arguments import bounded_int
 from ccweb_store.context import Source
 from ccweb_store.errors import DomainError
 from ccweb_store.models import Base, Message, utcnow
-from ccweb_store.repositories import latest_nonblank_by_role_query
+from ccweb_store.repositories import LATEST_NONBLANK_BY_ROLE, MessageRepository
+from ccweb_store.repositories.messages import NO_SEQ_ABOVE
 from ccweb_store.uow import Store
 from ccweb_store.user_inputs import apply_budget, list_user_inputs
+from tests.plans import query_plan
 
 INDEX = "ix_messages_session_id_role_seq"
 
@@ -363,41 +365,33 @@ async def bulk_conversation(store: Store, session_id: str, count: int) -> None:
             await connection.execute(sa.insert(Message), rows[start : start + 20_000])
 
 
-async def test_on_a_hundred_thousand_messages_the_query_reads_the_index(store: Store) -> None:
+async def test_on_a_hundred_thousand_messages_the_query_reads_the_index(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     await bulk_conversation(store, "big", 100_000)
     await bulk_conversation(store, "small", 50)
     async with store.engine.begin() as connection:
         await connection.exec_driver_sql("ANALYZE")
 
-    captured: list[tuple[str, Any]] = []
+    reads: list[dict[str, Any]] = []
+    read = MessageRepository.latest_nonblank_by_role
 
-    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if "FROM messages" in statement:
-            captured.append((statement, parameters))
+    async def counted(self: MessageRepository, *args: Any, **kwargs: Any) -> Any:
+        reads.append(kwargs)
+        return await read(self, *args, **kwargs)
 
-    sa.event.listen(store.engine.sync_engine, "before_cursor_execute", capture)
-    try:
-        payload = await listed(store, "big")
-    finally:
-        sa.event.remove(store.engine.sync_engine, "before_cursor_execute", capture)
+    monkeypatch.setattr(MessageRepository, "latest_nonblank_by_role", counted)
+    payload = await listed(store, "big")
     assert payload["inputs"][-1]["messageId"] == "big-99999"
     assert payload["hasMore"] is True
-    assert len(captured) == 1, "one indexed read when there are no blank inputs"
+    assert len(reads) == 1, "one indexed read when there are no blank inputs"
 
-    # The statement the tool ran is the one the query builder makes…
-    statement, _ = captured[0]
-    built = latest_nonblank_by_role_query("big", "user", limit=16)
-    assert statement == str(built.compile(store.engine))
-    # …and its plan is a range scan of the index, not a scan of the session.
-    literal = str(built.compile(store.engine, compile_kwargs={"literal_binds": True}))
-    async with store.engine.connect() as connection:
-        if store.dialect == "sqlite":
-            rows = await connection.exec_driver_sql("EXPLAIN QUERY PLAN " + literal)
-            plan = "\n".join(str(row[-1]) for row in rows)
-            assert f"SEARCH messages USING INDEX {INDEX} (session_id=? AND role=?)" in plan
-            assert "SCAN" not in plan and "TEMP B-TREE" not in plan
-        else:
-            rows = await connection.exec_driver_sql("EXPLAIN " + literal)
-            plan = "\n".join(str(row[0]) for row in rows)
-            assert f"Index Scan Backward using {INDEX} on messages" in plan
-            assert "Seq Scan" not in plan and "Sort" not in plan
+    # The statement it runs is a range scan of the index, not a scan of the session.
+    params = {"session_id": "big", "role": "user", "before_seq": NO_SEQ_ABOVE, "limit": 16}
+    plan = await query_plan(store, LATEST_NONBLANK_BY_ROLE, params, only_indexes=False)
+    if store.dialect == "sqlite":
+        assert f"SEARCH messages USING INDEX {INDEX} (session_id=? AND role=? AND seq<?)" in plan
+        assert "SCAN" not in plan and "TEMP B-TREE" not in plan
+    else:
+        assert f"Index Scan Backward using {INDEX} on messages" in plan
+        assert "Seq Scan" not in plan and "Sort" not in plan

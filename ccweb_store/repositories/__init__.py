@@ -15,15 +15,16 @@ from ccweb_store.repositories.base import (
 )
 from ccweb_store.repositories.credentials import CredentialRepository, SecretRepository
 from ccweb_store.repositories.messages import (
+    LATEST_NONBLANK_BY_ROLE,
     MessageRepository,
     MessageText,
-    latest_nonblank_by_role_query,
 )
 from ccweb_store.repositories.replies import ReplyRepository
 from ccweb_store.repositories.runs import RunRepository
 from ccweb_store.repositories.sessions import SessionRepository
 
 __all__ = [
+    "LATEST_NONBLANK_BY_ROLE",
     "MAX_PAGE",
     "CredentialRepository",
     "MessageRepository",
@@ -35,7 +36,6 @@ __all__ = [
     "UnitState",
     "decode_cursor",
     "encode_cursor",
-    "latest_nonblank_by_role_query",
     "validate_choice",
     "validate_session_id",
 ]

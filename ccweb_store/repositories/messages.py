@@ -258,9 +258,16 @@ class MessageRepository(Repository):
     async def latest_nonblank_by_role(
         self, session_id: str, role: str, *, limit: int, before_seq: int | None = None
     ) -> list[MessageText]:
-        """The newest ``limit`` non-blank ``role`` messages below ``before_seq``, newest first."""
-        stmt = latest_nonblank_by_role_query(session_id, role, limit=limit, before_seq=before_seq)
-        return [MessageText._make(row) for row in (await self._execute(stmt)).all()]
+        """The newest ``limit`` non-blank ``role`` messages below ``before_seq``, newest first
+        (``LATEST_NONBLANK_BY_ROLE``)."""
+        params = {
+            "session_id": session_id,
+            "role": role,
+            "before_seq": NO_SEQ_ABOVE if before_seq is None else before_seq,
+            "limit": limit,
+        }
+        rows = (await self._execute(LATEST_NONBLANK_BY_ROLE, params)).all()
+        return [MessageText._make(row) for row in rows]
 
     async def find_prompt_card(self, prompt_id: str) -> Message | None:
         """The assistant message carrying ``metadata.ccwebPrompt.promptId == prompt_id``.
@@ -364,19 +371,21 @@ class MessageText(NamedTuple):
     created_at: datetime | None
 
 
-def latest_nonblank_by_role_query(
-    session_id: str, role: str, *, limit: int, before_seq: int | None = None
-) -> sa.Select[str, int, str, datetime | None]:
-    """SELECT the newest ``limit`` messages of ``role`` whose content is not blank.
+#: Above every ``seq``: the largest BIGINT.
+NO_SEQ_ABOVE = 2**63 - 1
 
-    A backward range scan of ``ix_messages_session_id_role_seq``: the blank test is a filter
-    on the rows the index yields, so it reads ``limit`` rows plus any blank ones among them.
-    """
-    stmt = sa.select(Message.id, Message.seq, Message.content, Message.created_at).where(
-        Message.session_id == session_id,
-        Message.role == role,
-        sa.func.trim(Message.content, _BLANK_CHARACTERS) != "",
+#: The newest ``limit`` messages of ``role`` below ``before_seq`` whose content is not blank,
+#: newest first. A backward range scan of ``ix_messages_session_id_role_seq``: the blank test
+#: is a filter on the rows the index yields, so it reads ``limit`` rows plus any blank ones
+#: among them.
+LATEST_NONBLANK_BY_ROLE = prebuilt(
+    sa.select(MESSAGES.c.id, MESSAGES.c.seq, MESSAGES.c.content, MESSAGES.c.created_at)
+    .where(
+        MESSAGES.c.session_id == bindparam("session_id"),
+        MESSAGES.c.role == bindparam("role"),
+        sa.func.trim(MESSAGES.c.content, _BLANK_CHARACTERS) != "",
+        MESSAGES.c.seq < bindparam("before_seq", type_=sa.BigInteger()),
     )
-    if before_seq is not None:
-        stmt = stmt.where(Message.seq < before_seq)
-    return stmt.order_by(Message.seq.desc()).limit(limit)
+    .order_by(MESSAGES.c.seq.desc())
+    .limit(bindparam("limit", type_=sa.Integer()))
+)

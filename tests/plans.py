@@ -1,0 +1,37 @@
+"""The plan a database makes for a statement as the repositories run it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from ccweb_store.uow import Store
+
+
+async def query_plan(
+    store: Store, statement: sa.Select[Any], params: dict[str, Any], *, only_indexes: bool = True
+) -> str:
+    """The engine's plan for ``statement`` compiled here with its parameters left bound, as
+    the repository runs it (PostgreSQL: the generic plan of a prepared statement, which
+    cannot depend on the values), as one string. ``only_indexes`` forbids PostgreSQL a
+    sequential scan, so that the plan names the index that can answer."""
+    compiled = statement.compile(dialect=store.engine.dialect)
+    bound = compiled.construct_params(params)
+    values = [bound[name] for name in compiled.positiontup or ()]
+    async with store.engine.connect() as connection:
+        if store.dialect == "sqlite":
+            plan = await connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", tuple(values))
+            return " ".join(str(row) for row in plan)
+        if only_indexes:
+            await connection.execute(sa.text("SET LOCAL enable_seqscan = off"))
+        await connection.execute(sa.text("SET LOCAL plan_cache_mode = force_generic_plan"))
+        await connection.exec_driver_sql(f"PREPARE planned AS {compiled}")
+        try:
+            arguments = ", ".join(
+                str(value) if isinstance(value, int) else f"'{value}'" for value in values
+            )
+            plan = await connection.exec_driver_sql(f"EXPLAIN EXECUTE planned({arguments})")
+            return " ".join(str(row) for row in plan)
+        finally:
+            await connection.exec_driver_sql("DEALLOCATE planned")
