@@ -157,7 +157,7 @@ def sqlite_json_dumps(value: Any) -> str:
 
 def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> AsyncEngine:
     sqlite_url = make_url(url).set(drivername="sqlite+ccweb_inline")
-    # Every SQLite engine the same: repositories.inline compiles a statement once per process.
+    # Every SQLite engine the same: repositories.direct compiles a statement once per process.
     kwargs["json_serializer"] = sqlite_json_dumps
     if InlineSQLiteDialect._is_url_file_db(sqlite_url):
         # The most recently returned connection first: one connection stays in use (its page

@@ -18,7 +18,7 @@ from sqlalchemy.dialects import sqlite
 from ccweb_store.config import Settings
 from ccweb_store.db import InlineSQLiteDialect, migrate, sqlite_driver
 from ccweb_store.models import UTCDateTime, new_id
-from ccweb_store.repositories import inline
+from ccweb_store.repositories import direct
 from ccweb_store.repositories.base import RUNS
 from ccweb_store.uow import Store
 
@@ -210,10 +210,10 @@ async def test_rows_written_in_the_old_format_read_back_and_compare_as_before(
 
 
 async def test_both_execution_paths_store_the_same_text(tmp_path: Path) -> None:
-    """A datetime bound straight on the cursor (``repositories.inline``) and through
+    """A datetime bound straight on the cursor (``repositories.direct``) and through
     SQLAlchemy's execution lands as the same text: the old format."""
     store = Store.from_settings(Settings(database_url=f"sqlite:///{tmp_path / 'same.db'}"))
-    stmt = inline.prebuilt(
+    stmt = direct.prebuilt(
         sa.update(RUNS)
         .where(RUNS.c.id == sa.bindparam("run_id"))
         .values(started_at=sa.bindparam("p_at"), finished_at=sa.bindparam("p_at"))
@@ -230,7 +230,7 @@ async def test_both_execution_paths_store_the_same_text(tmp_path: Path) -> None:
                 params = {"run_id": run.id, "p_at": value}
                 for path in ("direct", "through"):
                     if path == "direct":
-                        inline.execute(sync, sqlite_driver(uow.connection), stmt, params)
+                        direct.execute_sqlite(sync, sqlite_driver(uow.connection), stmt, params)
                     else:
                         await uow.connection.execute(stmt, params)
                     raw = await uow.connection.execute(

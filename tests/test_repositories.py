@@ -14,9 +14,17 @@ from ccweb_store import errors
 from ccweb_store.config import Settings
 from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX, Message, ReplyRequest, new_id, utcnow
-from ccweb_store.repositories import SessionRepository
+from ccweb_store.repositories import LATEST_NONBLANK_BY_ROLE, SessionRepository
+from ccweb_store.repositories import messages as messages_module
+from ccweb_store.repositories import replies as replies_module
+from ccweb_store.repositories import runs as runs_module
+from ccweb_store.repositories import sessions as sessions_module
 from ccweb_store.repositories.base import MESSAGES, column_attributes
-from ccweb_store.repositories.messages import REPLIES_TO_REQUEST, REPLY_REQUEST_MESSAGE
+from ccweb_store.repositories.messages import (
+    NO_SEQ_ABOVE,
+    REPLIES_TO_REQUEST,
+    REPLY_REQUEST_MESSAGE,
+)
 from ccweb_store.repositories.replies import _SOURCE_STATE, SourceState
 from ccweb_store.uow import Store
 from tests.lifecycle_support import insert_message_by_hand
@@ -725,3 +733,66 @@ async def test_a_unit_of_work_reads_each_session_it_locked_once_until_its_transa
         await uow.commit()  # the locks end with the transaction
         assert (await uow.sessions.lock("a")) is not None
     assert reads == [["a", "b"], ["c"], ["a"]]
+
+
+async def test_prebuilt_statements_read_back_exactly_as_sqlalchemy_reads_them(
+    store: Store,
+) -> None:
+    """Straight on the driver (``repositories.direct``) and through SQLAlchemy's execution,
+    in one transaction, the same statements give the same values: aware datetimes, JSON,
+    booleans, NULLs."""
+    await _make_sessions(store, "src")
+    async with store.uow() as uow:
+        await uow.sessions.create("dst", title=None, extra={"k": [1, "two", None]})
+        message = await uow.messages.append(
+            "dst", "user", "hi", metadata={"crossConversation": {"replyRequestId": "r1"}}
+        )
+        await uow.replies.create(
+            {
+                "request_id": "r1",
+                "message_id": message.id,
+                "source_conversation_id": "src",
+                "target_conversation_id": "dst",
+                "status": "ready",
+                "source_auto_run": True,
+            }
+        )
+        run = await uow.runs.enqueue("dst", "cross_conversation", reply_request_id="r1")
+        await uow.commit()
+    await insert_message_by_hand(store, "src", "answer", '{"replyToRequestId": "r1"}')
+    checks: list[tuple[Any, dict[str, Any]]] = [
+        (sessions_module._GET_SESSION, {"session_id": "src"}),
+        (sessions_module._GET_SESSION, {"session_id": "dst"}),
+        (messages_module._GET_MESSAGE, {"message_id": message.id}),
+        (
+            LATEST_NONBLANK_BY_ROLE,
+            {"session_id": "dst", "role": "user", "before_seq": NO_SEQ_ABOVE, "limit": 5},
+        ),
+        (replies_module._GET_REPLY, {"request_id": "r1"}),
+        (replies_module._DELIVERABLE_FOR_SOURCE, {"session_id": "src"}),
+        (_SOURCE_STATE, {"source_id": "src", "request_id": "r1"}),
+        (runs_module._GET_RUN, {"run_id": run.id}),
+        (runs_module._has_run_in_statement(("queued",)), {"session_id": "dst"}),
+    ]
+    async with store.read_uow() as uow:
+        for stmt, params in checks:
+            straight = [tuple(row) for row in await uow.sessions._execute(stmt, params)]
+            through = [tuple(row) for row in await uow.connection.execute(stmt, params)]
+            assert straight == through, stmt
+            assert straight, stmt
+    assert isinstance(through[0][0], bool)
+    async with store.read_uow() as uow:
+        request = await uow.replies.require("r1")
+    assert request.created_at.utcoffset() == timedelta(0)
+    assert request.source_auto_run is True and request.reply_text is None
+
+
+async def test_driver_errors_on_the_direct_path_are_sqlalchemy_errors(store: Store) -> None:
+    async with store.uow() as uow:
+        await uow.sessions.create("s", title="S")
+        await uow.messages.append("s", "user", "one", id="m-1")
+        with pytest.raises(Conflict) as caught:
+            await uow.messages.append("s", "user", "two", id="m-1")
+        assert isinstance(caught.value.__cause__, IntegrityError)
+    async with store.read_uow() as uow:  # the block above never committed
+        assert await uow.sessions.get("s") is None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,8 @@ from ccweb_store.db import (
     create_engine,
     migrate,
     read_only,
-    sqlite_driver,
     sqlite_json_dumps,
 )
-from ccweb_store.errors import Conflict
-from ccweb_store.repositories import inline
-from ccweb_store.repositories import messages as messages_module
-from ccweb_store.repositories import replies as replies_module
-from ccweb_store.repositories import runs as runs_module
-from ccweb_store.repositories import sessions as sessions_module
 from ccweb_store.uow import Store
 
 
@@ -155,73 +147,6 @@ async def test_unit_of_work_statements_skip_the_greenlet_but_async_calls_still_w
     # The unit of work began and ended its transaction on the driver; the AsyncConnection call
     # ran in SQLAlchemy's greenlet, inside that transaction.
     assert read_calls[-3:] == [("BEGIN", False), ("SELECT", True), ("ROLLBACK", False)]
-
-
-async def test_prebuilt_statements_read_back_exactly_as_sqlalchemy_reads_them(
-    tmp_path: Path,
-) -> None:
-    """Straight on the cursor (``repositories.inline``) and through SQLAlchemy's execution,
-    the same statements give the same values: aware datetimes, JSON, booleans, NULLs."""
-    store = Store.from_settings(Settings(database_url=f"sqlite:///{tmp_path / 'same.db'}"))
-    try:
-        await migrate(store.engine)
-        async with store.uow() as uow:
-            await uow.sessions.create("src", title="Source", extra={"k": [1, "two", None]})
-            await uow.sessions.create("dst", title=None)
-            message = await uow.messages.append(
-                "dst", "user", "hi", metadata={"crossConversation": {"replyRequestId": "r1"}}
-            )
-            request = await uow.replies.create(
-                {
-                    "request_id": "r1",
-                    "message_id": message.id,
-                    "source_conversation_id": "src",
-                    "target_conversation_id": "dst",
-                    "status": "waiting",
-                    "source_auto_run": True,
-                }
-            )
-            run = await uow.runs.enqueue("dst", "cross_conversation", reply_request_id="r1")
-            await uow.commit()
-        checks: list[tuple[Any, dict[str, Any]]] = [
-            (sessions_module._GET_SESSION, {"session_id": "src"}),
-            (sessions_module._GET_SESSION, {"session_id": "dst"}),
-            (messages_module._GET_MESSAGE, {"message_id": message.id}),
-            (replies_module._GET_REPLY, {"request_id": request.request_id}),
-            (runs_module._GET_RUN, {"run_id": run.id}),
-            (runs_module._has_run_in_statement(("queued",)), {"session_id": "dst"}),
-        ]
-        async with store.read_uow() as uow:
-            sync = uow.connection.sync_connection
-            assert sync is not None
-            for stmt, params in checks:
-                direct = [
-                    tuple(row)
-                    for row in inline.execute(sync, sqlite_driver(uow.connection), stmt, params)
-                ]
-                through = [tuple(row) for row in await uow.connection.execute(stmt, params)]
-                assert direct == through, stmt
-                assert direct, stmt
-    finally:
-        await store.dispose()
-    assert request.created_at is not None and request.created_at.utcoffset() == timedelta(0)
-    assert (request.source_auto_run, request.reply_text) != (None, None)
-
-
-async def test_driver_errors_on_the_direct_path_are_sqlalchemy_errors(tmp_path: Path) -> None:
-    store = Store.from_settings(Settings(database_url=f"sqlite:///{tmp_path / 'err.db'}"))
-    try:
-        await migrate(store.engine)
-        async with store.uow() as uow:
-            await uow.sessions.create("s", title="S")
-            await uow.messages.append("s", "user", "one", id="m-1")
-            with pytest.raises(Conflict) as caught:
-                await uow.messages.append("s", "user", "two", id="m-1")
-            assert isinstance(caught.value.__cause__, IntegrityError)
-        async with store.read_uow() as uow:  # the block above never committed
-            assert await uow.sessions.get("s") is None
-    finally:
-        await store.dispose()
 
 
 async def test_a_write_waiting_past_the_busy_timeout_fails_with_sqlalchemys_error(

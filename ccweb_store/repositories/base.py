@@ -31,8 +31,8 @@ from ccweb_store.models import (
     Run,
     Session,
 )
-from ccweb_store.repositories import inline
-from ccweb_store.repositories.inline import prebuilt as prebuilt
+from ccweb_store.repositories import direct
+from ccweb_store.repositories.direct import prebuilt as prebuilt
 
 MAX_PAGE = 500
 
@@ -211,14 +211,17 @@ class Repository:
         stmt: sa.Executable,
         params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     ) -> sa.CursorResult[Any]:
-        """Run ``stmt`` in the unit of work's transaction."""
+        """Run ``stmt`` in the unit of work's transaction, prebuilt ones straight on the
+        driver (``direct``)."""
         if self.state.finished:
             raise RuntimeError("this unit of work has ended; run statements in a new one")
+        result: sa.CursorResult[Any]
         if self._inline is not None:
             assert self._driver is not None
-            result: sa.CursorResult[Any] = inline.execute(self._inline, self._driver, stmt, params)
-            return result
-        return await self.connection.execute(stmt, params)
+            result = direct.execute_sqlite(self._inline, self._driver, stmt, params)
+        else:
+            result = await direct.execute_postgres(self.connection, stmt, params)
+        return result
 
     async def _execute_many(self, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]) -> None:
         """Run ``stmt`` once per parameter set of ``rows`` (one executemany), returning nothing."""
@@ -226,7 +229,7 @@ class Repository:
             raise RuntimeError("this unit of work has ended; run statements in a new one")
         if self._inline is not None:
             assert self._driver is not None
-            inline.execute_many(self._inline, self._driver, stmt, rows)
+            direct.execute_many(self._inline, self._driver, stmt, rows)
         elif rows:
             await self.connection.execute(stmt, list(rows))
 

@@ -45,6 +45,7 @@ _TOUCH_SESSION = prebuilt(
     sa.update(SESSIONS)
     .where(SESSIONS.c.id == bindparam("session_id"))
     .values(updated_at=bindparam("at"))
+    .returning(SESSIONS.c.id)
 )
 
 
@@ -119,8 +120,7 @@ class SessionRepository(Repository):
     async def touch(self, session_id: str, at: datetime | None = None) -> bool:
         """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
         params = {"session_id": session_id, "at": at or utcnow()}
-        result = await self._execute(_TOUCH_SESSION, params)
-        return bool(result.rowcount)
+        return (await self._execute(_TOUCH_SESSION, params)).first() is not None
 
     async def list_page(
         self, *, limit: int = 50, cursor: str | None = None

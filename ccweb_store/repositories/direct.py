@@ -1,20 +1,28 @@
-"""SQLite statements compiled once and run straight on the ``sqlite3`` cursor.
+"""Prebuilt statements compiled once per backend and run straight on the driver.
 
-On SQLite a one-row statement takes ~10 µs in the driver, and SQLAlchemy's execution around
-it (cache-key lookup, execution context, parameter and result processing, result object)
-costs four times that (measured: 11 µs against 56 µs for an ``UPDATE … RETURNING`` of one
-row). The repositories' statements are built once (``base.prebuilt``); here each is also
-*compiled* once for SQLite: SQLAlchemy renders the SQL and supplies the type processors (its
-public ``dialect_impl(...).bind_processor`` / ``result_processor``), and a call only orders the
-parameters, runs the cursor and converts the returned values. What SQLAlchemy's execution
-would add is kept: the transaction is begun through the connection (so ``BEGIN IMMEDIATE``
-comes from the dialect, ``db.InlineSQLiteDialect.do_begin``) and driver errors come out as
-SQLAlchemy's exceptions.
+A one-row statement takes ~10 µs in SQLite and one round trip to PostgreSQL; SQLAlchemy's
+execution around it (cache-key lookup, execution context, parameter and result processing,
+result object, and on asyncpg its asyncio adaptation: a greenlet and an adapted cursor per
+statement) costs several times that (measured on SQLite: 11 µs against 56 µs for an
+``UPDATE … RETURNING`` of one row). The repositories' hot statements are built once
+(``prebuilt``); here each is also *compiled* once per backend: SQLAlchemy renders the SQL and
+supplies the type processors (its public ``dialect_impl(...).bind_processor`` /
+``result_processor``), and a call only orders the parameters, runs them on the driver and
+converts the returned values:
 
-A statement this cannot run exactly like SQLAlchemy would (expanding ``IN`` parameters,
-Python-side column defaults to prefetch) is left to SQLAlchemy. Several parameter sets go
-through ``execute_many``: one ``executemany`` on the cursor (the importer's bulk inserts,
-where SQLAlchemy's per-row execution context cost more than the rows' inserts).
+- SQLite (``execute_sqlite``): a ``sqlite3`` cursor, on the event loop's thread.
+- PostgreSQL (``execute_postgres``): asyncpg's ``fetch``, which prepares each statement once
+  per connection and keeps it (asyncpg's statement cache). The transaction is the one
+  SQLAlchemy's asyncpg adapter would begin for its first statement, begun the same way, so
+  statements SQLAlchemy runs in the same unit of work share it and its commit ends it.
+
+What SQLAlchemy's execution would add is kept: the transaction is begun as SQLAlchemy begins
+it, driver errors come out as SQLAlchemy's exceptions, and a connection the server closed is
+invalidated. A statement this cannot run exactly like SQLAlchemy would (built per call,
+expanding ``IN`` parameters, Python-side column defaults to prefetch) is left to SQLAlchemy.
+Several parameter sets go through ``execute_many`` on SQLite: one ``executemany`` on the
+cursor (the importer's bulk inserts, where SQLAlchemy's per-row execution context cost more
+than the rows' inserts), and through SQLAlchemy on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from __future__ import annotations
 import operator
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
@@ -33,6 +41,7 @@ from sqlalchemy.exc import (
     NoResultFound,
     StatementError,
 )
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
 Processor = Callable[[Any], Any] | None
@@ -40,7 +49,7 @@ _S = TypeVar("_S", bound=sa.Executable)
 
 
 class Compiled:
-    """One statement's SQL for SQLite, its parameter order, and its type processors."""
+    """One statement's SQL for one backend, its parameter order, and its type processors."""
 
     __slots__ = ("binds", "result_processors", "sql", "width")
 
@@ -96,18 +105,33 @@ class Compiled:
 #: The statements run here, by id: built once (module level or ``lru_cache``), so they live
 #: as long as the process. Anything else goes through SQLAlchemy, whose cache serves it.
 _PREBUILT: dict[int, sa.Executable] = {}
-#: Their compiled forms, by (statement id, parameter names): None when SQLAlchemy must run it.
-#: The type processors depend only on the dialect's class (every SQLite engine here has the
-#: same JSON serializer, ``db.sqlite_json_dumps``), so one compiled form serves every SQLite
-#: engine of the process.
-_COMPILED: dict[tuple[int, frozenset[str]], Compiled | None] = {}
+#: Their compiled forms, by (statement id, backend, parameter names): None when SQLAlchemy must
+#: run it. The type processors depend only on the dialect's class (every SQLite engine here has
+#: the same JSON serializer, ``db.sqlite_json_dumps``; PostgreSQL's keep SQLAlchemy's), so one
+#: compiled form serves every engine of a backend in the process.
+_COMPILED: dict[tuple[int, str, frozenset[str]], Compiled | None] = {}
 _NO_NAMES: frozenset[str] = frozenset()
 
 
 def prebuilt(stmt: _S) -> _S:
-    """Mark a statement built once as one to run straight on the cursor (SQLite)."""
+    """Mark a statement built once as one to run straight on the driver."""
     _PREBUILT[id(stmt)] = stmt
     return stmt
+
+
+def compiled_form(stmt: sa.Executable, dialect: Dialect, params: Any) -> Compiled | None:
+    """The compiled form that runs ``stmt`` with ``params`` straight on the driver, or None
+    when SQLAlchemy must run it (built per call, several parameter sets, …)."""
+    if params is not None and type(params) is not dict:
+        return None
+    key = (id(stmt), dialect.name, frozenset(params) if params else _NO_NAMES)
+    try:
+        return _COMPILED[key]
+    except KeyError:
+        if id(stmt) not in _PREBUILT:
+            return None
+        compiled = _COMPILED[key] = _compile(stmt, dialect, key[2])
+        return compiled
 
 
 def _compile(stmt: Any, dialect: Dialect, keys: frozenset[str]) -> Compiled | None:
@@ -115,7 +139,7 @@ def _compile(stmt: Any, dialect: Dialect, keys: frozenset[str]) -> Compiled | No
     compiled = stmt.compile(dialect=dialect, column_keys=sorted(keys))
     if (
         not isinstance(compiled, SQLCompiler)
-        or dialect.paramstyle != "qmark"
+        or dialect.paramstyle not in ("qmark", "numeric_dollar")
         or compiled.post_compile_params
         or compiled.literal_execute_params
         or compiled.insert_prefetch
@@ -158,22 +182,14 @@ class Rows:
         return Rows([row[0] for row in self._rows], self.rowcount)
 
 
-def execute(
+def execute_sqlite(
     connection: Connection, driver: sqlite3.Connection, stmt: sa.Executable, params: Any
 ) -> Any:
     """Run ``stmt`` on SQLite: compiled once and straight on ``driver`` (the ``sqlite3``
     connection under ``connection``) when possible.
 
     Returns SQLAlchemy's result, or ``Rows`` with the same reading methods."""
-    if params is not None and type(params) is not dict:
-        return connection.execute(stmt, params)  # several parameter sets
-    key = (id(stmt), frozenset(params) if params else _NO_NAMES)
-    try:
-        compiled = _COMPILED[key]
-    except KeyError:
-        if id(stmt) not in _PREBUILT:
-            return connection.execute(stmt, params)  # built per call: SQLAlchemy's cache
-        compiled = _COMPILED[key] = _compile(stmt, connection.dialect, key[1])
+    compiled = compiled_form(stmt, connection.dialect, params)
     if compiled is None:
         return connection.execute(stmt, params)
     if not driver.in_transaction:
@@ -200,16 +216,12 @@ def execute_many(
     """
     if not rows:
         return
-    keys = frozenset(rows[0])
-    key = (id(stmt), keys)
-    if id(stmt) in _PREBUILT and key not in _COMPILED:
-        _COMPILED[key] = _compile(stmt, connection.dialect, keys)
-    compiled = _COMPILED.get(key)
+    compiled = compiled_form(stmt, connection.dialect, rows[0])
     if compiled is None or compiled.width:
         connection.execute(stmt, list(rows))  # not prebuilt, or returning rows
         return
     names = [name for name, _, _, _ in compiled.binds]
-    if not keys.issuperset(names):
+    if not rows[0].keys() >= set(names):
         connection.execute(stmt, list(rows))  # a fixed or missing value: SQLAlchemy decides
         return
     if not driver.in_transaction:
@@ -252,3 +264,51 @@ def _run(
         ) from error
     finally:
         cursor.close()
+
+
+async def execute_postgres(connection: AsyncConnection, stmt: sa.Executable, params: Any) -> Any:
+    """Run ``stmt`` on PostgreSQL: compiled once and straight on asyncpg when possible."""
+    compiled = compiled_form(stmt, connection.dialect, params)
+    if compiled is None:
+        return await connection.execute(stmt, params)
+    sync = connection.sync_connection
+    assert sync is not None
+    if not sync.in_transaction():
+        await connection.begin()
+    adapter: Any = sync.connection.dbapi_connection
+    arguments = compiled.parameters(params)
+    try:
+        if adapter._transaction is None:
+            await adapter._start_transaction()
+        raw = await adapter._connection.fetch(compiled.sql, *arguments)
+    except Exception as error:
+        await _raise_as_sqlalchemy_would(connection, adapter, compiled.sql, arguments, error)
+    if raw and len(raw[0]) != compiled.width:
+        raise InvalidRequestError(f"{compiled.sql!r} returned {len(raw[0])} columns")
+    return Rows(compiled.rows(raw), len(raw))
+
+
+async def _raise_as_sqlalchemy_would(
+    connection: AsyncConnection, adapter: Any, sql: str, arguments: list[Any], error: Exception
+) -> NoReturn:
+    """Raise ``error`` as SQLAlchemy's execution would have: an asyncpg error translated to the
+    DBAPI's and wrapped in SQLAlchemy's (an ``IntegrityError`` for a unique violation); a
+    connection the server closed invalidated, so the pool drops it."""
+    dbapi = adapter.dbapi
+    try:
+        if not isinstance(error, dbapi.Error):
+            adapter._handle_exception(error)  # raises the DBAPI's error for an asyncpg one
+        raise error
+    except dbapi.Error as dbapi_error:
+        disconnect = connection.dialect.is_disconnect(dbapi_error, adapter, None)
+        wrapped = DBAPIError.instance(
+            sql,
+            arguments,
+            dbapi_error,
+            dbapi.Error,
+            connection_invalidated=disconnect,
+            dialect=connection.dialect,
+        )
+        if disconnect:
+            await connection.invalidate(wrapped)
+        raise wrapped from error
