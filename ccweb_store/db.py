@@ -1,14 +1,18 @@
-"""Engines, connection setup, and migrating to head.
+"""Engines, connection setup, transactions on the driver, and migrating to head.
 
 SQLite gets its pragmas on every connection and begins writing transactions with
 ``BEGIN IMMEDIATE``: a deferred transaction that later upgrades to a write fails with
-SQLITE_BUSY at once, whatever the busy timeout. PostgreSQL runs on asyncpg.
+SQLITE_BUSY at once, whatever the busy timeout. PostgreSQL runs on asyncpg; a pooled
+connection is pinged only after sitting idle. A store's units of work begin and end their
+transactions straight on the driver (``end_sqlite_transaction``, ``begin_postgres_transaction``
+and ``end_postgres_transaction``), and statements SQLAlchemy runs join them.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from json import encoder as json_encoder
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,7 @@ from sqlalchemy import event, text
 from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry, Pool, StaticPool
 from sqlalchemy.util import await_only
@@ -45,8 +49,42 @@ def create_engine(url: str, *, busy_timeout_ms: int = 30_000, **kwargs: Any) -> 
         return _create_sqlite_engine(url, busy_timeout_ms, **kwargs)
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 10)
-    kwargs.setdefault("pool_pre_ping", True)
-    return create_async_engine(url, **kwargs)
+    engine = create_async_engine(url, **kwargs)
+    if not kwargs.get("pool_pre_ping"):
+        _ping_after_idle(engine)
+    return engine
+
+
+#: A pooled PostgreSQL connection idle for longer than this is pinged before it is used.
+PING_AFTER_IDLE_S = 1.0
+_IDLE_SINCE = "ccweb_idle_since"
+
+
+def _ping_after_idle(engine: AsyncEngine) -> None:
+    """Ping a pooled connection before use only when it sat idle for ``PING_AFTER_IDLE_S``.
+
+    SQLAlchemy's ``pool_pre_ping`` pings at every checkout; with asyncpg a ping is three round
+    trips to the server (``BEGIN``, ``;``, ``ROLLBACK``), against the few a unit of work needs.
+    A connection handed back moments ago has just worked; one that sat in the pool may have
+    been closed by the server (a restart, an idle timeout) and is replaced here, as the
+    pre-ping would. What this gives up: after a server restart, a connection in use in the
+    last second fails its next unit of work once, and is dropped (``Connection.invalidate``,
+    which SQLAlchemy's error handling and the direct path both call on a disconnect).
+    """
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _note_idle(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _ping_if_idle(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        idle_since = record.info.get(_IDLE_SINCE)
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:  # the pool replaces the connection and tries again
+            raise DisconnectionError(f"a pooled connection failed its ping: {error}") from error
 
 
 async def _ready() -> None:
