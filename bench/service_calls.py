@@ -3,11 +3,17 @@
 One source conversation and four targets; each round trip is ``ccweb_send_message``
 (``return_and_continue``) → ``run.claim`` → ``run.complete`` called in process, one after the
 other, and checked to have returned the reply. After a warm-up, prints the mean milliseconds
-per round trip and the split between the three calls. This is what `bench/roundtrip.py`
+per round trip, the split between the three calls, and the CPU time the process spent per
+round trip (its threads included). This is what `bench/roundtrip.py`
 measures minus HTTP and concurrency, with less noise, so it is the figure to compare two
 versions of the code by (run them interleaved, several times, and compare the minimums).
 
     python bench/service_calls.py [--round-trips 600] [--database-url URL]
+    CCWEB_BENCH_POSTGRES_URL=postgresql+asyncpg://root@127.0.0.1:5432/test \\
+        python bench/service_calls.py --backend postgres   # a scratch database there
+
+On PostgreSQL the figure is the wall time of calls that wait for the server, one after the
+other: it includes the server's own work and every network round trip.
 """
 
 from __future__ import annotations
@@ -15,9 +21,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from ccweb_store import conversations, runs, tools  # noqa: E402
 from ccweb_store.config import Settings  # noqa: E402
 from ccweb_store.context import Source  # noqa: E402
-from ccweb_store.db import migrate  # noqa: E402
+from ccweb_store.db import create_database, drop_database, migrate  # noqa: E402
 from ccweb_store.uow import Store  # noqa: E402
 
 WARM_UP = 100
@@ -75,8 +83,10 @@ async def measure(url: str, round_trips: int) -> dict[str, float]:
         for target in itertools.islice(itertools.cycle(targets), WARM_UP):
             await one(target)
         spent = dict.fromkeys(spent, 0.0)
+        cpu_before = time.process_time()
         for target in itertools.islice(itertools.cycle(targets), round_trips):
             await one(target)
+        spent["cpu"] = time.process_time() - cpu_before
     finally:
         await store.dispose()
     return {name: seconds / round_trips * 1000 for name, seconds in spent.items()}
@@ -88,13 +98,34 @@ def main() -> None:
     )
     parser.add_argument("--round-trips", type=int, default=600, help="measured round trips")
     parser.add_argument("--database-url", help="default: a SQLite file in a temporary directory")
+    parser.add_argument(
+        "--backend",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="postgres: a scratch database on CCWEB_BENCH_POSTGRES_URL's server",
+    )
     options = parser.parse_args()
+    server = os.environ.get("CCWEB_BENCH_POSTGRES_URL")
+    if options.backend == "postgres" and not server:
+        parser.error("--backend postgres needs CCWEB_BENCH_POSTGRES_URL")
     with tempfile.TemporaryDirectory() as tmp:
-        url = options.database_url or f"sqlite+aiosqlite:///{tmp}/service_calls.db"
-        per_call = asyncio.run(measure(url, options.round_trips))
+        if options.backend == "postgres" and server and not options.database_url:
+            name = f"ccweb_bench_{uuid.uuid4().hex[:8]}"
+            url = asyncio.run(create_database(server, name))
+            try:
+                per_call = asyncio.run(measure(url, options.round_trips))
+            finally:
+                asyncio.run(drop_database(server, name))
+        else:
+            url = options.database_url or f"sqlite+aiosqlite:///{tmp}/service_calls.db"
+            per_call = asyncio.run(measure(url, options.round_trips))
+    cpu = per_call.pop("cpu")
     total = sum(per_call.values())
     split = ", ".join(f"{name} {ms:.2f}" for name, ms in per_call.items())
-    print(f"{options.round_trips} round trips in process: {total:.2f} ms each ({split})")
+    print(
+        f"{options.round_trips} round trips in process: {total:.2f} ms each ({split});"
+        f" this process's CPU: {cpu:.2f} ms per round trip"
+    )
 
 
 if __name__ == "__main__":
