@@ -214,6 +214,10 @@ def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Asyn
             cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             cursor.execute("PRAGMA synchronous = NORMAL")
+            # Temporary storage in memory, not in files: a unit of work inside a group commit
+            # (sqlite_writer) writes in a savepoint, whose journal of the pages it changes
+            # would otherwise be a temporary file opened, written and deleted per unit of work.
+            cursor.execute("PRAGMA temp_store = MEMORY")
             # Checkpoint the WAL every ~40 MB instead of every ~4 MB: a checkpoint copies each
             # changed page once and syncs the file, so rarer ones copy the hot pages (the
             # queue's indexes, the conversations) far fewer times per write. A store's

@@ -89,6 +89,7 @@ async def test_connections_get_the_pragmas_the_service_relies_on(url: str) -> No
                     "journal_mode",
                     "busy_timeout",
                     "synchronous",
+                    "temp_store",
                     "wal_autocheckpoint",
                 )
             }
@@ -99,6 +100,7 @@ async def test_connections_get_the_pragmas_the_service_relies_on(url: str) -> No
         "journal_mode": "wal",
         "busy_timeout": 1234,
         "synchronous": 1,
+        "temp_store": 2,
         "wal_autocheckpoint": 10_000,
     }
 
