@@ -7,14 +7,15 @@ import contextlib
 import gc
 import hmac
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, QueryParams
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -66,11 +67,59 @@ def create_app(
         Route("/healthz", healthz, methods=["GET"]),
     ]
     middleware = [Middleware(BearerAuth, token=settings.token)] if settings.token else []
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app = App(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        busy_routes={"/rpc": rpc_endpoint, "/mcp": mcp_endpoint},
+        token=settings.token,
+    )
     app.state.settings = settings
     if store is not None:
         app.state.store = store
     return app
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class App(Starlette):
+    """The Starlette app, with ``POST`` to the busy routes (``/rpc``, ``/mcp``) served without
+    Starlette's middleware stack and router.
+
+    Those layers (the error and exception middlewares, the router's path matching, the
+    wrappers around ``send``) cost a bare endpoint about as much as the endpoint itself. For a
+    busy route's ``POST`` this calls the endpoint with the same ``Request`` and sends its
+    response straight to the server, behind ``BearerAuth`` when a token is set, exactly as the
+    full stack would; every other request (other methods and paths, lifespan) goes through
+    Starlette. An endpoint that raises reaches the server, which answers 500 and logs it, as
+    Starlette's error middleware did.
+    """
+
+    def __init__(
+        self, *, busy_routes: dict[str, Endpoint], token: str | None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.busy_routes = busy_routes
+        self._serve_busy: ASGIApp = (
+            BearerAuth(self._call_endpoint, token) if token else self._call_endpoint
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"] in self.busy_routes
+            and not scope.get("root_path")
+        ):
+            scope["app"] = self
+            await self._serve_busy(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+    async def _call_endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.busy_routes[scope["path"]](Request(scope, receive, send))
+        await response(scope, receive, send)
 
 
 def freeze_startup_objects() -> None:
