@@ -291,7 +291,15 @@ def sqlite_file(engine: AsyncEngine) -> str | None:
 
 
 def read_only(engine: AsyncEngine) -> AsyncEngine:
-    """The same engine, but SQLite transactions begin DEFERRED (they never write)."""
+    """The same engine for connections that only read.
+
+    SQLite: transactions begin DEFERRED (no write lock; one snapshot from the first read).
+    PostgreSQL: autocommit, each statement a transaction of its own. At READ COMMITTED every
+    statement reads a snapshot of its own inside a transaction too, so the reads see the same;
+    they only skip the ``BEGIN`` and ``ROLLBACK`` round trips to the server.
+    """
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(isolation_level="AUTOCOMMIT")
     return engine.execution_options(**{SQLITE_BEGIN: "DEFERRED"})
 
 

@@ -71,3 +71,20 @@ async def test_a_connection_closed_just_after_use_fails_once_and_is_dropped(
     async with store.read_uow() as uow:
         assert await uow.sessions.get("nobody") is None
     assert await _backend_pid(store) != first
+
+
+async def test_a_read_runs_each_statement_without_a_transaction_around_them(
+    store: Store,
+) -> None:
+    """READ COMMITTED reads see a snapshot per statement anyway; a read skips BEGIN/ROLLBACK."""
+    now = sa.text("SELECT now()")
+    async with store.read_uow() as uow:
+        first = (await uow.connection.execute(now)).scalar_one()
+        await asyncio.sleep(0.01)
+        second = (await uow.connection.execute(now)).scalar_one()
+        assert await uow.sessions.get("nobody") is None
+    assert second > first  # now() is when the transaction began: each statement began one
+    async with store.uow() as uow:
+        first = (await uow.connection.execute(now)).scalar_one()
+        await asyncio.sleep(0.01)
+        assert (await uow.connection.execute(now)).scalar_one() == first  # one transaction
