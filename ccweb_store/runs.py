@@ -29,12 +29,15 @@ from ccweb_store.errors import Conflict
 from ccweb_store.models import RUN_KINDS, Message, ReplyRequest, Run, utcnow
 from ccweb_store.replies import deliver_ready_replies, record_target_answer
 from ccweb_store.repositories import MAX_PAGE, validate_choice, validate_session_id
+from ccweb_store.repositories.runs import ClaimRace
 from ccweb_store.schemas import message_out, reply_out, run_out
 from ccweb_store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
 
 COMPLETION_STATUSES = ("completed", "failed")
+#: How many times ``run.claim`` claims again after losing a race (``ClaimRace``).
+CLAIM_ATTEMPTS = 5
 #: The shortest lease a worker may ask for (``leaseSeconds``); ``_lease_expired`` relies on it.
 MIN_LEASE_SECONDS = 1
 
@@ -83,19 +86,31 @@ async def claim_run(
     kinds = optional_str_list(params, "kinds")
     for kind in kinds or ():
         validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "kind")
+    for _ in range(CLAIM_ATTEMPTS):
+        try:
+            run = await _claim(store, worker_id, lease, kinds, now)
+        except ClaimRace:
+            continue  # another worker started a run of that conversation: claim another run
+        return {"run": run_out(run) if run is not None else None}
+    return {"run": None}  # lost every race: the runs there were went to other workers
+
+
+async def _claim(
+    store: Store, worker_id: str, lease: int, kinds: list[str] | None, now: datetime | None
+) -> Run | None:
+    """One claim in a unit of work of its own; expired leases are requeued (in others) first."""
     async with store.uow() as uow:
         # A probe inside the claim's own transaction instead of a separate pass: expired
         # leases are rare.
-        expired = await _lease_expired(store, uow, now)
-        if not expired:
+        if not await _lease_expired(store, uow, now):
             run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
             await uow.commit()
-    if expired:
-        await requeue_expired(store, now=now)
-        async with store.uow() as uow:
-            run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
-            await uow.commit()
-    return {"run": run_out(run) if run is not None else None}
+            return run
+    await requeue_expired(store, now=now)
+    async with store.uow() as uow:
+        run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
+        await uow.commit()
+        return run
 
 
 async def _lease_expired(store: Store, uow: UnitOfWork, now: datetime | None) -> bool:

@@ -223,7 +223,7 @@ async def test_a_claim_for_one_kind_reads_the_0005_index_which_comes_and_goes(
     empty_database_url: str,
 ) -> None:
     """0005 adds ``runs (status, kind, created_at, id)``; the claim's plan uses it."""
-    from ccweb_store.repositories.runs import _claimable_runs_statement
+    from ccweb_store.repositories.runs import oldest_claimable
 
     index = "ix_runs_status_kind_created_at_id"
     engine = create_engine(empty_database_url)
@@ -233,7 +233,7 @@ async def test_a_claim_for_one_kind_reads_the_0005_index_which_comes_and_goes(
 
         await migrate(engine)
         assert index in await _runs_indexes(engine)
-        claim = _claimable_runs_statement(("cross_conversation",)).compile(
+        claim = oldest_claimable(("cross_conversation",)).compile(
             dialect=engine.dialect, compile_kwargs={"literal_binds": True}
         )
         async with engine.connect() as connection:

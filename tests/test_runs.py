@@ -65,6 +65,39 @@ async def test_claim_takes_the_oldest_queued_run_of_an_idle_conversation(pair: S
     assert await claim(pair, "w2") is None
 
 
+async def test_a_claim_that_loses_a_race_for_a_conversation_claims_another_run(
+    pair: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two claimers take two queued runs of one conversation at once: only one may run
+    (the unique index of running runs); the other claims again and gets another run."""
+    await make_conversation(pair, "conv-c", "Builder")
+    async with pair.uow() as uow:
+        first = await uow.runs.enqueue("conv-a", "user_turn")
+        await uow.runs.enqueue("conv-a", "user_turn")
+        other = await uow.runs.enqueue("conv-c", "user_turn")
+        await uow.commit()
+    races: list[Exception] = []
+    claim_again = runs._claim
+
+    async def counted(*args: object) -> object:
+        try:
+            return await claim_again(*args)
+        except runs.ClaimRace as race:
+            races.append(race)
+            raise
+
+    monkeypatch.setattr(runs, "_claim", counted)
+    async with pair.uow() as holder:  # the first claimer, not committed yet
+        held = await holder.runs.claim("w1", lease_seconds=30)
+        assert held is not None and held.id == first.id
+        second = asyncio.create_task(runs.claim_run(pair, {"workerId": "w2"}))
+        await asyncio.sleep(0.3)  # PostgreSQL: it waits on the index; SQLite: for the writer
+        await holder.commit()
+    claimed = (await second)["run"]
+    assert claimed is not None and claimed["id"] == other.id
+    assert len(races) == (1 if pair.dialect == "postgresql" else 0)
+
+
 async def test_claim_filters_by_kind(pair: Store) -> None:
     await ask(pair, "conv-a", "conv-b", "q")
     assert await claim(pair, kinds=["user_turn"]) is None

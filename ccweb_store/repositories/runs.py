@@ -77,23 +77,29 @@ def _claimable_runs(runs: sa.FromClause, kinds: tuple[str, ...]) -> sa.Select[An
 
 
 @lru_cache(maxsize=16)
-def _claimable_runs_statement(kinds: tuple[str, ...]) -> sa.Select[Any]:
-    """PostgreSQL: a few claimable run ids, skipping rows other claimers hold (built once per
-    set of kinds). Only ids: the UPDATE that claims one returns its row."""
-    return prebuilt(
-        _claimable_runs(RUNS, kinds).limit(8).with_for_update(skip_locked=True, of=RUNS)
+def _claim_oldest_statement(kinds: tuple[str, ...]) -> sa.Update:
+    """Lease the oldest claimable run in one statement (built once per set of kinds).
+
+    SQLite: ``BEGIN IMMEDIATE`` holds every other writer off, so the run it picks is still
+    claimable when it is updated. PostgreSQL: the candidate is locked ``FOR UPDATE SKIP
+    LOCKED``, so claimers at the same time take different runs; two of them taking two runs of
+    one conversation meet at the unique index of running runs, where the later one fails
+    (``ClaimRace``).
+    """
+    return prebuilt(_set_running_where(RUNS.c.id == oldest_claimable(kinds).scalar_subquery()))
+
+
+def oldest_claimable(kinds: tuple[str, ...]) -> sa.Select[Any]:
+    """The id of the oldest claimable run of these kinds, locked unless another claimer holds
+    it (``FOR UPDATE SKIP LOCKED``, which SQLite leaves out)."""
+    return (
+        _claimable_runs(RUNS.alias("candidate"), kinds).limit(1).with_for_update(skip_locked=True)
     )
 
 
-@lru_cache(maxsize=16)
-def _claim_oldest_statement(kinds: tuple[str, ...]) -> sa.Update:
-    """SQLite: lease the oldest claimable run in one statement (built once per set of kinds).
-
-    ``BEGIN IMMEDIATE`` holds every other writer off, so the run it picks is still claimable
-    when it is updated.
-    """
-    oldest = _claimable_runs(RUNS.alias("candidate"), kinds).limit(1).scalar_subquery()
-    return prebuilt(_set_running_where(RUNS.c.id == oldest))
+class ClaimRace(Exception):
+    """Another claimer started a run of the same conversation while this claim ran
+    (PostgreSQL): the transaction is lost; claiming again in a new one finds another run."""
 
 
 # Conditional UPDATEs of one row are Core statements on the table returning every column,
@@ -297,25 +303,18 @@ class RunRepository(Repository):
     ) -> Run | None:
         """Take the oldest queued run of a session that has no running run, leased to ``worker_id``.
 
-        PostgreSQL skips rows other claimers hold (``FOR UPDATE SKIP LOCKED``); the partial
-        unique index settles two claimers racing for different runs of one session.
+        One statement (``_claim_oldest_statement``). On PostgreSQL a claim that loses a race
+        with another for a run of the same session raises ``ClaimRace``.
         """
         now = now or utcnow()
         for kind in kinds or ():
             validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
-        kinds_key = tuple(kinds or RUN_KINDS)
-        if self.dialect == "sqlite":
-            params = self._lease_params(worker_id, lease_seconds, now)
-            return await self._first(Run, _claim_oldest_statement(kinds_key), params)
-        for run_id in (await self._execute(_claimable_runs_statement(kinds_key))).scalars():
-            try:
-                async with self.connection.begin_nested():
-                    won = await self._set_running(run_id, worker_id, lease_seconds, now)
-            except IntegrityError:
-                continue  # another claimer started a run of this session first
-            if won is not None:
-                return won
-        return None
+        params = self._lease_params(worker_id, lease_seconds, now)
+        statement = _claim_oldest_statement(tuple(kinds or RUN_KINDS))
+        try:
+            return await self._first(Run, statement, params)
+        except IntegrityError as exc:
+            raise ClaimRace(f"worker {worker_id!r} lost a claim race") from exc
 
     @staticmethod
     def _lease_params(worker_id: str, lease_seconds: int, now: datetime) -> dict[str, Any]:
