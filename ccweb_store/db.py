@@ -15,7 +15,7 @@ import sqlite3
 import time
 from json import encoder as json_encoder
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy import event, text
 from sqlalchemy.dialects import registry
@@ -249,7 +249,7 @@ def end_sqlite_transaction(connection: AsyncConnection, *, commit: bool) -> None
     """COMMIT (or ROLLBACK) a transaction a store began on the driver.
 
     A store's SQLite units of work begin and end their transactions straight on the
-    ``sqlite3`` connection (``sqlite_writer``, ``sqlite_readers``): SQLAlchemy's transaction
+    ``sqlite3`` connection (``sqlite_writer``, ``kept_connections``): SQLAlchemy's transaction
     objects, events and checks cost more than the ``BEGIN`` and ``COMMIT`` themselves. A
     statement SQLAlchemy runs meanwhile joins that transaction (``InlineSQLiteDialect.do_begin``)
     and leaves SQLAlchemy believing it began one; that one is ended through SQLAlchemy, which
@@ -276,6 +276,86 @@ def run_on_sqlite_driver(connection: AsyncConnection, statement: str) -> None:
         raise DBAPIError.instance(
             statement, (), error, sqlite3.Error, dialect=connection.dialect
         ) from error
+
+
+def _asyncpg_adapter(connection: AsyncConnection) -> Any:
+    """SQLAlchemy's adapter of the asyncpg connection under ``connection``."""
+    sync = connection.sync_connection
+    assert sync is not None, "the connection is closed"
+    return sync.connection.dbapi_connection
+
+
+async def begin_postgres_transaction(connection: AsyncConnection) -> Any:
+    """Begin a transaction on PostgreSQL as SQLAlchemy's asyncpg adapter begins one for its
+    first statement (none in autocommit), unless one is open; the asyncpg connection to run
+    statements on.
+
+    The statements a unit of work runs straight on asyncpg (``repositories.direct``) and
+    those SQLAlchemy runs share this transaction: the adapter holds it (its ``_transaction``,
+    begun by its ``_start_transaction``) and runs its own statements in it.
+    ``end_postgres_transaction`` ends it. These two private names of SQLAlchemy's adapter,
+    and its ``_handle_exception`` (``raise_as_sqlalchemy_would``), are all this module uses of
+    it; the tests run every unit of work through them.
+    """
+    adapter = _asyncpg_adapter(connection)
+    if adapter._transaction is None:
+        await adapter._start_transaction()
+    return adapter.driver_connection
+
+
+async def end_postgres_transaction(connection: AsyncConnection, *, commit: bool) -> None:
+    """COMMIT (or ROLLBACK) the transaction ``begin_postgres_transaction`` began.
+
+    Through SQLAlchemy when a statement it ran made it believe it began one (it then ends
+    the adapter's); else straight on the adapter's asyncpg transaction, which saves SQLAlchemy's
+    transaction object and its greenlets around a unit of work. An invalidated connection
+    has nothing left to end.
+    """
+    if connection.invalidated:
+        return
+    sync = connection.sync_connection
+    assert sync is not None, "the connection is closed"
+    if sync.in_transaction():
+        await (connection.commit() if commit else connection.rollback())
+        return
+    adapter = _asyncpg_adapter(connection)
+    transaction = adapter._transaction
+    if transaction is None:
+        return
+    statement = "COMMIT" if commit else "ROLLBACK"
+    try:
+        await (transaction.commit() if commit else transaction.rollback())
+    except Exception as error:
+        await raise_as_sqlalchemy_would(connection, error, statement, [])
+    finally:
+        adapter._transaction = None
+
+
+async def raise_as_sqlalchemy_would(
+    connection: AsyncConnection, error: Exception, statement: str, arguments: list[Any]
+) -> NoReturn:
+    """Raise an error of asyncpg's as SQLAlchemy's execution would have: translated to the
+    DBAPI's error and wrapped in SQLAlchemy's (an ``IntegrityError`` for a unique violation);
+    a connection the server closed is invalidated, so it is never used again."""
+    adapter = _asyncpg_adapter(connection)
+    dbapi = adapter.dbapi
+    try:
+        if not isinstance(error, dbapi.Error):
+            adapter._handle_exception(error)  # raises the DBAPI's error for an asyncpg one
+        raise error
+    except dbapi.Error as dbapi_error:
+        disconnect = connection.dialect.is_disconnect(dbapi_error, adapter, None)
+        wrapped = DBAPIError.instance(
+            statement,
+            arguments,
+            dbapi_error,
+            dbapi.Error,
+            connection_invalidated=disconnect,
+            dialect=connection.dialect,
+        )
+        if disconnect:
+            await connection.invalidate(wrapped)
+        raise wrapped from error
 
 
 def sqlite_file(engine: AsyncEngine) -> str | None:

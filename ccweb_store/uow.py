@@ -7,7 +7,8 @@ objects, so an ORM session would only add its cost); nothing else begins or ends
 transaction. On SQLite a writing unit of work takes its turn on the process's one writer
 connection (``sqlite_writer``), whose commits are grouped: ``commit`` returns once the
 writes are durable, and ends the unit of work; a reading one takes a connection the store
-keeps open for reads (``sqlite_readers``).
+keeps open for reads. On PostgreSQL every unit of work takes one of the connections the store
+keeps (``kept_connections``).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from datetime import datetime
 from types import TracebackType
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import QueuePool, StaticPool
 
 from ccweb_store.checkpoints import WalCheckpointer
 from ccweb_store.config import Settings
-from ccweb_store.db import create_engine, end_sqlite_transaction, read_only
+from ccweb_store.db import create_engine, read_only
+from ccweb_store.kept_connections import KeptConnections, PostgresConnections, SQLiteReaders
 from ccweb_store.repositories import (
     CredentialRepository,
     MessageRepository,
@@ -30,7 +32,6 @@ from ccweb_store.repositories import (
     SessionRepository,
     UnitState,
 )
-from ccweb_store.sqlite_readers import SQLiteReaders
 from ccweb_store.sqlite_writer import SQLiteWriter
 
 
@@ -47,17 +48,17 @@ class UnitOfWork:
         self,
         engine: AsyncEngine,
         writer: SQLiteWriter | None = None,
-        readers: SQLiteReaders | None = None,
+        kept: KeptConnections | None = None,
     ) -> None:
         self._engine = engine
         self._writer = writer
-        self._readers = readers
+        self._kept = kept
 
     async def __aenter__(self) -> UnitOfWork:
         if self._writer is not None:
             self.connection = await self._writer.acquire()
-        elif self._readers is not None:
-            self.connection = await self._readers.acquire()
+        elif self._kept is not None:
+            self.connection = await self._kept.acquire()
         else:
             self.connection = await self._engine.connect()
         state = self._state = UnitState(self.connection)
@@ -77,8 +78,8 @@ class UnitOfWork:
         # are plain snapshots and stay readable after the block.
         if self._writer is not None:
             self._end_turn()
-        elif self._readers is not None:
-            await self._readers.release(self.connection)
+        elif self._kept is not None:
+            await self._kept.release(self.connection)
         else:
             await self.connection.close()
 
@@ -101,8 +102,8 @@ class UnitOfWork:
             self._state.finished = True
             await self._writer.commit()
             return
-        if self._readers is not None:
-            end_sqlite_transaction(self.connection, commit=True)
+        if self._kept is not None:
+            await self._kept.end(self.connection, commit=True)
         else:
             await self.connection.commit()
 
@@ -112,8 +113,8 @@ class UnitOfWork:
         if self._writer is not None:
             self._end_turn()
             return
-        if self._readers is not None:
-            end_sqlite_transaction(self.connection, commit=False)
+        if self._kept is not None:
+            await self._kept.end(self.connection, commit=False)
         else:
             await self.connection.rollback()
 
@@ -136,13 +137,17 @@ class Store:
             if engine.dialect.name == "sqlite"
             else None
         )
-        #: Kept connections for reads on SQLite, unless the database has only one connection
-        #: (in memory: the writer's), which reads go through the engine to share.
-        self._readers = (
-            SQLiteReaders(self._reader)
-            if engine.dialect.name == "sqlite" and not isinstance(engine.pool, StaticPool)
-            else None
-        )
+        #: Connections kept for units of work (``kept_connections``): on SQLite for reads,
+        #: unless the database has only one connection (in memory: the writer's), which reads
+        #: share through the engine; on PostgreSQL for writes and for reads.
+        self._readers: KeptConnections | None = None
+        self._writers: KeptConnections | None = None
+        if engine.dialect.name == "postgresql":
+            keep = engine.pool.size() if isinstance(engine.pool, QueuePool) else 1
+            self._writers = PostgresConnections(engine, keep)
+            self._readers = PostgresConnections(self._reader, keep)
+        elif not isinstance(engine.pool, StaticPool):
+            self._readers = SQLiteReaders(self._reader)
         #: Until when no run lease can have expired, as last found by ``runs._lease_expired``.
         self.no_lease_expires_before: datetime | None = None
         #: The key that signs conversation credentials, once ``credentials.signing_key``
@@ -171,11 +176,11 @@ class Store:
 
         Never open one inside another: on SQLite the inner one would wait for the outer one.
         """
-        return UnitOfWork(self.engine, self._writer)
+        return UnitOfWork(self.engine, self._writer, self._writers)
 
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads (SQLite: a deferred transaction, no write lock)."""
-        return UnitOfWork(self._reader, readers=self._readers)
+        return UnitOfWork(self._reader, kept=self._readers)
 
     async def close(self) -> None:
         """Give back the connections this store writes and reads with and stop its checkpoint
@@ -185,8 +190,9 @@ class Store:
         """
         if self._writer is not None:
             await self._writer.close()
-        if self._readers is not None:
-            await self._readers.close()
+        for kept in (self._writers, self._readers):
+            if kept is not None:
+                await kept.close()
 
     async def dispose(self) -> None:
         await self.close()

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from ccweb_store import errors
+from ccweb_store import errors, runs
 from ccweb_store.config import Settings
 from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX, Message, ReplyRequest, new_id, utcnow
@@ -217,11 +217,10 @@ async def test_two_concurrent_claimers_never_get_the_same_run(settings: Settings
         async def claimer(worker: int) -> list[tuple[str, str]]:
             won: list[tuple[str, str]] = []
             for _ in range(10):
-                async with stores[worker % 2].uow() as uow:
-                    run = await uow.runs.claim(f"w{worker}", lease_seconds=60)
-                    await uow.commit()
+                params = {"workerId": f"w{worker}", "leaseSeconds": 60}
+                run = (await runs.claim_run(stores[worker % 2], params))["run"]
                 if run is not None:
-                    won.append((run.id, run.session_id))
+                    won.append((run["id"], run["sessionId"]))
             return won
 
         results = await asyncio.gather(*(claimer(w) for w in range(4)))

@@ -30,7 +30,7 @@ from __future__ import annotations
 import operator
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
@@ -43,6 +43,8 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
+
+from ccweb_store.db import begin_postgres_transaction, raise_as_sqlalchemy_would
 
 Processor = Callable[[Any], Any] | None
 _S = TypeVar("_S", bound=sa.Executable)
@@ -271,44 +273,12 @@ async def execute_postgres(connection: AsyncConnection, stmt: sa.Executable, par
     compiled = compiled_form(stmt, connection.dialect, params)
     if compiled is None:
         return await connection.execute(stmt, params)
-    sync = connection.sync_connection
-    assert sync is not None
-    if not sync.in_transaction():
-        await connection.begin()
-    adapter: Any = sync.connection.dbapi_connection
     arguments = compiled.parameters(params)
     try:
-        if adapter._transaction is None:
-            await adapter._start_transaction()
-        raw = await adapter._connection.fetch(compiled.sql, *arguments)
+        driver = await begin_postgres_transaction(connection)
+        raw = await driver.fetch(compiled.sql, *arguments)
     except Exception as error:
-        await _raise_as_sqlalchemy_would(connection, adapter, compiled.sql, arguments, error)
+        await raise_as_sqlalchemy_would(connection, error, compiled.sql, arguments)
     if raw and len(raw[0]) != compiled.width:
         raise InvalidRequestError(f"{compiled.sql!r} returned {len(raw[0])} columns")
     return Rows(compiled.rows(raw), len(raw))
-
-
-async def _raise_as_sqlalchemy_would(
-    connection: AsyncConnection, adapter: Any, sql: str, arguments: list[Any], error: Exception
-) -> NoReturn:
-    """Raise ``error`` as SQLAlchemy's execution would have: an asyncpg error translated to the
-    DBAPI's and wrapped in SQLAlchemy's (an ``IntegrityError`` for a unique violation); a
-    connection the server closed invalidated, so the pool drops it."""
-    dbapi = adapter.dbapi
-    try:
-        if not isinstance(error, dbapi.Error):
-            adapter._handle_exception(error)  # raises the DBAPI's error for an asyncpg one
-        raise error
-    except dbapi.Error as dbapi_error:
-        disconnect = connection.dialect.is_disconnect(dbapi_error, adapter, None)
-        wrapped = DBAPIError.instance(
-            sql,
-            arguments,
-            dbapi_error,
-            dbapi.Error,
-            connection_invalidated=disconnect,
-            dialect=connection.dialect,
-        )
-        if disconnect:
-            await connection.invalidate(wrapped)
-        raise wrapped from error

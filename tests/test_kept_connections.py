@@ -1,4 +1,4 @@
-"""SQLite's readers (``sqlite_readers.SQLiteReaders``): read-only units of work on kept
+"""Kept connections (``kept_connections``): SQLite's read-only units of work on kept
 connections, their transactions begun and ended on the driver."""
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
 from ccweb_store.config import Settings
 from ccweb_store.db import migrate
-from ccweb_store.sqlite_readers import SQLiteReaders
+from ccweb_store.kept_connections import SQLiteReaders
 from ccweb_store.uow import Store
 
 
@@ -112,3 +113,30 @@ async def test_a_read_still_running_when_the_store_closes_is_closed_when_it_ends
         assert uow.connection.closed
     finally:
         await store.dispose()
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_postgresql_units_of_work_reuse_kept_connections_and_share_one_transaction(
+    store: Store,
+) -> None:
+    """Statements straight on asyncpg and through SQLAlchemy share the unit of work's
+    transaction; it commits or rolls back as a whole, and the connection is kept."""
+    retitle = sa.text("UPDATE sessions SET title = 'by SQLAlchemy' WHERE id = :id")
+    seen = []
+    for session_id, commit in (("kept", True), ("dropped", False), ("mixed", True)):
+        async with store.uow() as uow:
+            seen.append(uow.connection)
+            await uow.sessions.create(session_id, title="direct")
+            await uow.connection.execute(retitle, {"id": session_id})
+            if commit:
+                await uow.commit()
+    assert seen[0] is seen[1] is seen[2]
+    async with store.read_uow() as uow:
+        assert (await uow.sessions.require("kept")).title == "by SQLAlchemy"
+        assert (await uow.sessions.require("mixed")).title == "by SQLAlchemy"
+        assert await uow.sessions.get("dropped") is None
+    async with store.uow() as uow:  # direct statements alone commit too
+        await uow.sessions.create("alone")
+        await uow.commit()
+    async with store.read_uow() as uow:
+        assert await uow.sessions.get("alone") is not None
