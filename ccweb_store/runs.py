@@ -98,8 +98,11 @@ async def claim_run(
 async def _claim(
     store: Store, worker_id: str, lease: int, kinds: list[str] | None, now: datetime | None
 ) -> Run | None:
-    """One claim in a unit of work of its own; expired leases are requeued (in others) first."""
-    async with store.uow() as uow:
+    """One claim in a unit of work of its own; expired leases are requeued (in others) first.
+
+    The claim is one statement, and the lease probe before it only a hint, so the unit of
+    work needs no transaction around them (``autocommit``)."""
+    async with store.uow(autocommit=True) as uow:
         # A probe inside the claim's own transaction instead of a separate pass: expired
         # leases are rare.
         if not await _lease_expired(store, uow, now):
@@ -107,7 +110,7 @@ async def _claim(
             await uow.commit()
             return run
     await requeue_expired(store, now=now)
-    async with store.uow() as uow:
+    async with store.uow(autocommit=True) as uow:
         run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
         await uow.commit()
         return run

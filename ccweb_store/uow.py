@@ -139,13 +139,15 @@ class Store:
         )
         #: Connections kept for units of work (``kept_connections``): on SQLite for reads,
         #: unless the database has only one connection (in memory: the writer's), which reads
-        #: share through the engine; on PostgreSQL for writes and for reads.
+        #: share through the engine; on PostgreSQL for writes, and for reads and autocommit
+        #: units of work (``read_only``). Together they keep at most one and a half times the
+        #: pool's size open, so its overflow still serves everyone else (``/healthz``, …).
         self._readers: KeptConnections | None = None
         self._writers: KeptConnections | None = None
         if engine.dialect.name == "postgresql":
-            keep = engine.pool.size() if isinstance(engine.pool, QueuePool) else 1
-            self._writers = PostgresConnections(engine, keep)
-            self._readers = PostgresConnections(self._reader, keep)
+            size = engine.pool.size() if isinstance(engine.pool, QueuePool) else 2
+            self._writers = PostgresConnections(engine, size)
+            self._readers = PostgresConnections(self._reader, max(1, size // 2))
         elif not isinstance(engine.pool, StaticPool):
             self._readers = SQLiteReaders(self._reader)
         #: Until when no run lease can have expired, as last found by ``runs._lease_expired``.
@@ -171,11 +173,17 @@ class Store:
         PostgreSQL and in-memory SQLite."""
         return self._writer.checkpointer if self._writer is not None else None
 
-    def uow(self) -> UnitOfWork:
+    def uow(self, *, autocommit: bool = False) -> UnitOfWork:
         """A unit of work that may write (SQLite: ``BEGIN IMMEDIATE``).
+
+        ``autocommit`` is for a unit of work whose statements need not commit together: on
+        PostgreSQL each then commits by itself, which saves the ``BEGIN`` and ``COMMIT`` round
+        trips to the server; SQLite's writes commit together as always.
 
         Never open one inside another: on SQLite the inner one would wait for the outer one.
         """
+        if autocommit and self._writer is None:  # PostgreSQL, whose reads are autocommit
+            return UnitOfWork(self._reader, kept=self._readers)
         return UnitOfWork(self.engine, self._writer, self._writers)
 
     def read_uow(self) -> UnitOfWork:

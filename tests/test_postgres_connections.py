@@ -88,3 +88,12 @@ async def test_a_read_runs_each_statement_without_a_transaction_around_them(
         first = (await uow.connection.execute(now)).scalar_one()
         await asyncio.sleep(0.01)
         assert (await uow.connection.execute(now)).scalar_one() == first  # one transaction
+
+
+async def test_an_autocommit_unit_of_work_commits_each_statement_by_itself(
+    store: Store,
+) -> None:
+    async with store.uow(autocommit=True) as uow:
+        await uow.sessions.create("at-once")
+        async with store.read_uow() as other:  # committed already, before the block ends
+            assert await other.sessions.get("at-once") is not None
