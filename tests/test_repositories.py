@@ -26,7 +26,7 @@ from ccweb_store.repositories.messages import (
     REPLY_REQUEST_MESSAGE,
 )
 from ccweb_store.repositories.replies import _SOURCE_STATE, SourceState
-from ccweb_store.uow import Store
+from ccweb_store.uow import Store, UnitOfWork
 from tests.lifecycle_support import insert_message_by_hand
 from tests.plans import query_plan
 
@@ -442,17 +442,18 @@ async def test_rows_are_plain_snapshots_and_a_callers_own_object_is_filled_in(
         read.reply_text = "lost"
 
 
+async def _append_failure_notice(uow: UnitOfWork, session_id: str, request_id: str) -> None:
+    """A failure notice for ``request_id`` in the session: it names the request, answers none."""
+    metadata = {"replyToRequestId": request_id, "replyFailed": True}
+    await uow.messages.append(session_id, "assistant", "notice", metadata=metadata)
+
+
 async def test_the_replies_to_a_request_are_the_sessions_messages_naming_it_however_written(
     store: Store,
 ) -> None:
     await _make_sessions(store, "src", "other")
     async with store.uow() as uow:
-        await uow.messages.append(
-            "src",
-            "assistant",
-            "notice",
-            metadata={"replyToRequestId": "req-1", "replyFailed": True},
-        )
+        await _append_failure_notice(uow, "src", "req-1")
         await uow.messages.append("src", "assistant", "run", metadata={"runId": "req-1"})
         await uow.messages.append("src", "user", "plain")
         await uow.commit()
@@ -476,9 +477,8 @@ async def test_the_replies_to_a_request_are_the_sessions_messages_naming_it_howe
     assert none == []
 
 
-async def test_the_replies_to_a_request_are_read_through_their_index(store: Store) -> None:
-    """A long source conversation: the lookup probes ``ix_messages_reply_to_request_id``
-    (migration 0006) instead of reading the conversation, with or without statistics."""
+async def _long_source(store: Store) -> None:
+    """Conversation ``long``: 2,000 messages, every hundredth the reply to ``req-<seq>``."""
     await _make_sessions(store, "long")
     rows = [
         {
@@ -494,6 +494,12 @@ async def test_the_replies_to_a_request_are_read_through_their_index(store: Stor
     async with store.uow() as uow:
         await uow.messages.insert_many(rows)
         await uow.commit()
+
+
+async def test_the_replies_to_a_request_are_read_through_their_index(store: Store) -> None:
+    """A long source conversation: the lookup probes ``ix_messages_reply_to_request_id``
+    (migration 0006) instead of reading the conversation, with or without statistics."""
+    await _long_source(store)
     lookup = {"session_id": "long", "request_id": "req-500"}
 
     if store.dialect == "sqlite":  # SQLite databases usually have no statistics at all
@@ -516,12 +522,7 @@ async def test_a_sources_state_says_whether_it_runs_and_which_message_answers_th
 
     assert await state() == SourceState(running=False, answer_id=None)
     async with store.uow() as uow:
-        await uow.messages.append(
-            "src",
-            "assistant",
-            "notice",
-            metadata={"replyToRequestId": "req-1", "replyFailed": True},
-        )
+        await _append_failure_notice(uow, "src", "req-1")
         await uow.runs.enqueue("src", "user_turn")
         await uow.commit()
     await insert_message_by_hand(store, "other", "elsewhere", '{"replyToRequestId": "req-1"}')
@@ -537,21 +538,7 @@ async def test_a_sources_state_says_whether_it_runs_and_which_message_answers_th
 
 
 async def test_a_sources_state_is_one_index_probe_for_the_answers(store: Store) -> None:
-    await _make_sessions(store, "long")
-    rows = [
-        {
-            "id": f"m{seq}",
-            "session_id": "long",
-            "seq": seq,
-            "role": "assistant",
-            "content": "x",
-            "metadata_": {"replyToRequestId": f"req-{seq}"} if seq % 100 == 0 else {"n": seq},
-        }
-        for seq in range(1, 2001)
-    ]
-    async with store.uow() as uow:
-        await uow.messages.insert_many(rows)
-        await uow.commit()
+    await _long_source(store)
     lookup = {"source_id": "long", "request_id": "req-500"}
     assert REPLY_TO_REQUEST_ID_INDEX in await query_plan(store, _SOURCE_STATE, lookup)
     async with store.read_uow() as uow:
