@@ -16,7 +16,7 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ccweb_store import __version__, credentials, jsonrpc
@@ -62,8 +62,8 @@ def create_app(
                 await active.dispose()
 
     routes = [  # matched in order: the busiest first
-        Route("/rpc", rpc_endpoint, methods=["POST"]),
-        Route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"]),
+        Route("/rpc", AnyMethod(rpc_endpoint)),
+        Route("/mcp", AnyMethod(mcp_endpoint)),
         Route("/healthz", healthz, methods=["GET"]),
     ]
     middleware = [Middleware(BearerAuth, token=settings.token)] if settings.token else []
@@ -132,6 +132,17 @@ def freeze_startup_objects() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+class AnyMethod:
+    """An endpoint that Starlette routes whatever the HTTP method, so that it answers a method
+    it does not serve with its own JSON-RPC 405 instead of Starlette's plain-text one."""
+
+    def __init__(self, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
+        self.app = request_response(endpoint)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
 
 
 @asynccontextmanager

@@ -185,8 +185,19 @@ class Rejected(Exception):
 
 
 async def read_payload(request: Request, limit: int, *, parse_error_status: int = 200) -> Any:
-    """The parsed JSON-RPC payload of ``request``; raises ``Rejected`` with a 413 for an
-    oversized body and a -32700 answer (with ``parse_error_status``) for malformed JSON."""
+    """The parsed JSON-RPC payload of ``request``; raises ``Rejected`` with a 415 for a body
+    declared as something else than JSON, a 413 for an oversized body and a -32700 answer
+    (with ``parse_error_status``) for malformed JSON."""
+    content_type = request.headers.get("content-type", "")
+    if not is_json_media_type(content_type):
+        raise Rejected(
+            http_error(
+                415,
+                INVALID_REQUEST,
+                f"unsupported media type {content_type!r}: "
+                "send the JSON-RPC body with Content-Type: application/json",
+            )
+        )
     try:
         body = await read_body(request, limit)
     except BodyTooLarge:
@@ -197,6 +208,26 @@ async def read_payload(request: Request, limit: int, *, parse_error_status: int 
         raise Rejected(
             JSONResponse(error_response(None, error), status_code=parse_error_status)
         ) from None
+
+
+def is_json_media_type(content_type: str) -> bool:
+    """Whether a ``Content-Type`` value declares JSON: ``application/json`` (any parameters),
+    ``application/json-rpc``, a ``+json`` type, or nothing at all (read as JSON)."""
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type in JSON_MEDIA_TYPES or media_type.endswith("+json")
+
+
+JSON_MEDIA_TYPES = frozenset({"", "application/json", "application/json-rpc"})
+
+
+def method_not_allowed(request: Request, detail: str) -> JSONResponse:
+    """The 405 answer to anything but ``POST``."""
+    return http_error(
+        405,
+        INVALID_REQUEST,
+        f"{request.method} {request.url.path} is not supported: {detail}",
+        headers={"Allow": "POST"},
+    )
 
 
 def too_large(limit: int) -> JSONResponse:

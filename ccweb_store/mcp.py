@@ -83,6 +83,11 @@ INSTRUCTIONS = (
 )
 
 
+#: Longer hop counts are refused before they are read (any count over the limit is refused
+#: by a send anyway; Python refuses to read integers of more than 4,300 digits).
+MAX_HOP_DIGITS = 9
+
+
 class SourceError(ValueError):
     """The query string's source context is malformed."""
 
@@ -422,10 +427,11 @@ def source_from_query(query: Mapping[str, str]) -> Source:
     raw_hops = query.get("sourceHopCount")
     hop_count = 0
     if raw_hops not in (None, ""):
-        if not raw_hops.isascii() or not raw_hops.isdigit():
+        if not raw_hops.isascii() or not raw_hops.isdigit() or len(raw_hops) > MAX_HOP_DIGITS:
+            shown = raw_hops if len(raw_hops) <= 40 else raw_hops[:40] + "…"
             raise SourceError(
-                f"sourceHopCount must be a non-negative integer, got {raw_hops!r}: "
-                "leave it out for a conversation a person started (0)"
+                f"sourceHopCount must be a non-negative integer of at most {MAX_HOP_DIGITS} "
+                f"digits, got {shown!r}: leave it out for a conversation a person started (0)"
             )
         hop_count = int(raw_hops)
     return Source(session_id, hop_count)
@@ -506,14 +512,10 @@ def _wants_sse_only(accept: str | None) -> bool | None:
 
 
 async def mcp_endpoint(request: Request) -> Response:
-    """``POST /mcp`` (``GET``/``DELETE`` answer 405: there is no stream and no session)."""
+    """``POST /mcp`` (every other method answers 405: there is no stream and no session)."""
     if request.method != "POST":
-        return jsonrpc.http_error(
-            405,
-            jsonrpc.INVALID_REQUEST,
-            f"{request.method} /mcp is not supported: this server is stateless "
-            "(no stream, no session); send JSON-RPC with POST",
-            headers={"Allow": "POST"},
+        return jsonrpc.method_not_allowed(
+            request, "this server is stateless (no stream, no session); send JSON-RPC with POST"
         )
     settings: Settings = request.app.state.settings
     rejection = origin_rejection(request, settings)

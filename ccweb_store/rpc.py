@@ -104,7 +104,9 @@ def dispatcher(store: Store) -> jsonrpc.Dispatch:
 
 
 async def rpc_endpoint(request: Request) -> Response:
-    """``POST /rpc``: answer a JSON-RPC request or batch."""
+    """``POST /rpc``: answer a JSON-RPC request or batch (any other method answers 405)."""
+    if request.method != "POST":
+        return jsonrpc.method_not_allowed(request, "send JSON-RPC with POST")
     settings: Settings = request.app.state.settings
     rejection = origin_rejection(request, settings)
     if rejection is not None:

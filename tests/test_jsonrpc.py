@@ -200,3 +200,74 @@ async def test_a_streamed_body_without_length_is_cut_at_the_limit(store: Store) 
     async with app_client(store, max_body_bytes=4096) as client:
         response = await client.post("/rpc", content=chunks())
         assert response.status_code == 413
+
+
+ENDPOINTS = ["/rpc", "/mcp"]
+PING = {"/rpc": b'{"jsonrpc":"2.0","id":1,"method":"tools.list"}'}
+PING["/mcp"] = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+@pytest.mark.parametrize("method", ["GET", "PUT", "PATCH", "DELETE", "OPTIONS", "PROPFIND"])
+async def test_every_method_but_post_is_a_405_with_a_json_rpc_error_body(
+    store: Store, path: str, method: str
+) -> None:
+    async with app_client(store) as client:
+        response = await client.request(method, path)
+        assert response.status_code == 405
+        assert response.headers["allow"] == "POST"
+        error = response.json()["error"]
+        assert error["code"] == jsonrpc.INVALID_REQUEST
+        assert f"{method} {path} is not supported" in error["message"]
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; b=x", "text/xml"],
+)
+async def test_a_body_declared_as_something_else_than_json_is_a_415(
+    store: Store, path: str, content_type: str
+) -> None:
+    async with app_client(store) as client:
+        response = await client.post(
+            path, content=PING[path], headers={"content-type": content_type}
+        )
+        assert response.status_code == 415
+        error = response.json()["error"]
+        assert error["code"] == jsonrpc.INVALID_REQUEST
+        assert "Content-Type: application/json" in error["message"]
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "application/json; charset=utf-8", "APPLICATION/JSON", "application/vnd.x+json"],
+)
+async def test_json_content_types_and_a_missing_one_are_read_as_json(
+    store: Store, path: str, content_type: str | None
+) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    async with app_client(store) as client:
+        response = await client.post(path, content=PING[path], headers=headers)
+        assert response.status_code == 200
+        assert "result" in response.json()
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+@pytest.mark.parametrize("chunked", [False, True])
+async def test_a_body_over_the_limit_is_a_413_on_both_endpoints_with_or_without_a_length(
+    store: Store, path: str, chunked: bool
+) -> None:
+    body = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"' + b"x" * 8000 + b'"}}'
+
+    async def chunks() -> Any:
+        for start in range(0, len(body), 1000):
+            yield body[start : start + 1000]
+
+    async with app_client(store, max_body_bytes=4096) as client:
+        response = await client.post(path, content=chunks() if chunked else body)
+        assert response.status_code == 413
+        error = response.json()["error"]
+        assert error["code"] == jsonrpc.INVALID_REQUEST
+        assert "4096 bytes (CCWEB_MAX_BODY_BYTES)" in error["message"]

@@ -400,3 +400,15 @@ def test_the_source_comes_from_the_query_string_with_its_alias_and_hop_count() -
     )
     with pytest.raises(SourceError, match="non-negative integer"):
         source_from_query({"sourceHopCount": "٣"})  # a non-ASCII digit is not a hop count
+
+
+async def test_a_hop_count_of_thousands_of_digits_is_a_400_not_a_crash(store: Store) -> None:
+    async with app_client(store) as client:
+        response = await mcp(client, "ping", query="?sourceHopCount=" + "9" * 5000)
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == jsonrpc.INVALID_REQUEST
+        assert "at most 9 digits" in error["message"]
+        assert len(error["message"]) < 300
+        assert (await mcp(client, "ping", query="?sourceHopCount=999999999")).status_code == 200
+
