@@ -11,6 +11,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./ccweb.db"
 MIN_SECRET_CHARS = 32
+#: The longest run lease (7 days): a worker that needs longer sends heartbeats.
+MAX_LEASE_SECONDS = 7 * 24 * 3600
 DEFAULT_ALLOWED_ORIGINS = (
     "http://localhost",
     "http://127.0.0.1",
@@ -43,7 +45,7 @@ class Settings(BaseSettings):
     max_content_chars: int = Field(default=200_000, ge=1)
     allowed_origins: Annotated[tuple[str, ...], NoDecode] = DEFAULT_ALLOWED_ORIGINS
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
-    lease_seconds: int = Field(default=300, ge=1)
+    lease_seconds: int = Field(default=300, ge=1, le=MAX_LEASE_SECONDS)
     max_attempts: int = Field(default=3, ge=1)
     lease_sweep_seconds: float = Field(default=5.0, ge=0)  # 0 disables the sweeper
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)

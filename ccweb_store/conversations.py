@@ -20,6 +20,7 @@ from ccweb_store.arguments import (
 from ccweb_store.content import text_of
 from ccweb_store.context import Source
 from ccweb_store.errors import InvalidInput
+from ccweb_store.models import AGENT_MAX_LENGTH, ID_MAX_LENGTH
 from ccweb_store.repositories import MAX_PAGE, validate_session_id
 from ccweb_store.schemas import iso, message_out, session_out
 from ccweb_store.uow import Store
@@ -66,7 +67,7 @@ async def create_session(store: Store, params: Mapping[str, Any]) -> dict[str, A
     """``session.create``: a new conversation (``conversation_exists`` on a taken id)."""
     session_id = optional_str(params, "id")
     title = optional_str(params, "title")
-    agent = optional_str(params, "agent")
+    agent = optional_str(params, "agent", max_length=AGENT_MAX_LENGTH)
     cwd = optional_str(params, "cwd")
     async with store.uow() as uow:
         row = await uow.sessions.create(session_id, title=title, agent=agent, cwd=cwd)
@@ -105,7 +106,7 @@ async def append_message(store: Store, params: Mapping[str, Any]) -> dict[str, A
     session_id = validate_session_id(require_str(params, "sessionId"))
     role = optional_str(params, "role") or ""
     metadata = optional_object(params, "metadata")
-    message_id = optional_str(params, "id")
+    message_id = optional_str(params, "id", max_length=ID_MAX_LENGTH)
     content = params.get("content")
     if isinstance(content, list):
         metadata = {**(metadata or {}), "contentBlocks": content}

@@ -17,7 +17,7 @@ from ccweb_store import errors
 from ccweb_store.arguments import optional_bool, optional_str, require_mapping, require_str
 from ccweb_store.context import Source, refuse_other_conversation, require_source
 from ccweb_store.errors import Conflict, InvalidInput, NotFound
-from ccweb_store.models import OPEN_REPLY_STATUSES, Session, new_id
+from ccweb_store.models import AGENT_MAX_LENGTH, OPEN_REPLY_STATUSES, Session, new_id
 from ccweb_store.prompts import ONE_WAY, REPLY_MODES, RETURN_AND_CONTINUE, target_prompt
 from ccweb_store.repositories import MAX_PAGE, validate_session_id
 from ccweb_store.schemas import reply_out
@@ -94,7 +94,7 @@ async def create_conversation(
     args = require_mapping(args)
     title = optional_str(args, "title")
     content = optional_str(args, "content")
-    agent = optional_str(args, "agent")
+    agent = optional_str(args, "agent", max_length=AGENT_MAX_LENGTH)
     cwd = optional_str(args, "cwd")
     wants_reply = optional_bool(args, "requestReply") or optional_bool(args, "waitForReply")
     has_message = content is not None and bool(content.strip())

@@ -40,6 +40,10 @@ FINISHED_RUN_STATUSES = ("completed", "failed", "cancelled")
 
 SESSION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 SESSION_ID_MAX_LENGTH = 128
+#: The longest message id, reply request id and worker id the columns hold.
+ID_MAX_LENGTH = 128
+#: The longest ``sessions.agent`` the column holds.
+AGENT_MAX_LENGTH = 64
 
 _last_id_ns = 0
 
@@ -195,7 +199,7 @@ class Session(Base):
 
     id: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
     title: Mapped[str | None] = mapped_column(sa.Text)
-    agent: Mapped[str | None] = mapped_column(sa.String(64))
+    agent: Mapped[str | None] = mapped_column(sa.String(AGENT_MAX_LENGTH))
     cwd: Mapped[str | None] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(server_default=NOW)
     updated_at: Mapped[datetime] = mapped_column(server_default=NOW)
@@ -215,7 +219,7 @@ class Message(Base):
         # Migration 0006 adds REPLY_TO_REQUEST_ID_INDEX on an expression (see the end of file).
     )
 
-    id: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    id: Mapped[str] = mapped_column(sa.String(ID_MAX_LENGTH), primary_key=True)
     session_id: Mapped[str] = mapped_column(
         sa.ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
     )
@@ -290,7 +294,7 @@ class Run(Base):
         sa.ForeignKey("reply_requests.request_id", ondelete="SET NULL")
     )
     hop_count: Mapped[int] = mapped_column(server_default=sa.text("0"))
-    worker_id: Mapped[str | None] = mapped_column(sa.String(128))
+    worker_id: Mapped[str | None] = mapped_column(sa.String(ID_MAX_LENGTH))
     lease_expires_at: Mapped[datetime | None]
     attempts: Mapped[int] = mapped_column(server_default=sa.text("0"))
     created_at: Mapped[datetime] = mapped_column(server_default=NOW)

@@ -66,6 +66,8 @@ from ccweb_store.schemas import reply_out
 from ccweb_store.uow import Store, UnitOfWork
 
 EXPIRED = "expired"
+#: The largest ``olderThanSeconds``: 100 years before now is still a date.
+MAX_EXPIRY_SECONDS = 100 * 365.25 * 24 * 3600
 EXPIRE_BATCH = 200
 
 
@@ -414,7 +416,13 @@ async def fail_reply(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _expiry_cutoff(params: Mapping[str, Any], now: datetime | None) -> datetime:
     """The creation time before which a ``waiting`` request expires (``olderThanSeconds``)."""
-    seconds = optional_number(require_mapping(params, "params"), "olderThanSeconds", minimum=0)
+    seconds = optional_number(
+        require_mapping(params, "params"),
+        "olderThanSeconds",
+        minimum=0,
+        maximum=MAX_EXPIRY_SECONDS,
+        unit=" (100 years)",
+    )
     if seconds is None:
         raise errors.InvalidInput("olderThanSeconds is required")
     return (now or utcnow()) - timedelta(seconds=seconds)

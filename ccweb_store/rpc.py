@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ccweb_store import conversations, credentials, jsonrpc, prompt_forms, replies, runs, tools
-from ccweb_store.arguments import optional_int, optional_str
+from ccweb_store.arguments import optional_int, optional_str, reject_nul
 from ccweb_store.config import Settings
 from ccweb_store.context import Source
 from ccweb_store.errors import InvalidInput
@@ -98,6 +98,7 @@ def dispatcher(store: Store) -> jsonrpc.Dispatch:
             raise jsonrpc.RpcError(
                 jsonrpc.METHOD_NOT_FOUND, f"method not found: {method!r}", {"method": method}
             )
+        reject_nul(params, f"{method}: a parameter")
         return await handler(store, params)
 
     return dispatch

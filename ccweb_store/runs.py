@@ -25,8 +25,9 @@ from ccweb_store.arguments import (
     require_mapping,
     require_str,
 )
+from ccweb_store.config import MAX_LEASE_SECONDS
 from ccweb_store.errors import Conflict
-from ccweb_store.models import RUN_KINDS, Message, ReplyRequest, Run, utcnow
+from ccweb_store.models import ID_MAX_LENGTH, RUN_KINDS, Message, ReplyRequest, Run, utcnow
 from ccweb_store.replies import deliver_ready_replies, record_target_answer
 from ccweb_store.repositories import MAX_PAGE, validate_choice, validate_session_id
 from ccweb_store.repositories.runs import ClaimRace
@@ -48,7 +49,7 @@ async def start_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     session_id = validate_session_id(require_str(params, "sessionId"))
     kind = validate_choice(params.get("kind", "user_turn"), RUN_KINDS, errors.INVALID_KIND, "kind")
     runtime_text = optional_str(params, "runtimeText")
-    worker_id = optional_str(params, "workerId")
+    worker_id = optional_str(params, "workerId", max_length=ID_MAX_LENGTH)
     async with store.uow() as uow:
         await uow.sessions.require(session_id)
         run = await uow.runs.start(session_id, kind, runtime_text=runtime_text, worker_id=worker_id)
@@ -78,11 +79,8 @@ async def claim_run(
     Expired leases are requeued (or failed) first, so a dead worker's run is claimable again.
     """
     params = require_mapping(params, "params")
-    worker_id = require_str(params, "workerId")
-    lease = (
-        optional_int(params, "leaseSeconds", minimum=MIN_LEASE_SECONDS)
-        or store.settings.lease_seconds
-    )
+    worker_id = require_str(params, "workerId", max_length=ID_MAX_LENGTH)
+    lease = _lease_seconds(store, params)
     kinds = optional_str_list(params, "kinds")
     for kind in kinds or ():
         validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "kind")
@@ -116,6 +114,18 @@ async def _claim(
         return run
 
 
+def _lease_seconds(store: Store, params: Mapping[str, Any]) -> int:
+    """``leaseSeconds`` (``MIN_LEASE_SECONDS`` to ``MAX_LEASE_SECONDS``), else the setting."""
+    lease = optional_int(
+        params,
+        "leaseSeconds",
+        minimum=MIN_LEASE_SECONDS,
+        maximum=MAX_LEASE_SECONDS,
+        unit=" (7 days; heartbeat to hold a run longer)",
+    )
+    return lease or store.settings.lease_seconds
+
+
 async def _lease_expired(store: Store, uow: UnitOfWork, now: datetime | None) -> bool:
     """Whether a running run's lease has passed, asking the database at most once a second.
 
@@ -143,11 +153,8 @@ async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> dict[str, An
     """``run.heartbeat``: extend the lease of a run this worker holds (``lease_lost`` otherwise)."""
     params = require_mapping(params, "params")
     run_id = require_str(params, "runId")
-    worker_id = require_str(params, "workerId")
-    lease = (
-        optional_int(params, "leaseSeconds", minimum=MIN_LEASE_SECONDS)
-        or store.settings.lease_seconds
-    )
+    worker_id = require_str(params, "workerId", max_length=ID_MAX_LENGTH)
+    lease = _lease_seconds(store, params)
     async with store.uow() as uow:
         run = await uow.runs.require(run_id)
         if not await uow.runs.heartbeat(run_id, worker_id, lease_seconds=lease):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ccweb_store import conversations, messaging, prompt_forms, user_inputs
+from ccweb_store.arguments import reject_nul
 from ccweb_store.context import Source
 from ccweb_store.errors import InvalidInput
 from ccweb_store.uow import Store
@@ -344,6 +345,7 @@ async def call_tool(store: Store, source: Source, name: object, args: object) ->
             f"{tool.name}: arguments must be a JSON object, got {type(args).__name__}"
         )
     check_arguments(tool, args)
+    reject_nul(args, f"{tool.name}: an argument")
     return await tool.handler(store, source, args)
 
 

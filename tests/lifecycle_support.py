@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from ccweb_store import messaging, runs
 from ccweb_store.context import Source
-from ccweb_store.models import Message, ReplyRequest, Run
+from ccweb_store.models import Base, Message, ReplyRequest, Run
 from ccweb_store.uow import Store
 
 
@@ -25,6 +25,16 @@ async def row_counts(store: Store) -> dict[str, int]:
         for model in (Message, ReplyRequest, Run):
             stmt = sa.select(sa.func.count()).select_from(model)
             counts[model.__tablename__] = int((await uow.connection.execute(stmt)).scalar_one())
+    return counts
+
+
+async def table_row_counts(store: Store) -> dict[str, int]:
+    """How many rows every table holds (sessions included)."""
+    counts = {}
+    async with store.read_uow() as uow:
+        for table in Base.metadata.sorted_tables:
+            stmt = sa.select(sa.func.count()).select_from(table)
+            counts[table.name] = int((await uow.connection.execute(stmt)).scalar_one())
     return counts
 
 

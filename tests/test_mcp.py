@@ -15,6 +15,7 @@ from ccweb_store.mcp import UNSUPPORTED_PROTOCOL_VERSION, SourceError, source_fr
 from ccweb_store.models import utcnow
 from ccweb_store.uow import Store
 from tests.http_client import app_client, call_tool, mcp
+from tests.lifecycle_support import table_row_counts
 
 INIT_PARAMS = {
     "protocolVersion": "2025-06-18",
@@ -412,3 +413,23 @@ async def test_a_hop_count_of_thousands_of_digits_is_a_400_not_a_crash(store: St
         assert len(error["message"]) < 300
         assert (await mcp(client, "ping", query="?sourceHopCount=999999999")).status_code == 200
 
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("ccweb_send_message", {"targetConversationId": "conv-b", "content": "a\x00b"}),
+        ("ccweb_create_conversation", {"title": "x", "content": "hi", "agent": "\x00"}),
+        ("ccweb_prompt_user", {"questions": [{"id": "q", "question": "Why\x00?"}]}),
+        ("ccweb_list_conversations", {"query": "\x00"}),
+    ],
+)
+async def test_a_tool_argument_holding_a_nul_character_is_refused_and_writes_nothing(
+    pair: Store, tool: str, arguments: dict[str, Any]
+) -> None:
+    before = await table_row_counts(pair)
+    async with app_client(pair) as client:
+        result = await call_tool(client, tool, arguments, query="?sourceSessionId=conv-a")
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == errors.INVALID_ARGUMENTS
+    assert "NUL character" in result["structuredContent"]["error"]["message"]
+    assert await table_row_counts(pair) == before

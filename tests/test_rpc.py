@@ -9,6 +9,7 @@ import pytest
 from ccweb_store import errors, jsonrpc, tools
 from ccweb_store.uow import Store
 from tests.http_client import app_client, rpc, rpc_result
+from tests.lifecycle_support import make_conversation, table_row_counts
 
 
 def _domain_code(answer: dict[str, Any]) -> str:
@@ -275,3 +276,57 @@ async def test_a_body_that_is_not_json_is_a_parse_error(store: Store) -> None:
             answer = response.json()
             assert answer["id"] is None and answer["error"]["code"] == jsonrpc.PARSE_ERROR
             assert answer["error"]["message"].startswith("parse error: the body is not valid JSON")
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "named"),
+    [
+        ("run.claim", {"workerId": "w", "leaseSeconds": 2**63 - 1}, "leaseSeconds"),
+        ("run.heartbeat", {"runId": "run_x", "workerId": "w", "leaseSeconds": 10**18}, "lease"),
+        ("message.list", {"sessionId": "conv-a", "afterSeq": 2**64 - 1}, "afterSeq"),
+        ("reply.expire", {"olderThanSeconds": 1e308}, "olderThanSeconds"),
+        ("session.create", {"id": "conv-z", "agent": "a" * 65}, "agent"),
+        ("run.claim", {"workerId": "w" * 129}, "workerId"),
+        ("run.start", {"sessionId": "conv-a", "workerId": "w" * 129}, "workerId"),
+        (
+            "message.append",
+            {"sessionId": "conv-a", "role": "user", "content": "x", "id": "m" * 129},
+            "id",
+        ),
+        ("message.append", {"sessionId": "conv-a", "role": "user", "content": "a\x00b"}, "NUL"),
+        (
+            "message.append",
+            {"sessionId": "conv-a", "role": "user", "content": "x", "metadata": {"k": ["\x00"]}},
+            "NUL",
+        ),
+        ("session.create", {"id": "conv-z", "title": "\x00"}, "NUL"),
+        (
+            "tools.call",
+            {
+                "tool": "ccweb_create_conversation",
+                "args": {"cwd": "/\x00"},
+                "sourceSessionId": "conv-a",
+            },
+            "NUL",
+        ),
+    ],
+)
+async def test_values_the_database_cannot_hold_are_invalid_arguments_and_write_nothing(
+    store: Store, method: str, params: dict[str, Any], named: str
+) -> None:
+    await make_conversation(store, "conv-a")
+    before = await table_row_counts(store)
+    async with app_client(store) as client:
+        answer = await rpc(client, method, params)
+    assert _domain_code(answer) == errors.INVALID_ARGUMENTS
+    assert named in answer["error"]["message"]
+    assert await table_row_counts(store) == before
+
+
+async def test_a_lease_of_seven_days_is_the_longest_a_claim_may_ask_for(store: Store) -> None:
+    await make_conversation(store, "conv-a")
+    async with app_client(store) as client:
+        await rpc_result(client, "run.start", {"sessionId": "conv-a"})
+        too_long = await rpc(client, "run.claim", {"workerId": "w", "leaseSeconds": 604_801})
+        assert "7 days; heartbeat to hold a run longer" in too_long["error"]["message"]
+        assert await rpc_result(client, "run.claim", {"workerId": "w", "leaseSeconds": 604_800})
