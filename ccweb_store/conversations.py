@@ -29,6 +29,9 @@ DEFAULT_LIST_LIMIT = 20
 MAX_LIST_LIMIT = 100
 DEFAULT_SESSION_PAGE = 50
 DEFAULT_MESSAGE_PAGE = 100
+#: The longest ``query`` of ``ccweb_list_conversations`` (SQLite refuses LIKE patterns over
+#: 50,000 bytes; no title needs a search of more than this).
+MAX_QUERY_CHARS = 1000
 
 
 async def list_conversations(
@@ -36,7 +39,7 @@ async def list_conversations(
 ) -> dict[str, Any]:
     """``ccweb_list_conversations``: metadata of the newest-active conversations, no text."""
     limit = bounded_int(args, "limit", DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
-    query = optional_str(args, "query")
+    query = optional_str(args, "query", max_length=MAX_QUERY_CHARS)
     include_archived = optional_bool(args, "includeArchived")
     async with store.read_uow() as uow:
         rows, has_more = await uow.sessions.search(

@@ -135,6 +135,7 @@ LIST_CONVERSATIONS_SCHEMA: dict[str, Any] = {
         },
         "query": {
             "type": "string",
+            "maxLength": conversations.MAX_QUERY_CHARS,
             "description": "Only conversations whose title or id "
             "contains this text (case-insensitive).",
         },

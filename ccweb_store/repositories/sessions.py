@@ -142,11 +142,13 @@ class SessionRepository(Repository):
         if not include_archived:
             stmt = stmt.where(Session.archived_at.is_(None))
         if query:
-            pattern = f"%{query.lower()}%"
+            # The text is matched as it is: LIKE's wildcards in it are escaped.
+            escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            pattern = f"%{escaped}%"
             stmt = stmt.where(
                 sa.or_(
-                    sa.func.lower(Session.title).like(pattern),
-                    sa.func.lower(Session.id).like(pattern),
+                    sa.func.lower(Session.title).like(pattern, escape="\\"),
+                    sa.func.lower(Session.id).like(pattern, escape="\\"),
                 )
             )
         rows = await self._all(Session, stmt.limit(limit + 1))
