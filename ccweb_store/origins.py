@@ -23,7 +23,7 @@ def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
         given_port = given.port
     except ValueError:
         return False
-    if not given.scheme or not given.hostname:
+    if not given.scheme or not given.hostname or not _plain_netloc(given.netloc, given_port):
         return False
     for entry in allowed:
         if entry == "*":
@@ -38,6 +38,15 @@ def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
         if rule_port is None or rule_port == given_port:
             return True
     return False
+
+
+def _plain_netloc(netloc: str, port: int | None) -> bool:
+    """Whether ``netloc`` is just a host and a port, as browsers write an Origin: not
+    ``user@host``, not ``[::1].evil.example`` (whose parsed hostname would be ``::1``)."""
+    host = urlsplit(f"//{netloc}").hostname or ""
+    bracketed = f"[{host}]" if ":" in host else host
+    expected = bracketed if port is None else f"{bracketed}:{port}"
+    return netloc.lower() == expected
 
 
 def origin_rejection(request: Request, settings: Settings) -> Response | None:
