@@ -27,76 +27,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+from bench.legacy_state import generate_state
 from ccweb_store.db import create_database, create_engine, drop_database, migrate
 from ccweb_store.importer import import_state
 from ccweb_store.uow import Store
-
-WORDS = [
-    "the",
-    "quick",
-    "brown",
-    "fox",
-    "jumps",
-    "over",
-    "a",
-    "lazy",
-    "dog",
-    "while",
-    "agents",
-    "trade",
-    "work",
-    "across",
-    "chats",
-]
-
-
-def generate_state(root: Path, sessions: int, messages: int) -> int:
-    """Write ``sessions`` files of ``messages`` messages each; return the message count."""
-    (root / "sessions").mkdir(parents=True)
-    (root / "config").mkdir()
-    replies = []
-    start = 1_700_000_000_000
-    for s in range(sessions):
-        session_id = f"bench-{s:05d}"
-        rows: list[dict[str, Any]] = []
-        for m in range(messages):
-            text = " ".join(WORDS[(s + m + i) % len(WORDS)] for i in range(30))
-            row: dict[str, Any] = {"role": "user" if m % 2 == 0 else "assistant"}
-            if m % 4 == 1:
-                row["content"] = [{"type": "text", "text": text}, {"type": "text", "text": "ok"}]
-            else:
-                row["content"] = text
-            if m % 5:
-                row["id"] = f"{session_id}-{m}"
-            row["timestamp"] = start + s * 10_000_000 + m * 1000
-            if m % 10 == 0:
-                row["model"] = "claude-sonnet"
-            rows.append(row)
-        document = {
-            "id": session_id,
-            "title": f"Session {s}",
-            "createdAt": "2023-11-14T22:13:20.000Z",
-            "claudeSessionId": str(uuid.UUID(int=s)),
-            "messages": rows,
-        }
-        (root / "sessions" / f"{session_id}.json").write_text(json.dumps(document))
-        if s:
-            replies.append(
-                {
-                    "requestId": f"req-{s}",
-                    "sourceConversationId": "bench-00000",
-                    "targetConversationId": session_id,
-                    "status": "returned",
-                    "createdAt": start + s,
-                }
-            )
-    (root / "config" / "cross-conversation-replies.json").write_text(json.dumps(replies))
-    return sessions * messages
 
 
 def cpu_seconds() -> float:
