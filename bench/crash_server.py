@@ -1,0 +1,331 @@
+"""kill -9 under load: every acknowledged send survives and reaches its end state.
+
+Starts a real server process on a fresh database with short leases
+(``CCWEB_LEASE_SECONDS``, ``CCWEB_LEASE_SWEEP_SECONDS``), then runs senders and workers
+against it. ``--kills`` times, in the middle of the load, it SIGKILLs the server and starts
+it again on the same database and port:
+
+- a send cut off by the kill has no answer: it may or may not have been written, and the
+  check accepts either, but at most once;
+- a worker whose claim or completion is cut off either dies with the server (its run keeps a
+  lease nobody renews: the sweeper requeues it once the lease passes, and another worker
+  claims it; the third expiry fails it like a failed run) or survives and completes its run
+  again after the restart.
+
+After the last phase the senders stop and the workers run until no run is queued or running
+and no reply is waiting or ready (or ``--seconds`` passes). Then every acknowledged send is
+checked in the database: present, its run finished, its reply request returned or failed
+with the notice delivered exactly once, one auto-run each, nothing doubled, nothing left in
+a state with no way out. Exits 1 when an invariant fails.
+
+    python bench/crash_server.py [--kills 3] [--phase-seconds 6] [--backend all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import itertools
+import random
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.harness import (
+    Report,
+    RpcClient,
+    ServerGone,
+    ServerProcess,
+    add_backend_arguments,
+    databases,
+    finish,
+    machine,
+)
+from bench.stress_load import (
+    ONE_WAY,
+    RETURN,
+    Audit,
+    Sent,
+    Stored,
+    audit,
+    conversation_ids,
+    read_stored,
+)
+
+LEASE_SECONDS = 2
+MAX_ATTEMPTS = 3  # the server's default: the third expired lease fails a run
+
+
+@dataclass
+class CrashOptions:
+    kills: int = 3
+    phase_seconds: float = 6.0
+    conversations: int = 40
+    senders: int = 4
+    workers: int = 4
+    seconds: float = 600.0  # cap on one backend's whole run
+    seed: int = 1
+
+
+@dataclass
+class CrashTraffic:
+    """What the clients did and saw across the kills."""
+
+    sent: list[Sent] = field(default_factory=list)
+    cut_sends: list[str] = field(default_factory=list)  # contents of sends with no answer
+    cut_claims: int = 0
+    cut_completions: int = 0
+    abandoned_runs: int = 0  # a worker that died with the server left its run leased
+    completed_again: int = 0  # a worker that survived completed its run after the restart
+    completions: int = 0
+    refused_busy: int = 0
+    kills: int = 0
+    drained: bool = False
+    drain_seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+
+class Crashing:
+    """Runs the load and kills the server under it; clients wait for it to come back."""
+
+    def __init__(self, server: ServerProcess, options: CrashOptions) -> None:
+        self.server = server
+        self.options = options
+        self.traffic = CrashTraffic()
+        self.rng = random.Random(options.seed)
+        self.up = asyncio.Event()
+        self.up.set()
+        self.stop_sending = asyncio.Event()
+        self.stop_working = asyncio.Event()
+        self.numbers = itertools.count(1)
+        self.conversations = conversation_ids(options.conversations)
+
+    async def until_up(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        """``call()``, repeated after each restart until the server answers it."""
+        while True:
+            try:
+                return await call()
+            except ServerGone:
+                await self.up.wait()
+
+    async def sender(self, number: int) -> None:
+        client = RpcClient(self.server.port, retry_stale=False)
+        while not self.stop_sending.is_set():
+            source, target = self.rng.sample(self.conversations, 2)
+            mode = self.rng.choice((ONE_WAY, RETURN))
+            content = f"job {next(self.numbers)} from {source}: build it and report back"
+            arguments = {"targetConversationId": target, "content": content, "replyMode": mode}
+            try:
+                result = await client.tool(source, "ccweb_send_message", arguments)
+            except ServerGone:
+                self.traffic.cut_sends.append(content)
+                await self.up.wait()
+                continue
+            if result["isError"]:
+                code = result["structuredContent"]["error"]["code"]
+                if code != "target_busy":
+                    self.traffic.problems.append(f"send refused: {result['structuredContent']}")
+                    return
+                self.traffic.refused_busy += 1
+                await asyncio.sleep(0.005)
+                continue
+            payload = result["structuredContent"]
+            self.traffic.sent.append(
+                Sent(
+                    source,
+                    target,
+                    mode,
+                    content,
+                    payload["messageId"],
+                    payload["runId"],
+                    payload.get("requestId"),
+                )
+            )
+        await client.close()
+
+    async def worker(self, number: int) -> None:
+        client = RpcClient(self.server.port, retry_stale=False)
+        worker_id = f"worker-{number}"
+        while not self.stop_working.is_set():
+            try:
+                claimed = await client.rpc(
+                    "run.claim", {"workerId": worker_id, "leaseSeconds": LEASE_SECONDS}
+                )
+            except ServerGone:
+                self.traffic.cut_claims += 1
+                await self.up.wait()
+                continue
+            run = claimed["run"]
+            if run is None:
+                await asyncio.sleep(0.02)
+                continue
+            params = {"runId": run["id"], "status": "completed", "output": f"done {run['id']}"}
+            try:
+                await client.rpc("run.complete", params)
+            except ServerGone:
+                self.traffic.cut_completions += 1
+                await self.up.wait()
+                if self.rng.random() < 0.5:
+                    self.traffic.abandoned_runs += 1
+                    continue  # this worker died with the server: its lease will expire
+                await self.until_up(functools.partial(client.rpc, "run.complete", params))
+                self.traffic.completed_again += 1
+            self.traffic.completions += 1
+        await client.close()
+
+    async def kill_and_restart(self) -> None:
+        self.up.clear()
+        self.server.kill()
+        self.traffic.kills += 1
+        await asyncio.sleep(0.3)  # clients notice, cut off mid-request
+        await asyncio.to_thread(self.server.start)
+        self.up.set()
+
+    async def drained(self, client: RpcClient) -> bool:
+        """No run queued or running and no reply waiting or ready."""
+        runs = await client.rpc("run.list", {"status": ["queued", "running"], "limit": 1})
+        replies = await client.rpc("reply.list", {"status": ["waiting", "ready"], "limit": 1})
+        return not runs["runs"] and not replies["replies"]
+
+    async def run(self) -> CrashTraffic:
+        options = self.options
+        deadline = time.monotonic() + options.seconds
+        setup = RpcClient(self.server.port)
+        for conversation in self.conversations:
+            await setup.rpc("session.create", {"id": conversation})
+        tasks = [asyncio.create_task(self.sender(n)) for n in range(options.senders)]
+        tasks += [asyncio.create_task(self.worker(n)) for n in range(options.workers)]
+        try:
+            for _ in range(options.kills):
+                await asyncio.sleep(options.phase_seconds * self.rng.uniform(0.7, 1.3))
+                await self.kill_and_restart()
+            await asyncio.sleep(options.phase_seconds)
+            self.stop_sending.set()
+            began = time.monotonic()
+            while time.monotonic() < deadline:
+                if await self.until_up(lambda: self.drained(setup)):
+                    self.traffic.drained = True
+                    break
+                await asyncio.sleep(0.25)
+            self.traffic.drain_seconds = time.monotonic() - began
+            if not self.traffic.drained:
+                self.traffic.problems.append(f"not drained within {options.seconds:g} s")
+        finally:
+            self.stop_sending.set()
+            self.stop_working.set()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            self.traffic.problems += [f"a client failed: {r!r}" for r in results if r is not None]
+            await setup.close()
+        return self.traffic
+
+
+def crash_report(title: str, traffic: CrashTraffic, stored: Stored) -> Report:
+    checked = audit(traffic.sent, stored, unacknowledged=traffic.cut_sends)
+    returning = [send for send in traffic.sent if send.mode == RETURN]
+    runs = list(stored.runs.values())
+    report = Report(title)
+    report.add("server processes killed with SIGKILL", traffic.kills)
+    report.add("sends acknowledged", len(traffic.sent))
+    report.add("  of them present in the database", len(traffic.sent) - _missing(checked))
+    report.add(
+        "sends cut off by a kill (no answer)",
+        f"{len(traffic.cut_sends)}, of which written: {checked.unacknowledged_found}",
+    )
+    report.add(
+        "claims / completions cut off",
+        f"{traffic.cut_claims} / {traffic.cut_completions} ({traffic.abandoned_runs} runs "
+        f"abandoned, {traffic.completed_again} completed again after the restart)",
+    )
+    report.add(
+        "runs requeued after an expired lease", sum(1 for run in runs if run["attempts"] > 0)
+    )
+    report.add(
+        "runs failed after 3 expired leases",
+        sum(1 for run in runs if run["status"] == "failed"),
+    )
+    report.add(
+        "replies delivered exactly once (returned + failure notices)",
+        f"{checked.returned_once} + {checked.failed_noticed_once}",
+    )
+    report.add(
+        "acknowledged replies not delivered exactly once",
+        len(returning) - checked.returned_once - checked.failed_noticed_once,
+        must=0,
+    )
+    report.add("auto-runs queued exactly once", checked.auto_runs_once, must=len(returning))
+    report.add("duplicates", len(checked.duplicated), must=0)
+    report.add("lost", len(checked.lost), must=0)
+    report.add("stuck (a run or reply not finished)", len(checked.stuck), must=0)
+    report.add("drained after the last phase in", f"{traffic.drain_seconds:.1f} s")
+    report.problems += traffic.problems + checked.lost + checked.duplicated + checked.stuck
+    return report
+
+
+def _missing(checked: Audit) -> int:
+    return sum(1 for problem in checked.lost if "is missing" in problem)
+
+
+def crash_backend(name: str, url: str, options: CrashOptions) -> Report:
+    env = {
+        "CCWEB_LEASE_SECONDS": str(LEASE_SECONDS),
+        "CCWEB_LEASE_SWEEP_SECONDS": "0.5",
+        "CCWEB_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+    }
+    server = ServerProcess(url, env).start()
+    try:
+        traffic = asyncio.run(Crashing(server, options).run())
+    finally:
+        server.stop()
+    stored = asyncio.run(read_stored(url))
+    report = crash_report(f"{name}: one server process, SIGKILLed under load", traffic, stored)
+    if not report.ok:
+        report.problems.append("server log tail:\n" + server.log_text()[-3000:])
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    defaults = CrashOptions()
+    parser.add_argument("--kills", type=int, default=defaults.kills, help="SIGKILLs per backend")
+    parser.add_argument(
+        "--phase-seconds", type=float, default=defaults.phase_seconds, help="load between kills"
+    )
+    parser.add_argument("--conversations", type=int, default=defaults.conversations)
+    parser.add_argument("--senders", type=int, default=defaults.senders)
+    parser.add_argument("--workers", type=int, default=defaults.workers)
+    parser.add_argument(
+        "--seconds", type=float, default=defaults.seconds, help="cap on each backend's run"
+    )
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    add_backend_arguments(parser)
+    args = parser.parse_args(argv)
+    options = CrashOptions(
+        kills=args.kills,
+        phase_seconds=args.phase_seconds,
+        conversations=args.conversations,
+        senders=args.senders,
+        workers=args.workers,
+        seconds=args.seconds,
+        seed=args.seed,
+    )
+    reports = []
+    with databases(args) as made:
+        for backend in made.names:
+            reports.append(crash_backend(backend, made.new(backend, "crash"), options))
+    header = (
+        f"kill -9 under load: {options.kills} kills, {options.phase_seconds:g} s of load "
+        f"between them, leases of {LEASE_SECONDS} s; {machine()}"
+    )
+    return finish(reports, header)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
