@@ -1,0 +1,766 @@
+"""Bad input against a real server: no 5xx, only documented answers, no rows from a refusal.
+
+Starts a real server process (``ccweb-store serve``) on a fresh database, seeds a few
+conversations, a reply request, a run and a prompt form, then sends over HTTP:
+
+1. the corpus kept in ``tests/fuzz_corpus/*.jsonl`` (malformed JSON, wrong JSON-RPC shapes,
+   huge strings, invalid UTF-8, wrong types in every tool argument, unknown methods,
+   oversized and chunked bodies, wrong content types and Accept headers), each line with the
+   class of answer it must get;
+2. ``--inputs`` random inputs from a seeded generator: mutated and well-formed requests to
+   every method with arguments of every type, random headers, methods and paths.
+
+Every answer is classified (``classify``): a documented class (docs/reliability.md), or
+undocumented. Around every input the rows of every table are counted: an input that was
+refused must leave them as they were. Exits 1 on any 5xx, undocumented answer, corpus line
+answered with another class than it names, or row written by a refused call.
+
+    python bench/fuzz_http.py [--inputs 5000] [--seconds 300] [--seed 1] [--backend all]
+    python bench/fuzz_http.py --write-tool-corpus    # regenerate tool_arguments.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import orjson
+
+from bench.harness import (
+    ROOT,
+    Answer,
+    Connection,
+    Report,
+    RpcClient,
+    ServerGone,
+    ServerProcess,
+    add_backend_arguments,
+    databases,
+    finish,
+    machine,
+    open_engine,
+    row_counts,
+)
+from ccweb_store import errors, tools
+
+CORPUS_DIR = ROOT / "tests" / "fuzz_corpus"
+TOOL_CORPUS = CORPUS_DIR / "tool_arguments.jsonl"
+#: The server's body limit during a fuzz run (the default, 4 MiB).
+BODY_LIMIT = 4 * 1024 * 1024
+SOURCE = "fuzz-a"
+
+#: The ``data.code`` / ``error.code`` values the docs list: every code ``errors`` names.
+DOCUMENTED_CODES = frozenset(
+    value
+    for name, value in vars(errors).items()
+    if name.isupper() and isinstance(value, str) and not name.startswith("_")
+)
+#: Answer classes that are not refusals: the call ran (and may have written rows).
+ACCEPTED = frozenset({"ok", "no_content", "batch"})
+#: HTTP status → the class of a JSON-RPC error answered with it before dispatch.
+HTTP_ERRORS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "too_large",
+    415: "unsupported_media_type",
+}
+RPC_CODES = {-32700: "parse_error", -32600: "invalid_request", -32601: "method_not_found"}
+RPC_CODES[-32602] = "invalid_params"
+
+
+# --- inputs ---------------------------------------------------------------------------------
+
+
+@dataclass
+class FuzzInput:
+    """One HTTP request to send, and the answer classes it may get (empty: any documented)."""
+
+    name: str
+    path: str
+    body: bytes = b""
+    method: str = "POST"
+    headers: dict[str, str] = field(default_factory=dict)
+    chunked: bool = False
+    expect: tuple[str, ...] = ()
+
+
+DEFAULT_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+
+
+def corpus_inputs(entry: Mapping[str, Any]) -> list[FuzzInput]:
+    """The requests of one corpus line (one per path it names).
+
+    Keys: ``name``; ``path`` (one or a list); ``method`` (POST); ``headers`` laid over
+    ``DEFAULT_HEADERS`` (a null value removes one); the body as ``json`` (any value, written
+    compactly), ``text`` (UTF-8), ``hex`` (raw bytes) or ``repeat`` (``{head, fill, times,
+    tail}``); ``chunked``; ``expect`` (a class or a list of classes).
+    """
+    headers = {**DEFAULT_HEADERS, **entry.get("headers", {})}
+    headers = {name: value for name, value in headers.items() if value is not None}
+    if "json" in entry:
+        body = json.dumps(entry["json"], separators=(",", ":"), ensure_ascii=False).encode()
+    elif "text" in entry:
+        body = entry["text"].encode()
+    elif "hex" in entry:
+        body = bytes.fromhex(entry["hex"])
+    elif "repeat" in entry:
+        spec = entry["repeat"]
+        body = (spec.get("head", "") + spec["fill"] * spec["times"] + spec.get("tail", "")).encode()
+    else:
+        body = b""
+    expect = entry.get("expect", ())
+    paths = entry["path"] if isinstance(entry["path"], list) else [entry["path"]]
+    return [
+        FuzzInput(
+            name=f"{entry['name']} {path[:80]}",
+            path=quote(path, safe="/?&=%"),
+            body=body,
+            method=entry.get("method", "POST"),
+            headers=headers,
+            chunked=bool(entry.get("chunked")),
+            expect=(expect,) if isinstance(expect, str) else tuple(expect),
+        )
+        for path in paths
+    ]
+
+
+def load_corpus(directory: Path = CORPUS_DIR) -> list[FuzzInput]:
+    """Every request of every ``*.jsonl`` corpus file, in file and line order."""
+    inputs: list[FuzzInput] = []
+    for path in sorted(directory.glob("*.jsonl")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.strip() and not line.lstrip().startswith("//"):
+                try:
+                    inputs += corpus_inputs(json.loads(line))
+                except (ValueError, KeyError) as exc:
+                    raise SystemExit(f"{path}:{number}: not a corpus line: {exc}") from exc
+    return inputs
+
+
+#: A value of every JSON type but the one a schema property wants (null is "absent").
+WRONG_VALUES: dict[str, list[Any]] = {
+    "string": [7, 1.5, True, ["x"], {"x": 1}],
+    "integer": ["7", 1.5, True, [7], {"n": 7}],
+    "number": ["7", True, [7], {"n": 7}],
+    "boolean": ["true", 1, 0, ["x"], {"b": True}],
+    "array": ["x", 7, True, {"x": 1}],
+    "object": ["x", 7, True, ["x"]],
+}
+
+
+def tool_argument_corpus() -> list[dict[str, Any]]:
+    """Corpus lines: every argument of every tool (the alias too) given each wrong JSON type,
+    over ``/mcp`` (a tool error) and ``/rpc`` ``tools.call`` (a -32000 error)."""
+    lines: list[dict[str, Any]] = []
+    for tool in tools.TOOLS:
+        for key, schema in tool.input_schema.get("properties", {}).items():
+            for value in WRONG_VALUES[schema["type"]]:
+                name = f"{tool.name}.{key} = {json.dumps(value)}"
+                lines.append(
+                    {
+                        "name": name,
+                        "path": f"/mcp?sourceSessionId={SOURCE}",
+                        "json": _tools_call(tool.name, {key: value}),
+                        "expect": "error:invalid_arguments",
+                    }
+                )
+                lines.append(
+                    {
+                        "name": name,
+                        "path": "/rpc",
+                        "json": {
+                            "jsonrpc": "2.0",
+                            "id": 1,
+                            "method": "tools.call",
+                            "params": {"tool": tool.name, "args": {key: value}},
+                        },
+                        "expect": "error:invalid_arguments",
+                    }
+                )
+        for item_key in ("id", "question", "options", "allowFreeText"):
+            if tool.name != "ccweb_prompt_user":
+                break
+            lines.append(
+                {
+                    "name": f"{tool.name}.questions[0].{item_key} of a wrong type",
+                    "path": f"/mcp?sourceSessionId={SOURCE}",
+                    "json": _tools_call(
+                        tool.name,
+                        {"questions": [{"id": "q", "question": "Why?", item_key: 7}]},
+                    ),
+                    "expect": "error:invalid_arguments",
+                }
+            )
+    return lines
+
+
+def _tools_call(name: str, arguments: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
+def write_tool_corpus(path: Path = TOOL_CORPUS) -> int:
+    lines = tool_argument_corpus()
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+    return len(lines)
+
+
+# --- random inputs --------------------------------------------------------------------------
+
+#: The parameters each host method reads (and the tool-calling ones), for the generator.
+RPC_PARAMS: dict[str, tuple[str, ...]] = {
+    "session.create": ("id", "title", "agent", "cwd"),
+    "session.get": ("id",),
+    "session.list": ("limit", "cursor"),
+    "message.append": ("sessionId", "role", "content", "metadata", "id"),
+    "message.list": ("sessionId", "afterSeq", "limit"),
+    "run.start": ("sessionId", "kind", "runtimeText", "workerId"),
+    "run.claim": ("workerId", "leaseSeconds", "kinds"),
+    "run.heartbeat": ("runId", "workerId", "leaseSeconds"),
+    "run.complete": ("runId", "status", "output", "error"),
+    "run.list": ("sessionId", "status", "limit"),
+    "run.requeue": ("runId",),
+    "reply.list": ("status", "sessionId", "limit", "cursor"),
+    "reply.get": ("requestId",),
+    "reply.retry": ("requestId",),
+    "reply.fail": ("requestId", "reason"),
+    "reply.expire": ("olderThanSeconds",),
+    "prompt.respond": ("promptId", "answers"),
+    "tools.list": (),
+    "tools.dynamic": (),
+    "tools.composerItems": (),
+    "tools.call": ("tool", "name", "args", "arguments", "sourceSessionId", "sourceHopCount"),
+    "tools.callDynamic": ("name", "arguments", "sourceSessionId", "sourceHopCount"),
+}
+MCP_METHODS = ("initialize", "ping", "tools/list", "tools/call", "notifications/initialized")
+CONTENT_TYPES = (
+    "application/json",
+    "application/json; charset=utf-8",
+    "text/plain",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x",
+    "application/xml",
+    "",
+    "json",
+    None,
+)
+ACCEPTS = (
+    None,
+    "application/json",
+    "text/event-stream",
+    "application/json, text/event-stream",
+    "text/html",
+    "*/*",
+    "",
+    "image/png;q=0.5",
+)
+ORIGINS = (None, "http://localhost:3000", "http://evil.example", "null", "not a url", "file://")
+QUERIES = (
+    "",
+    f"?sourceSessionId={SOURCE}",
+    "?sourceConversationId=fuzz-b",
+    f"?sourceSessionId={SOURCE}&sourceHopCount=3",
+    f"?sourceSessionId={SOURCE}&sourceHopCount=-1",
+    f"?sourceSessionId={SOURCE}&sourceHopCount=" + "9" * 5000,
+    "?sourceSessionId=nobody",
+    "?sourceSessionId=%00%ff",
+    "?sourceSessionId=" + "a" * 300,
+)
+INVALID_UTF8 = (b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\x00")
+
+
+class InputGenerator:
+    """Seeded random requests: well-formed calls with random arguments, and mutations."""
+
+    def __init__(self, seed: int, known_ids: Mapping[str, list[str]]) -> None:
+        self.rng = random.Random(seed)
+        self.known = known_ids
+
+    def inputs(self, count: int) -> Iterator[FuzzInput]:
+        for number in range(count):
+            yield self.one(number)
+
+    def one(self, number: int) -> FuzzInput:
+        rng = self.rng
+        to_mcp = rng.random() < 0.5
+        path = "/mcp" + rng.choice(QUERIES) if to_mcp else "/rpc"
+        message = self.message(to_mcp)
+        body = json.dumps(message, ensure_ascii=rng.random() < 0.5).encode()
+        roll = rng.random()
+        kind = "call"
+        if roll < 0.15:
+            body, kind = self.mutate(body), "mutated"
+        elif roll < 0.2:
+            body, kind = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 64))), "junk"
+        headers = self.headers(to_mcp)
+        method = "POST" if rng.random() < 0.95 else rng.choice(["GET", "PUT", "DELETE", "PATCH"])
+        return FuzzInput(
+            name=f"random #{number} ({kind})",
+            path=path,
+            body=body,
+            method=method,
+            headers=headers,
+            chunked=rng.random() < 0.1,
+        )
+
+    def headers(self, to_mcp: bool) -> dict[str, str]:
+        rng = self.rng
+        headers: dict[str, str] = {}
+        content_type = "application/json" if rng.random() < 0.8 else rng.choice(CONTENT_TYPES)
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        accept = "application/json" if rng.random() < 0.8 else rng.choice(ACCEPTS)
+        if accept is not None:
+            headers["Accept"] = accept
+        if rng.random() < 0.05:
+            origin = rng.choice(ORIGINS)
+            if origin is not None:
+                headers["Origin"] = origin
+        if to_mcp and rng.random() < 0.05:
+            headers["MCP-Protocol-Version"] = rng.choice(["2025-06-18", "1999-01-01", "x" * 50])
+        return headers
+
+    def message(self, to_mcp: bool) -> Any:
+        rng = self.rng
+        if rng.random() < 0.05:
+            return [self.message(to_mcp) for _ in range(rng.randint(0, 4))]
+        if to_mcp:
+            method = rng.choice([*MCP_METHODS, "tools/call", "tools/call", "resources/list"])
+            params: Any = self.tool_params() if method == "tools/call" else self.params(())
+        else:
+            method = rng.choice([*RPC_PARAMS, "no.such.method"])
+            names = RPC_PARAMS.get(method, ())
+            if method.startswith("tools.call") and rng.random() < 0.7:
+                params = self.tool_params(rpc_style=True)
+            else:
+                params = self.params(names)
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": rng.randint(1, 10**6), "method": method}
+        message["params"] = params
+        if rng.random() < 0.1:
+            self.break_envelope(message)
+        return message
+
+    def break_envelope(self, message: dict[str, Any]) -> None:
+        rng = self.rng
+        key = rng.choice(["jsonrpc", "id", "method", "params"])
+        if rng.random() < 0.3:
+            message.pop(key, None)
+        else:
+            message[key] = self.value(depth=1)
+
+    def tool_params(self, *, rpc_style: bool = False) -> dict[str, Any]:
+        rng = self.rng
+        tool = rng.choice(tools.TOOLS)
+        name = tool.name if rng.random() < 0.95 else rng.choice(["", "ccweb_nope", 7])
+        arguments = self.params(tuple(tool.input_schema.get("properties", {})))
+        if tool.name == "ccweb_prompt_user" and isinstance(arguments, dict) and rng.random() < 0.6:
+            arguments["questions"] = [
+                self.params(("id", "question", "options", "allowFreeText"))
+                for _ in range(rng.randint(0, 12))
+            ]
+        if not rpc_style:
+            return {"name": name, "arguments": arguments}
+        params: dict[str, Any] = {"tool": name, "args": arguments}
+        if rng.random() < 0.9:
+            params["sourceSessionId"] = self.string()
+        if rng.random() < 0.3:
+            params["sourceHopCount"] = self.value(depth=1)
+        return params
+
+    def params(self, names: tuple[str, ...]) -> Any:
+        rng = self.rng
+        if rng.random() < 0.05:
+            return self.value(depth=1)
+        params: dict[str, Any] = {}
+        for name in names:
+            if rng.random() < 0.7:
+                params[name] = self.value_for(name)
+        if rng.random() < 0.1:
+            params[self.string()] = self.value(depth=1)
+        return params
+
+    def value_for(self, name: str) -> Any:
+        """Mostly a plausible value for a parameter called ``name``, sometimes anything."""
+        rng = self.rng
+        if rng.random() < 0.3:
+            return self.value(depth=2)
+        lowered = name.lower()
+        for key, pool in self.known.items():
+            if key in lowered and pool and rng.random() < 0.7:
+                return rng.choice(pool)
+        if lowered in ("replymode",):
+            return rng.choice(["one_way", "return_and_continue", "both", ""])
+        if lowered in ("status", "kind", "role"):
+            return rng.choice(
+                ["completed", "failed", "queued", "user", "assistant", "user_turn", "ready", "x"]
+            )
+        if lowered in ("limit", "aftersq", "afterseq", "leaseseconds", "maxchars", "hopcount"):
+            return self.number()
+        if "seconds" in lowered:
+            return self.number()
+        return self.string()
+
+    def number(self) -> Any:
+        return self.rng.choice(
+            [0, 1, -1, 7, 50, 2**31, 2**63 - 1, -(2**63), 2**64 - 1, 10**30, 0.5, -0.0, 1e308]
+        )
+
+    def string(self) -> str:
+        rng = self.rng
+        pool = [
+            "",
+            " ",
+            SOURCE,
+            "fuzz-b",
+            "fuzz-c",
+            "nobody",
+            "a" * 129,
+            "\x00",
+            "nul\x00inside",
+            "😀 emoji",
+            "\u202eright-to-left",
+            "'; DROP TABLE sessions; --",
+            "%s%n",
+            "../../etc/passwd",
+            "x" * rng.choice([1000, 70_000]),
+        ]
+        return rng.choice(pool)
+
+    def value(self, depth: int) -> Any:
+        rng = self.rng
+        kinds = ["null", "bool", "number", "string"] + (["list", "object"] if depth > 0 else [])
+        kind = rng.choice(kinds)
+        if kind == "null":
+            return None
+        if kind == "bool":
+            return rng.random() < 0.5
+        if kind == "number":
+            return self.number()
+        if kind == "string":
+            return self.string()
+        if kind == "list":
+            return [self.value(depth - 1) for _ in range(rng.randint(0, 3))]
+        return {self.string()[:20]: self.value(depth - 1) for _ in range(rng.randint(0, 3))}
+
+    def mutate(self, body: bytes) -> bytes:
+        rng = self.rng
+        data = bytearray(body)
+        for _ in range(rng.randint(1, 4)):
+            choice = rng.random()
+            position = rng.randint(0, len(data))
+            if choice < 0.3 and data:
+                data[min(position, len(data) - 1)] = rng.getrandbits(8)
+            elif choice < 0.55:
+                data[position:position] = rng.choice(INVALID_UTF8)
+            elif choice < 0.75:
+                del data[position:]
+            else:
+                data[position:position] = rng.choice([b"{", b"}", b"[", b'"', b",", b"\\"])
+        return bytes(data)
+
+
+# --- classifying answers --------------------------------------------------------------------
+
+
+def classify(path: str, answer: Answer) -> str:
+    """The documented class of an answer (docs/reliability.md), or ``undocumented: …``."""
+    status = answer.status
+    if status >= 500:
+        return f"undocumented: HTTP {status}"
+    if status in (202, 204):
+        expected = 202 if path.startswith("/mcp") else 204
+        return "no_content" if status == expected and not answer.body else _odd(answer)
+    try:
+        body = _json_body(answer)
+    except ValueError:
+        return _odd(answer)
+    if status in HTTP_ERRORS:
+        code = _error_code(body)
+        if status == 400 and code == -32700 and path.startswith("/mcp"):
+            return "parse_error"
+        wanted = jsonrpc_error_code(status)
+        return HTTP_ERRORS[status] if code == wanted else _odd(answer)
+    if status != 200:
+        return _odd(answer)
+    if isinstance(body, list):
+        if not body:
+            return _odd(answer)
+        inner = [_classify_message(path, item) for item in body]
+        bad = [item for item in inner if item.startswith("undocumented")]
+        return bad[0] if bad else "batch"
+    return _classify_message(path, body)
+
+
+def jsonrpc_error_code(status: int) -> int:
+    """The JSON-RPC code an HTTP error answer carries: -32001 for 401, else -32600."""
+    return -32001 if status == 401 else -32600
+
+
+def _json_body(answer: Answer) -> Any:
+    content_type = answer.headers.get("content-type", "")
+    if content_type.startswith("text/event-stream"):
+        text = answer.body.decode()
+        data = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+        if len(data) != 1 or not text.startswith("event: message\n"):
+            raise ValueError("not one SSE message")
+        return orjson.loads(data[0])
+    if not content_type.startswith("application/json"):
+        raise ValueError(f"content type {content_type!r}")
+    return orjson.loads(answer.body)
+
+
+def _error_code(body: Any) -> Any:
+    if not _is_response(body) or "error" not in body:
+        return None
+    return body["error"].get("code")
+
+
+def _is_response(body: Any) -> bool:
+    """A JSON-RPC 2.0 response object: ``jsonrpc``, ``id`` and one of result or error."""
+    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or "id" not in body:
+        return False
+    if ("result" in body) == ("error" in body):
+        return False
+    if "error" in body:
+        error = body["error"]
+        return (
+            isinstance(error, dict)
+            and isinstance(error.get("code"), int)
+            and isinstance(error.get("message"), str)
+        )
+    return True
+
+
+def _classify_message(path: str, body: Any) -> str:
+    if not _is_response(body):
+        return f"undocumented: not a JSON-RPC response: {str(body)[:200]}"
+    if "result" in body:
+        result = body["result"]
+        if path.startswith("/mcp") and isinstance(result, dict) and result.get("isError"):
+            try:
+                code = result["structuredContent"]["error"]["code"]
+            except (KeyError, TypeError):
+                return f"undocumented: a tool error without a code: {str(result)[:200]}"
+            return f"error:{code}" if code in DOCUMENTED_CODES else f"undocumented: code {code}"
+        return "ok"
+    error = body["error"]
+    code = error["code"]
+    if code in RPC_CODES:
+        return RPC_CODES[code]
+    if code == -32000 and path.startswith("/rpc"):
+        data = error.get("data")
+        domain = data.get("code") if isinstance(data, dict) else None
+        if domain in DOCUMENTED_CODES:
+            return f"error:{domain}"
+        return f"undocumented: -32000 with data {data!r}"
+    return f"undocumented: JSON-RPC error {code} ({error['message'][:120]})"
+
+
+def _odd(answer: Answer) -> str:
+    return (
+        f"undocumented: HTTP {answer.status} {answer.headers.get('content-type', '')!r}"
+        f" {answer.body[:160]!r}"
+    )
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What a batch of inputs got."""
+
+    tried: int = 0
+    classes: Counter[str] = field(default_factory=Counter)
+    server_errors: list[str] = field(default_factory=list)
+    undocumented: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    rows_written_by_refusals: int = 0
+    refusals_that_wrote: list[str] = field(default_factory=list)
+    connection_failures: list[str] = field(default_factory=list)
+
+    def add(self, other: Outcome) -> None:
+        self.tried += other.tried
+        self.classes.update(other.classes)
+        for name in (
+            "server_errors",
+            "undocumented",
+            "unexpected",
+            "refusals_that_wrote",
+            "connection_failures",
+        ):
+            getattr(self, name).extend(getattr(other, name))
+        self.rows_written_by_refusals += other.rows_written_by_refusals
+
+
+async def send_inputs(
+    port: int, database_url: str, inputs: Iterator[FuzzInput] | list[FuzzInput], deadline: float
+) -> Outcome:
+    """Send each input on one connection (reopened when the server closes it), classify the
+    answer, and count every table's rows around each one."""
+    outcome = Outcome()
+    connection = Connection(port)
+    async with open_engine(database_url) as engine:
+        before = await row_counts(engine)
+        for item in inputs:
+            if time.monotonic() >= deadline:
+                break
+            outcome.tried += 1
+            try:
+                answer = await connection.request(
+                    item.method, item.path, item.body, item.headers, chunked=item.chunked
+                )
+            except ServerGone as exc:
+                outcome.connection_failures.append(f"{item.name}: {exc}")
+                continue
+            kind = classify(item.path, answer)
+            outcome.classes[kind.split(":", 1)[0] if kind.startswith("undoc") else kind] += 1
+            if answer.status >= 500:
+                outcome.server_errors.append(f"{item.name}: {kind}")
+            elif kind.startswith("undocumented"):
+                outcome.undocumented.append(f"{item.name}: {kind}")
+            elif item.expect and kind not in item.expect:
+                outcome.unexpected.append(f"{item.name}: got {kind}, expected {item.expect}")
+            after = await row_counts(engine)
+            if kind not in ACCEPTED and after != before:
+                written = sum(after.values()) - sum(before.values())
+                outcome.rows_written_by_refusals += abs(written) or 1
+                outcome.refusals_that_wrote.append(f"{item.name}: {kind}: {before} -> {after}")
+            before = after
+    await connection.close()
+    return outcome
+
+
+async def seed(port: int) -> dict[str, list[str]]:
+    """Conversations, a reply request, a queued run and a prompt form for inputs to hit."""
+    client = RpcClient(port)
+    for conversation in (SOURCE, "fuzz-b", "fuzz-c"):
+        await client.rpc("session.create", {"id": conversation, "title": conversation})
+    sent = await client.tool(
+        SOURCE,
+        "ccweb_send_message",
+        {"targetConversationId": "fuzz-b", "content": "hello", "replyMode": "return_and_continue"},
+    )
+    prompt = await client.tool(
+        "fuzz-c", "ccweb_prompt_user", {"questions": [{"id": "q", "question": "Ready?"}]}
+    )
+    await client.close()
+    payload = sent["structuredContent"]
+    return {
+        "session": [SOURCE, "fuzz-b", "fuzz-c"],
+        "conversation": [SOURCE, "fuzz-b", "fuzz-c"],
+        "runid": [payload["runId"]],
+        "requestid": [payload["requestId"]],
+        "promptid": [prompt["structuredContent"]["promptId"]],
+        "id": [payload["messageId"], SOURCE],
+    }
+
+
+@dataclass
+class FuzzOptions:
+    inputs: int = 5000
+    seconds: float = 300.0
+    seed: int = 1
+    corpus: bool = True
+
+
+async def fuzz_server(port: int, url: str, options: FuzzOptions) -> tuple[Outcome, Outcome]:
+    """Seed the database behind a running server, then send the corpus and random inputs."""
+    known = await seed(port)
+    deadline = time.monotonic() + options.seconds
+    corpus = Outcome()
+    if options.corpus:
+        corpus = await send_inputs(port, url, load_corpus(), deadline)
+    generator = InputGenerator(options.seed, known)
+    generated = await send_inputs(port, url, generator.inputs(options.inputs), deadline)
+    return corpus, generated
+
+
+def fuzz_report(title: str, corpus: Outcome, generated: Outcome, log: str) -> Report:
+    total = Outcome()
+    total.add(corpus)
+    total.add(generated)
+    tracebacks = log.count("Traceback (most recent call last)")
+    report = Report(title)
+    report.add(
+        "inputs tried (corpus + random)",
+        f"{total.tried:,} ({corpus.tried:,} + {generated.tried:,})",
+    )
+    report.add("5xx answers", len(total.server_errors), must=0)
+    report.add("answers that are not a documented error", len(total.undocumented), must=0)
+    report.add("corpus lines answered with another class", len(total.unexpected), must=0)
+    report.add("rows written by refused calls", total.rows_written_by_refusals, must=0)
+    report.add("connections cut without an answer", len(total.connection_failures), must=0)
+    report.add("tracebacks in the server log", tracebacks, must=0)
+    top = ", ".join(f"{name} {count:,}" for name, count in total.classes.most_common(12))
+    report.add("answers by class", top)
+    report.problems += (
+        total.server_errors
+        + total.undocumented
+        + total.unexpected
+        + total.refusals_that_wrote
+        + total.connection_failures
+    )
+    if tracebacks:
+        report.problems.append("server log:\n" + log[-3000:])
+    return report
+
+
+def fuzz_backend(name: str, url: str, options: FuzzOptions) -> Report:
+    server = ServerProcess(url, {"CCWEB_MAX_BODY_BYTES": str(BODY_LIMIT)}).start()
+    try:
+        corpus, generated = asyncio.run(fuzz_server(server.port, url, options))
+    finally:
+        server.stop()
+    return fuzz_report(f"{name}: one server process", corpus, generated, server.log_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    defaults = FuzzOptions()
+    parser.add_argument("--inputs", type=int, default=defaults.inputs, help="random inputs")
+    parser.add_argument("--seconds", type=float, default=defaults.seconds, help="cap per backend")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--no-corpus", action="store_true", help="random inputs only")
+    parser.add_argument(
+        "--write-tool-corpus",
+        action="store_true",
+        help=f"rewrite {TOOL_CORPUS.relative_to(ROOT)} from the tool registry and exit",
+    )
+    add_backend_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.write_tool_corpus:
+        print(f"{write_tool_corpus()} lines written to {TOOL_CORPUS}")
+        return 0
+    options = FuzzOptions(args.inputs, args.seconds, args.seed, corpus=not args.no_corpus)
+    reports = []
+    with databases(args) as made:
+        for backend in made.names:
+            reports.append(fuzz_backend(backend, made.new(backend, "fuzz"), options))
+    header = f"fuzz: corpus + {options.inputs:,} random inputs (seed {options.seed}); {machine()}"
+    return finish(reports, header)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The quick versions of the reliability commands (bench/), on both backends, asserting the
+invariants the commands print: no send lost or doubled under duplicated completions across two
+server processes, no 5xx or undocumented answer to bad input and no row from a refused call,
+no data without the token."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import fuzz_http, isolation, stress_load
+from bench.harness import Answer, ServerProcess
+from ccweb_store import errors, rpc
+
+BACKEND_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+
+def test_500_sends_over_two_servers_with_every_run_completed_twice_lose_and_double_nothing(
+    backend: str, database_url: str
+) -> None:
+    options = stress_load.LoadOptions(
+        requests=500, conversations=60, senders=6, workers=6, servers=2, seconds=300
+    )
+    report = stress_load.check_backend(BACKEND_NAMES[backend], database_url, options)
+    assert report.ok, report.render()
+    assert report.value("requests sent (acknowledged)") == 500
+    assert report.value("duplicates") == 0
+    assert report.value("lost") == 0
+    assert report.value("concurrent completions that disagreed") == 0
+    assert report.value("left open (run or reply not finished)") == 0
+
+
+def test_the_fuzz_corpus_and_random_inputs_get_documented_answers_and_write_nothing(
+    backend: str, database_url: str
+) -> None:
+    options = fuzz_http.FuzzOptions(inputs=300, seconds=300, seed=3)
+    report = fuzz_http.fuzz_backend(BACKEND_NAMES[backend], database_url, options)
+    assert report.ok, report.render()
+    assert report.value("5xx answers") == 0
+    assert report.value("answers that are not a documented error") == 0
+    assert report.value("rows written by refused calls") == 0
+    tried = report.value("inputs tried (corpus + random)")
+    assert tried.startswith(f"{len(fuzz_http.load_corpus()) + 300:,} ")
+
+
+def test_without_the_token_no_request_gets_data_and_a_foreign_origin_gets_403(
+    database_url: str,
+) -> None:
+    token = "isolation-test-token-1234567890"
+    server = ServerProcess(database_url, {"CCWEB_TOKEN": token}).start()
+    try:
+
+        async def checks() -> tuple[isolation.Tally, isolation.Tally]:
+            await isolation.seed(server.port, token)
+            tokenless = await isolation.without_token(server.port, token, database_url)
+            return tokenless, await isolation.foreign_origins(server.port, token)
+
+        tokenless, origins = asyncio.run(checks())
+    finally:
+        server.stop()
+    assert tokenless.tried > 800
+    assert tokenless.with_data == []
+    assert tokenless.wrong == []
+    assert tokenless.refused == tokenless.tried - len(isolation.wrong_credentials(token))
+    assert origins.wrong == [] and origins.refused == origins.tried
+
+
+def test_every_non_loopback_start_without_a_token_refuses_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    binds = isolation.public_binds(tmp_path)
+    assert binds.wrong == []
+    assert binds.refused == binds.tried == 6
+
+
+def test_the_tool_argument_corpus_is_what_the_registry_generates() -> None:
+    lines = fuzz_http.TOOL_CORPUS.read_text().splitlines()
+    expected = fuzz_http.tool_argument_corpus()
+    assert [json.loads(line) for line in lines] == json.loads(json.dumps(expected)), (
+        "run: python bench/fuzz_http.py --write-tool-corpus"
+    )
+
+
+def test_the_fuzzer_knows_every_host_method_and_every_error_code() -> None:
+    assert set(fuzz_http.RPC_PARAMS) == set(rpc.METHODS)
+    assert errors.TARGET_BUSY in fuzz_http.DOCUMENTED_CODES
+    assert "domain_error" not in fuzz_http.DOCUMENTED_CODES  # a DomainError without a code
+
+
+@pytest.mark.parametrize(
+    ("status", "content_type", "body", "verdict"),
+    [
+        (500, "text/plain", b"Internal Server Error", "undocumented: HTTP 500"),
+        (405, "text/plain; charset=utf-8", b"Method Not Allowed", "undocumented: HTTP 405"),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"internal error"}}',
+            "undocumented: JSON-RPC error -32603",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":'
+            b'"x","data":{"code":"conflict"}}}',
+            "undocumented: -32000",
+        ),
+        (200, "application/json", b'{"id":1,"result":{}}', "undocumented: not a JSON-RPC"),
+        (
+            413,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"too large"}}',
+            "too_large",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":'
+            b'"x","data":{"code":"target_busy"}}}',
+            "error:target_busy",
+        ),
+    ],
+)
+def test_the_fuzzer_tells_documented_answers_from_the_rest(
+    status: int, content_type: str, body: bytes, verdict: str
+) -> None:
+    answer = Answer(status, {"content-type": content_type}, body, 0.0)
+    assert fuzz_http.classify("/rpc", answer).startswith(verdict)
