@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, settings
 from sqlalchemy.engine import make_url
 
 from ccweb_store.config import Settings
@@ -25,6 +26,27 @@ from ccweb_store.models import Base
 from ccweb_store.uow import Store
 
 POSTGRES_ENV = "CCWEB_TEST_POSTGRES_URL"
+HYPOTHESIS_PROFILE_ENV = "CCWEB_HYPOTHESIS_PROFILE"
+
+# Property tests: a few examples each in the suite (the same ones every run, so CI is
+# repeatable), thousands of fresh ones with CCWEB_HYPOTHESIS_PROFILE=deep.
+_SHARED_FIXTURES = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+settings.register_profile(
+    "ci",
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=_SHARED_FIXTURES,
+)
+settings.register_profile(
+    "deep",
+    max_examples=2000,
+    deadline=None,
+    database=None,
+    suppress_health_check=_SHARED_FIXTURES,
+)
+settings.load_profile(os.environ.get(HYPOTHESIS_PROFILE_ENV, "ci"))
 REQUIRE_POSTGRES_ENV = "CCWEB_REQUIRE_POSTGRES"
 BACKENDS = ("sqlite", "postgres")
 
