@@ -69,18 +69,36 @@ DOCUMENTED_CODES = frozenset(
 )
 #: Answer classes that are not refusals: the call ran (and may have written rows).
 ACCEPTED = frozenset({"ok", "no_content", "batch"})
-#: HTTP status → the class of a JSON-RPC error answered with it before dispatch.
-HTTP_ERRORS = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    405: "method_not_allowed",
-    406: "not_acceptable",
-    413: "too_large",
-    415: "unsupported_media_type",
+#: Every documented error answer: (endpoint, HTTP status, JSON-RPC code) → its class. The
+#: table in docs/reliability.md lists the same rows (a test compares them).
+ERROR_ANSWERS: dict[tuple[str, int, int], str] = {
+    ("/rpc", 200, -32700): "parse_error",
+    ("/mcp", 400, -32700): "parse_error",
+    ("/rpc", 200, -32600): "invalid_request",
+    ("/mcp", 200, -32600): "invalid_request",
+    ("/mcp", 400, -32600): "bad_request",
+    ("/rpc", 200, -32601): "method_not_found",
+    ("/mcp", 200, -32601): "method_not_found",
+    ("/mcp", 404, -32601): "method_not_found",
+    ("/rpc", 200, -32602): "invalid_params",
+    ("/mcp", 200, -32602): "invalid_params",
+    ("/mcp", 400, -32602): "invalid_params",
+    ("/mcp", 400, -32020): "header_mismatch",
+    ("/mcp", 400, -32022): "unsupported_version",
+    ("/rpc", 401, -32001): "unauthorized",
+    ("/mcp", 401, -32001): "unauthorized",
+    ("/rpc", 403, -32600): "forbidden",
+    ("/mcp", 403, -32600): "forbidden",
+    ("/rpc", 405, -32600): "method_not_allowed",
+    ("/mcp", 405, -32600): "method_not_allowed",
+    ("/mcp", 406, -32600): "not_acceptable",
+    ("/rpc", 413, -32600): "too_large",
+    ("/mcp", 413, -32600): "too_large",
+    ("/rpc", 415, -32600): "unsupported_media_type",
+    ("/mcp", 415, -32600): "unsupported_media_type",
 }
-RPC_CODES = {-32700: "parse_error", -32600: "invalid_request", -32601: "method_not_found"}
-RPC_CODES[-32602] = "invalid_params"
+#: A domain error: ``-32000`` with ``data.code`` on /rpc, a tool result with ``isError`` on /mcp.
+DOMAIN_ERROR = -32000
 
 
 # --- inputs ---------------------------------------------------------------------------------
@@ -251,7 +269,19 @@ RPC_PARAMS: dict[str, tuple[str, ...]] = {
     "tools.call": ("tool", "name", "args", "arguments", "sourceSessionId", "sourceHopCount"),
     "tools.callDynamic": ("name", "arguments", "sourceSessionId", "sourceHopCount"),
 }
-MCP_METHODS = ("initialize", "ping", "tools/list", "tools/call", "notifications/initialized")
+MCP_METHODS = (
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "notifications/initialized",
+    "server/discover",
+)
+MODERN = "2026-07-28"
+MODERN_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+MODERN_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+#: Mcp-Name values that do not match the tool: another tool, bad base64, base64 of a name.
+MODERN_NAMES = ("ccweb_prompt_user", "=?base64?!!!?=", "=?base64?Y2N3ZWJfc2VuZF9tZXNzYWdl?=")
 CONTENT_TYPES = (
     "application/json",
     "application/json; charset=utf-8",
@@ -303,7 +333,10 @@ class InputGenerator:
         rng = self.rng
         to_mcp = rng.random() < 0.5
         path = "/mcp" + rng.choice(QUERIES) if to_mcp else "/rpc"
+        modern = to_mcp and rng.random() < 0.3  # MCP 2026-07-28: envelope and routing headers
         message = self.message(to_mcp)
+        if modern:
+            self.add_envelope(message)
         body = json.dumps(message, ensure_ascii=rng.random() < 0.5).encode()
         roll = rng.random()
         kind = "call"
@@ -312,6 +345,8 @@ class InputGenerator:
         elif roll < 0.2:
             body, kind = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 64))), "junk"
         headers = self.headers(to_mcp)
+        if modern:
+            headers.update(self.routing_headers(message))
         method = "POST" if rng.random() < 0.95 else rng.choice(["GET", "PUT", "DELETE", "PATCH"])
         return FuzzInput(
             name=f"random #{number} ({kind})",
@@ -337,6 +372,32 @@ class InputGenerator:
                 headers["Origin"] = origin
         if to_mcp and rng.random() < 0.05:
             headers["MCP-Protocol-Version"] = rng.choice(["2025-06-18", "1999-01-01", "x" * 50])
+        return headers
+
+    def add_envelope(self, message: Any) -> None:
+        """The 2026-07-28 ``params._meta``: mostly whole, sometimes broken."""
+        if not isinstance(message, dict) or not isinstance(message.get("params"), dict):
+            return
+        rng = self.rng
+        meta: dict[str, Any] = {
+            MODERN_VERSION_KEY: MODERN if rng.random() < 0.9 else rng.choice(["2025-06-18", 7]),
+            MODERN_CAPABILITIES_KEY: {} if rng.random() < 0.9 else self.value(depth=1),
+        }
+        if rng.random() < 0.1:
+            meta.pop(rng.choice(list(meta)))
+        message["params"]["_meta"] = meta if rng.random() < 0.95 else self.value(depth=1)
+
+    def routing_headers(self, message: Any) -> dict[str, str]:
+        """``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name``: mostly right."""
+        rng = self.rng
+        method = message.get("method") if isinstance(message, dict) else None
+        params = message.get("params") if isinstance(message, dict) else None
+        headers = {"MCP-Protocol-Version": MODERN if rng.random() < 0.9 else "2025-11-25"}
+        if isinstance(method, str) and rng.random() < 0.9:
+            headers["Mcp-Method"] = method if rng.random() < 0.9 else "tools/list"
+        name = params.get("name") if isinstance(params, dict) else None
+        if isinstance(name, str) and name.isascii() and rng.random() < 0.9:
+            headers["Mcp-Name"] = name if rng.random() < 0.8 else rng.choice(MODERN_NAMES)
         return headers
 
     def message(self, to_mcp: bool) -> Any:
@@ -483,36 +544,24 @@ class InputGenerator:
 
 def classify(path: str, answer: Answer) -> str:
     """The documented class of an answer (docs/reliability.md), or ``undocumented: …``."""
+    endpoint = "/mcp" if path.startswith("/mcp") else "/rpc"
     status = answer.status
     if status >= 500:
         return f"undocumented: HTTP {status}"
     if status in (202, 204):
-        expected = 202 if path.startswith("/mcp") else 204
+        expected = 202 if endpoint == "/mcp" else 204
         return "no_content" if status == expected and not answer.body else _odd(answer)
     try:
         body = _json_body(answer)
     except ValueError:
         return _odd(answer)
-    if status in HTTP_ERRORS:
-        code = _error_code(body)
-        if status == 400 and code == -32700 and path.startswith("/mcp"):
-            return "parse_error"
-        wanted = jsonrpc_error_code(status)
-        return HTTP_ERRORS[status] if code == wanted else _odd(answer)
-    if status != 200:
-        return _odd(answer)
     if isinstance(body, list):
-        if not body:
+        if status != 200 or not body:
             return _odd(answer)
-        inner = [_classify_message(path, item) for item in body]
+        inner = [_classify_message(endpoint, status, item) for item in body]
         bad = [item for item in inner if item.startswith("undocumented")]
         return bad[0] if bad else "batch"
-    return _classify_message(path, body)
-
-
-def jsonrpc_error_code(status: int) -> int:
-    """The JSON-RPC code an HTTP error answer carries: -32001 for 401, else -32600."""
-    return -32001 if status == 401 else -32600
+    return _classify_message(endpoint, status, body)
 
 
 def _json_body(answer: Answer) -> Any:
@@ -528,34 +577,32 @@ def _json_body(answer: Answer) -> Any:
     return orjson.loads(answer.body)
 
 
-def _error_code(body: Any) -> Any:
-    if not _is_response(body) or "error" not in body:
-        return None
-    return body["error"].get("code")
-
-
-def _is_response(body: Any) -> bool:
-    """A JSON-RPC 2.0 response object: ``jsonrpc``, ``id`` and one of result or error."""
-    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or "id" not in body:
+def _is_response(body: Any, endpoint: str) -> bool:
+    """A JSON-RPC 2.0 response object: ``jsonrpc``, ``id`` and one of result or error. An
+    MCP 2026-07-28 error answer leaves the id out when it has none to answer."""
+    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0":
         return False
     if ("result" in body) == ("error" in body):
         return False
-    if "error" in body:
-        error = body["error"]
-        return (
-            isinstance(error, dict)
-            and isinstance(error.get("code"), int)
-            and isinstance(error.get("message"), str)
-        )
-    return True
+    if "error" not in body:
+        return "id" in body
+    error = body["error"]
+    return (
+        ("id" in body or endpoint == "/mcp")
+        and isinstance(error, dict)
+        and isinstance(error.get("code"), int)
+        and isinstance(error.get("message"), str)
+    )
 
 
-def _classify_message(path: str, body: Any) -> str:
-    if not _is_response(body):
-        return f"undocumented: not a JSON-RPC response: {str(body)[:200]}"
+def _classify_message(endpoint: str, status: int, body: Any) -> str:
+    if not _is_response(body, endpoint):
+        return f"undocumented: HTTP {status}, not a JSON-RPC response: {str(body)[:200]}"
     if "result" in body:
         result = body["result"]
-        if path.startswith("/mcp") and isinstance(result, dict) and result.get("isError"):
+        if status != 200:
+            return f"undocumented: a result with HTTP {status}"
+        if endpoint == "/mcp" and isinstance(result, dict) and result.get("isError"):
             try:
                 code = result["structuredContent"]["error"]["code"]
             except (KeyError, TypeError):
@@ -564,15 +611,16 @@ def _classify_message(path: str, body: Any) -> str:
         return "ok"
     error = body["error"]
     code = error["code"]
-    if code in RPC_CODES:
-        return RPC_CODES[code]
-    if code == -32000 and path.startswith("/rpc"):
+    if code == DOMAIN_ERROR and endpoint == "/rpc" and status == 200:
         data = error.get("data")
         domain = data.get("code") if isinstance(data, dict) else None
         if domain in DOCUMENTED_CODES:
             return f"error:{domain}"
         return f"undocumented: -32000 with data {data!r}"
-    return f"undocumented: JSON-RPC error {code} ({error['message'][:120]})"
+    known = ERROR_ANSWERS.get((endpoint, status, code))
+    if known is None:
+        return f"undocumented: JSON-RPC error {code} with HTTP {status} ({error['message'][:120]})"
+    return known
 
 
 def _odd(answer: Answer) -> str:

@@ -108,7 +108,12 @@ def test_the_fuzzer_knows_every_host_method_and_every_error_code() -> None:
             b'"x","data":{"code":"conflict"}}}',
             "undocumented: -32000",
         ),
-        (200, "application/json", b'{"id":1,"result":{}}', "undocumented: not a JSON-RPC"),
+        (
+            200,
+            "application/json",
+            b'{"id":1,"result":{}}',
+            "undocumented: HTTP 200, not a JSON-RPC",
+        ),
         (
             413,
             "application/json",
