@@ -23,7 +23,6 @@ the dump, after checking that it lies inside that import's run. Exits 1 when the
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -47,11 +46,12 @@ import sqlalchemy as sa
 from bench.harness import (
     ROOT,
     Report,
-    add_backend_arguments,
+    command_line,
     databases,
     finish,
     machine,
     open_engine,
+    options_from,
     row_counts,
 )
 from bench.legacy_state import generate_state
@@ -260,15 +260,18 @@ def import_report(title: str, run: ImportRun, total_messages: int) -> Report:
     for number, kill in enumerate(run.kills, 1):
         held = ", ".join(f"{t} {c:,}" for t, c in kill.rows.items() if t != "alembic_version")
         report.add(
-            f"kill {number}: SIGKILL after file",
+            f"kill {number}: SIGKILL once progress showed file",
             f"{kill.files_done}/{kill.files_total}; the database held {held}",
         )
-    sessions = run.final_summary.get("sessions", {})
-    messages = run.final_summary.get("messages", {})
+    summary = run.final_summary
+    sessions, messages, replies = (
+        summary.get(key, {}) for key in ("sessions", "messages", "replies")
+    )
     report.add(
         "the rerun to the end",
         f"sessions {sessions.get('imported', 0)} imported, {sessions.get('unchanged', 0)} "
-        f"unchanged; messages {messages.get('imported', 0):,} imported",
+        f"unchanged; messages {messages.get('imported', 0):,} imported; replies "
+        f"{replies.get('imported', 0)} imported, {replies.get('unchanged', 0)} unchanged",
     )
     report.add("import-time values (reply entries without createdAt…)", run.import_time_values)
     report.add("messages imported in all", run.rows.get("messages", 0), must=total_messages)
@@ -279,24 +282,16 @@ def import_report(title: str, run: ImportRun, total_messages: int) -> Report:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    defaults = ImportOptions()
-    parser.add_argument("--sessions", type=int, default=defaults.sessions)
-    parser.add_argument(
-        "--messages", type=int, default=defaults.messages, help="messages per session"
-    )
-    parser.add_argument("--kills", type=int, default=defaults.kills, help="SIGKILLs per backend")
-    parser.add_argument(
-        "--seconds", type=float, default=defaults.seconds, help="cap on each import command"
-    )
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    add_backend_arguments(parser)
+    helps = {
+        "messages": "messages per session",
+        "kills": "SIGKILLs per backend",
+        "seconds": "cap on each import command",
+    }
+    parser = command_line(__doc__, ImportOptions(), helps)
     args = parser.parse_args(argv)
-    if args.sessions < 2 or args.kills < 1:
+    options = options_from(args, ImportOptions)
+    if options.sessions < 2 or options.kills < 1:
         parser.error("need at least 2 sessions and 1 kill")
-    options = ImportOptions(args.sessions, args.messages, args.kills, args.seconds, args.seed)
     reports = []
     with (
         tempfile.TemporaryDirectory(prefix="ccweb-state-") as scratch,

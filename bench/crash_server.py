@@ -23,7 +23,6 @@ a state with no way out. Exits 1 when an invariant fails.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import itertools
@@ -42,10 +41,11 @@ from bench.harness import (
     RpcClient,
     ServerGone,
     ServerProcess,
-    add_backend_arguments,
-    databases,
+    command_line,
     finish,
     machine,
+    on_each_backend,
+    options_from,
 )
 from bench.stress_load import (
     ONE_WAY,
@@ -251,7 +251,7 @@ def crash_report(title: str, traffic: CrashTraffic, stored: Stored) -> Report:
     )
     report.add(
         "replies delivered exactly once (returned + failure notices)",
-        f"{checked.returned_once} + {checked.failed_noticed_once}",
+        f"{checked.returned_once:,} + {checked.failed_noticed_once:,}",
     )
     report.add(
         "acknowledged replies not delivered exactly once",
@@ -290,36 +290,16 @@ def crash_backend(name: str, url: str, options: CrashOptions) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    helps = {
+        "kills": "SIGKILLs per backend",
+        "phase_seconds": "load before each kill",
+        "seconds": "cap on each backend's run",
+    }
+    args = command_line(__doc__, CrashOptions(), helps).parse_args(argv)
+    options = options_from(args, CrashOptions)
+    reports = on_each_backend(
+        args, "crash", lambda backend, url: crash_backend(backend, url, options)
     )
-    defaults = CrashOptions()
-    parser.add_argument("--kills", type=int, default=defaults.kills, help="SIGKILLs per backend")
-    parser.add_argument(
-        "--phase-seconds", type=float, default=defaults.phase_seconds, help="load between kills"
-    )
-    parser.add_argument("--conversations", type=int, default=defaults.conversations)
-    parser.add_argument("--senders", type=int, default=defaults.senders)
-    parser.add_argument("--workers", type=int, default=defaults.workers)
-    parser.add_argument(
-        "--seconds", type=float, default=defaults.seconds, help="cap on each backend's run"
-    )
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    add_backend_arguments(parser)
-    args = parser.parse_args(argv)
-    options = CrashOptions(
-        kills=args.kills,
-        phase_seconds=args.phase_seconds,
-        conversations=args.conversations,
-        senders=args.senders,
-        workers=args.workers,
-        seconds=args.seconds,
-        seed=args.seed,
-    )
-    reports = []
-    with databases(args) as made:
-        for backend in made.names:
-            reports.append(crash_backend(backend, made.new(backend, "crash"), options))
     header = (
         f"kill -9 under load: {options.kills} kills, {options.phase_seconds:g} s of load "
         f"between them, leases of {LEASE_SECONDS} s; {machine()}"

@@ -15,13 +15,12 @@ undocumented. Around every input the rows of every table are counted: an input t
 refused must leave them as they were. Exits 1 on any 5xx, undocumented answer, corpus line
 answered with another class than it names, or row written by a refused call.
 
-    python bench/fuzz_http.py [--inputs 5000] [--seconds 300] [--seed 1] [--backend all]
+    python bench/fuzz_http.py [--inputs 20000] [--seed 1] [--no-corpus] [--backend all]
     python bench/fuzz_http.py --write-tool-corpus    # regenerate tool_arguments.jsonl
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -46,11 +45,12 @@ from bench.harness import (
     RpcClient,
     ServerGone,
     ServerProcess,
-    add_backend_arguments,
-    databases,
+    command_line,
     finish,
     machine,
+    on_each_backend,
     open_engine,
+    options_from,
     row_counts,
 )
 from ccweb_store import errors, tools
@@ -725,8 +725,8 @@ async def seed(port: int) -> dict[str, list[str]]:
 
 @dataclass
 class FuzzOptions:
-    inputs: int = 5000
-    seconds: float = 300.0
+    inputs: int = 20_000
+    seconds: float = 600.0
     seed: int = 1
     corpus: bool = True
 
@@ -753,14 +753,16 @@ def fuzz_report(title: str, corpus: Outcome, generated: Outcome, log: str) -> Re
         "inputs tried (corpus + random)",
         f"{total.tried:,} ({corpus.tried:,} + {generated.tried:,})",
     )
+    refused = sum(count for name, count in total.classes.items() if name not in ACCEPTED)
+    report.add("  of them refused (rows counted around each)", refused)
     report.add("5xx answers", len(total.server_errors), must=0)
     report.add("answers that are not a documented error", len(total.undocumented), must=0)
     report.add("corpus lines answered with another class", len(total.unexpected), must=0)
     report.add("rows written by refused calls", total.rows_written_by_refusals, must=0)
     report.add("connections cut without an answer", len(total.connection_failures), must=0)
     report.add("tracebacks in the server log", tracebacks, must=0)
-    top = ", ".join(f"{name} {count:,}" for name, count in total.classes.most_common(12))
-    report.add("answers by class", top)
+    top = ", ".join(f"{name} {count:,}" for name, count in total.classes.most_common(10))
+    report.add(f"answers by class ({len(total.classes)} classes)", top + ", …")
     report.problems += (
         total.server_errors
         + total.undocumented
@@ -783,29 +785,25 @@ def fuzz_backend(name: str, url: str, options: FuzzOptions) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    defaults = FuzzOptions()
-    parser.add_argument("--inputs", type=int, default=defaults.inputs, help="random inputs")
-    parser.add_argument("--seconds", type=float, default=defaults.seconds, help="cap per backend")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--no-corpus", action="store_true", help="random inputs only")
+    helps = {
+        "inputs": "random inputs",
+        "seconds": "cap on each backend's run",
+        "corpus": "send the corpus first",
+    }
+    parser = command_line(__doc__, FuzzOptions(), helps)
     parser.add_argument(
         "--write-tool-corpus",
         action="store_true",
         help=f"rewrite {TOOL_CORPUS.relative_to(ROOT)} from the tool registry and exit",
     )
-    add_backend_arguments(parser)
     args = parser.parse_args(argv)
     if args.write_tool_corpus:
         print(f"{write_tool_corpus()} lines written to {TOOL_CORPUS}")
         return 0
-    options = FuzzOptions(args.inputs, args.seconds, args.seed, corpus=not args.no_corpus)
-    reports = []
-    with databases(args) as made:
-        for backend in made.names:
-            reports.append(fuzz_backend(backend, made.new(backend, "fuzz"), options))
+    options = options_from(args, FuzzOptions)
+    reports = on_each_backend(
+        args, "fuzz", lambda backend, url: fuzz_backend(backend, url, options)
+    )
     header = f"fuzz: corpus + {options.inputs:,} random inputs (seed {options.seed}); {machine()}"
     return finish(reports, header)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import os
 import resource
@@ -534,6 +535,40 @@ async def ping(client: Client) -> bool:
 
 
 # --- databases --------------------------------------------------------------------------------
+
+
+def command_line(
+    description: str | None, defaults: Any, helps: Mapping[str, str] | None = None
+) -> argparse.ArgumentParser:
+    """A parser with a ``--flag`` for each field of the options dataclass ``defaults`` (typed by
+    its default value; a boolean gets ``--flag``/``--no-flag``) and the backend flags."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    for item in dataclasses.fields(defaults):
+        value = getattr(defaults, item.name)
+        flag = "--" + item.name.replace("_", "-")
+        help_text = f"{(helps or {}).get(item.name, '')} [default: {value}]".strip()
+        if isinstance(value, bool):
+            action = argparse.BooleanOptionalAction
+            parser.add_argument(flag, action=action, default=value, help=help_text)
+        else:
+            parser.add_argument(flag, type=type(value), default=value, help=help_text)
+    add_backend_arguments(parser)
+    return parser
+
+
+def options_from(args: argparse.Namespace, cls: type[OptionsT]) -> OptionsT:
+    """The options dataclass ``cls`` filled from the parsed ``command_line``."""
+    return cls(**{item.name: getattr(args, item.name) for item in dataclasses.fields(cls)})  # type: ignore[arg-type]
+
+
+def on_each_backend(
+    args: argparse.Namespace, label: str, check: Callable[[str, str], Report]
+) -> list[Report]:
+    """``check(backend name, URL of a fresh database)`` on each backend the options ask for."""
+    with databases(args) as made:
+        return [check(backend, made.new(backend, label)) for backend in made.names]
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:

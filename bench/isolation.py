@@ -20,7 +20,6 @@ Exits 1 when any check fails.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import secrets
 import subprocess
@@ -40,11 +39,11 @@ from bench.harness import (
     Connection,
     Report,
     ServerProcess,
-    add_backend_arguments,
-    databases,
+    command_line,
     finish,
     free_port,
     machine,
+    on_each_backend,
 )
 from ccweb_store import rpc, tools
 from ccweb_store.jsonrpc import UNAUTHORIZED
@@ -200,7 +199,9 @@ async def foreign_origins(port: int, token: str) -> Tally:
 def public_binds(scratch: Path) -> Tally:
     """Each non-loopback start without a token must refuse, say why, and create nothing."""
     tally = Tally()
-    commands = [(["-m", "ccweb_store", "serve", "--host", host], {}) for host in PUBLIC_HOSTS]
+    commands: list[tuple[list[str], dict[str, str]]] = [
+        (["-m", "ccweb_store", "serve", "--host", host], {}) for host in PUBLIC_HOSTS
+    ]
     commands.append((["-m", "ccweb_store", "serve"], {"CCWEB_HOST": "0.0.0.0"}))
     commands.append((["-m", "ccweb_store", "serve", "--host", "0.0.0.0", "--token", ""], {}))
     commands.append(([str(ROOT / "server.py"), "--host", "0.0.0.0"], {}))
@@ -272,16 +273,12 @@ def check_backend(name: str, database_url: str) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_backend_arguments(parser)
-    args = parser.parse_args(argv)
-    reports = []
-    with databases(args) as made:
-        for backend in made.names:
-            reports.append(check_backend(backend, made.new(backend, "isolation")))
-    return finish(reports, f"isolation; {machine()}")
+    @dataclass
+    class NoOptions:
+        pass
+
+    args = command_line(__doc__, NoOptions()).parse_args(argv)
+    return finish(on_each_backend(args, "isolation", check_backend), f"isolation; {machine()}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ not sent. Prints the figures and exits 1 when an invariant fails.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import random
@@ -42,12 +41,13 @@ from bench.harness import (
     RpcClient,
     RpcFailure,
     ServerGone,
-    add_backend_arguments,
-    databases,
+    command_line,
     finish,
     machine,
     milliseconds,
+    on_each_backend,
     open_engine,
+    options_from,
     percentile,
     servers,
 )
@@ -277,8 +277,8 @@ def audit(sent: Sequence[Sent], stored: Stored, *, unacknowledged: Sequence[str]
 
     for send in sent:
         label = f"{send.mode} {send.source}->{send.target} ({send.run_id})"
-        message = stored.messages.get(send.message_id)
-        if message is None or message["session_id"] != send.target:
+        sent_message = stored.messages.get(send.message_id)
+        if sent_message is None or sent_message["session_id"] != send.target:
             result.lost.append(f"{label}: its message {send.message_id} is missing")
         run = stored.runs.get(send.run_id)
         if run is None:
@@ -400,36 +400,21 @@ def check_backend(name: str, url: str, options: LoadOptions) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    defaults = LoadOptions()
-    parser.add_argument("--requests", type=int, default=defaults.requests, help="sends to make")
-    parser.add_argument("--conversations", type=int, default=defaults.conversations)
-    parser.add_argument("--senders", type=int, default=defaults.senders, help="sender loops")
-    parser.add_argument("--workers", type=int, default=defaults.workers, help="worker loops")
-    parser.add_argument("--servers", type=int, default=defaults.servers, help="server processes")
-    parser.add_argument(
-        "--seconds", type=float, default=defaults.seconds, help="cap on each backend's run"
-    )
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    add_backend_arguments(parser)
+    helps = {
+        "requests": "sends to make",
+        "senders": "sender loops",
+        "workers": "worker loops",
+        "servers": "server processes on the one database",
+        "seconds": "cap on each backend's run",
+    }
+    parser = command_line(__doc__, LoadOptions(), helps)
     args = parser.parse_args(argv)
-    if args.conversations < 2 or args.requests < 1 or args.servers < 1:
+    options = options_from(args, LoadOptions)
+    if options.conversations < 2 or options.requests < 1 or options.servers < 1:
         parser.error("need at least 2 conversations, 1 request and 1 server")
-    options = LoadOptions(
-        requests=args.requests,
-        conversations=args.conversations,
-        senders=args.senders,
-        workers=args.workers,
-        servers=args.servers,
-        seconds=args.seconds,
-        seed=args.seed,
+    reports = on_each_backend(
+        args, "load", lambda backend, url: check_backend(backend, url, options)
     )
-    reports = []
-    with databases(args) as made:
-        for backend in made.names:
-            reports.append(check_backend(backend, made.new(backend, "load"), options))
     header = (
         f"load: {options.requests:,} sends over {options.conversations} conversations, "
         f"{options.senders} senders, {options.workers} workers; {machine()}"
