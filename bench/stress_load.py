@@ -138,7 +138,7 @@ async def generate_traffic(ports: Sequence[int], options: LoadOptions) -> Traffi
                         traffic.problems.append(f"send refused: {result['structuredContent']}")
                         return
                     traffic.refused_busy += 1
-                    await asyncio.sleep(0.002)
+                    await asyncio.sleep(0.01)  # the queue is full: let the workers catch up
                     continue
                 payload = result["structuredContent"]
                 traffic.sent.append(
@@ -349,7 +349,7 @@ def load_report(title: str, options: LoadOptions, traffic: Traffic, checked: Aud
     report = Report(title)
     report.add("requests sent (acknowledged)", len(sent), must=options.requests)
     report.add(
-        "  one_way / return_and_continue", f"{len(sent) - len(returning)} / {len(returning)}"
+        "  one_way / return_and_continue", f"{len(sent) - len(returning):,} / {len(returning):,}"
     )
     report.add("sends refused as target_busy (retried)", traffic.refused_busy)
     report.add("runs completed, each by 2 concurrent calls", traffic.completions)
