@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -318,6 +318,12 @@ QUERIES = (
 INVALID_UTF8 = (b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\x00")
 
 
+def _header_value(value: object) -> TypeGuard[str]:
+    """Whether ``value`` can be sent as an HTTP header value (printable ASCII): a request
+    that breaks HTTP itself is uvicorn's to refuse (a plain 400), not the service's."""
+    return isinstance(value, str) and value.isascii() and value.isprintable()
+
+
 class InputGenerator:
     """Seeded random requests: well-formed calls with random arguments, and mutations."""
 
@@ -393,10 +399,10 @@ class InputGenerator:
         method = message.get("method") if isinstance(message, dict) else None
         params = message.get("params") if isinstance(message, dict) else None
         headers = {"MCP-Protocol-Version": MODERN if rng.random() < 0.9 else "2025-11-25"}
-        if isinstance(method, str) and rng.random() < 0.9:
+        if _header_value(method) and rng.random() < 0.9:
             headers["Mcp-Method"] = method if rng.random() < 0.9 else "tools/list"
         name = params.get("name") if isinstance(params, dict) else None
-        if isinstance(name, str) and name.isascii() and rng.random() < 0.9:
+        if _header_value(name) and rng.random() < 0.9:
             headers["Mcp-Name"] = name if rng.random() < 0.8 else rng.choice(MODERN_NAMES)
         return headers
 
