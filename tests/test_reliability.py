@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,30 @@ def test_the_fuzzer_tells_documented_answers_from_the_rest(
 ) -> None:
     answer = Answer(status, {"content-type": content_type}, body, 0.0)
     assert fuzz_http.classify("/rpc", answer).startswith(verdict)
+
+
+DOCS = fuzz_http.ROOT / "docs" / "reliability.md"
+
+
+def _section(start: str, end: str) -> str:
+    text = DOCS.read_text()
+    return text[text.index(start) : text.index(end)]
+
+
+def test_the_docs_list_exactly_the_domain_error_codes_the_fuzzer_accepts() -> None:
+    section = _section("### Domain error codes", "## Limits")
+    listed = set(re.findall(r"^\| `([a-z_]+)` \|", section, re.MULTILINE))
+    assert listed == fuzz_http.DOCUMENTED_CODES
+
+
+def test_the_docs_list_exactly_the_error_answers_the_fuzzer_accepts() -> None:
+    section = _section("## Documented answers", "### Domain error codes")
+    listed = set()
+    for endpoint, status, code in re.findall(
+        r"^\| (both|`/mcp`|`/rpc`) \| (\d{3})[^|]*\| (-\d+)", section, re.MULTILINE
+    ):
+        if int(code) == fuzz_http.DOMAIN_ERROR:
+            continue
+        for path in ("/mcp", "/rpc") if endpoint == "both" else (endpoint.strip("`"),):
+            listed.add((path, int(status), int(code)))
+    assert listed == set(fuzz_http.ERROR_ANSWERS)
