@@ -14,6 +14,10 @@ from ccweb_store.errors import InvalidInput
 
 #: The largest integer a BIGINT column (and SQLite's INTEGER) holds.
 INT64_MAX = 2**63 - 1
+#: The largest integer an INTEGER column holds on PostgreSQL (hop counts).
+INT32_MAX = 2**31 - 1
+#: The longest span of time an argument may name: 100 years from now, either way, is a date.
+CENTURY_SECONDS = 3_155_760_000
 
 
 def require_mapping(args: object, what: str = "arguments") -> Mapping[str, Any]:

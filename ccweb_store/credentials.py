@@ -29,6 +29,8 @@ from typing import Any
 
 from ccweb_store import errors
 from ccweb_store.arguments import (
+    CENTURY_SECONDS,
+    INT32_MAX,
     bounded_int,
     optional_bool,
     optional_int,
@@ -220,9 +222,11 @@ async def mint_credential(store: Store, params: Mapping[str, Any]) -> dict[str, 
     """
     params = require_mapping(params, "params")
     session_id = validate_session_id(require_str(params, "sessionId"))
-    lifetime = optional_int(params, "expiresInSeconds", minimum=1)
+    lifetime = optional_int(
+        params, "expiresInSeconds", minimum=1, maximum=CENTURY_SECONDS, unit=" (100 years)"
+    )
     label = optional_str(params, "label")
-    hop_count = optional_int(params, "hopCount", minimum=0) or 0
+    hop_count = optional_int(params, "hopCount", minimum=0, maximum=INT32_MAX) or 0
     expires_at = None
     if lifetime is not None:  # whole seconds, as the token carries it
         expires_at = (utcnow() + timedelta(seconds=lifetime)).replace(microsecond=0)

@@ -45,6 +45,7 @@ from typing import Any
 
 from ccweb_store import errors
 from ccweb_store.arguments import (
+    CENTURY_SECONDS,
     bounded_int,
     optional_number,
     optional_str,
@@ -66,8 +67,6 @@ from ccweb_store.schemas import reply_out
 from ccweb_store.uow import Store, UnitOfWork
 
 EXPIRED = "expired"
-#: The largest ``olderThanSeconds``: 100 years before now is still a date.
-MAX_EXPIRY_SECONDS = 100 * 365.25 * 24 * 3600
 EXPIRE_BATCH = 200
 
 
@@ -420,7 +419,7 @@ def _expiry_cutoff(params: Mapping[str, Any], now: datetime | None) -> datetime:
         require_mapping(params, "params"),
         "olderThanSeconds",
         minimum=0,
-        maximum=MAX_EXPIRY_SECONDS,
+        maximum=CENTURY_SECONDS,
         unit=" (100 years)",
     )
     if seconds is None:
