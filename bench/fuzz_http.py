@@ -87,6 +87,7 @@ ERROR_ANSWERS: dict[tuple[str, int, int], str] = {
     ("/mcp", 400, -32022): "unsupported_version",
     ("/rpc", 401, -32001): "unauthorized",
     ("/mcp", 401, -32001): "unauthorized",
+    ("/mcp", 403, -32003): "credential_mismatch",
     ("/rpc", 403, -32600): "forbidden",
     ("/mcp", 403, -32600): "forbidden",
     ("/rpc", 405, -32600): "method_not_allowed",
@@ -252,6 +253,7 @@ RPC_PARAMS: dict[str, tuple[str, ...]] = {
     "message.append": ("sessionId", "role", "content", "metadata", "id"),
     "message.list": ("sessionId", "afterSeq", "limit"),
     "run.start": ("sessionId", "kind", "runtimeText", "workerId"),
+    "run.enqueue": ("sessionId", "kind", "runtimeText"),
     "run.claim": ("workerId", "leaseSeconds", "kinds"),
     "run.heartbeat": ("runId", "workerId", "leaseSeconds"),
     "run.complete": ("runId", "status", "output", "error"),
@@ -263,6 +265,9 @@ RPC_PARAMS: dict[str, tuple[str, ...]] = {
     "reply.fail": ("requestId", "reason"),
     "reply.expire": ("olderThanSeconds",),
     "prompt.respond": ("promptId", "answers"),
+    "credential.mint": ("sessionId", "expiresInSeconds", "label", "hopCount"),
+    "credential.list": ("sessionId", "includeInactive", "limit"),
+    "credential.revoke": ("credentialId",),
     "tools.list": (),
     "tools.dynamic": (),
     "tools.composerItems": (),
@@ -315,6 +320,23 @@ QUERIES = (
     "?sourceSessionId=%00%ff",
     "?sourceSessionId=" + "a" * 300,
 )
+
+
+def credential_queries(token: str) -> tuple[str, ...]:
+    """Query strings with a conversation credential: the real one, alone or claiming another
+    conversation, and altered, truncated or made up ones."""
+    altered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    return (
+        f"?credential={token}",
+        f"?credential={token}&sourceHopCount=2",
+        f"?credential={token}&sourceSessionId=fuzz-b",
+        f"?credential={altered}",
+        f"?credential={token[:20]}",
+        "?credential=ccw1.fuzz-a.cred_x.9999999999.0.AAAA",
+        "?credential=",
+    )
+
+
 INVALID_UTF8 = (b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\x00")
 
 
@@ -330,6 +352,11 @@ class InputGenerator:
     def __init__(self, seed: int, known_ids: Mapping[str, list[str]]) -> None:
         self.rng = random.Random(seed)
         self.known = known_ids
+        self.queries = QUERIES + tuple(
+            query
+            for token in known_ids.get("credentialtoken", [])
+            for query in credential_queries(token)
+        )
 
     def inputs(self, count: int) -> Iterator[FuzzInput]:
         for number in range(count):
@@ -338,7 +365,7 @@ class InputGenerator:
     def one(self, number: int) -> FuzzInput:
         rng = self.rng
         to_mcp = rng.random() < 0.5
-        path = "/mcp" + rng.choice(QUERIES) if to_mcp else "/rpc"
+        path = "/mcp" + rng.choice(self.queries) if to_mcp else "/rpc"
         modern = to_mcp and rng.random() < 0.3  # MCP 2026-07-28: envelope and routing headers
         message = self.message(to_mcp)
         if modern:
@@ -717,9 +744,12 @@ async def seed(port: int) -> dict[str, list[str]]:
     prompt = await client.tool(
         "fuzz-c", "ccweb_prompt_user", {"questions": [{"id": "q", "question": "Ready?"}]}
     )
+    minted = await client.rpc("credential.mint", {"sessionId": SOURCE, "label": "fuzz"})
     await client.close()
     payload = sent["structuredContent"]
     return {
+        "credentialtoken": [minted["token"]],
+        "credentialid": [minted["credential"]["id"]],
         "session": [SOURCE, "fuzz-b", "fuzz-c"],
         "conversation": [SOURCE, "fuzz-b", "fuzz-c"],
         "runid": [payload["runId"]],

@@ -4,10 +4,11 @@ a foreign Origin is refused.
 1. Starts a real server with ``CCWEB_TOKEN`` set, seeds a conversation whose id, title and
    message hold marker strings, then sends every HTTP method to every path, and every host
    method and MCP method (each tool too) by POST, with no token and with wrong ones (another
-   token, another scheme, the token with a character more, no scheme). Each must be a 401
-   JSON-RPC error naming the fix, except ``GET /healthz``, which must tell only status,
-   database kind, schema revision and version. No answer may hold a marker, the token or the
-   database's location.
+   token, another scheme, the token with a character more, no scheme, a forged conversation
+   credential in the header or the query). Each must be a 401 JSON-RPC error naming the fix
+   (a forged credential on ``/mcp``, which checks credentials itself: any 4xx error), except
+   ``GET /healthz``, which must tell only status, database kind, schema revision and version.
+   No answer may hold a marker, the token or the database's location.
 2. Starts ``ccweb-store serve`` (and ``python server.py``) on non-loopback hosts without a
    token: each must refuse to start, say why and what to do, and create no database.
 3. With the right token, sends requests with foreign ``Origin`` headers to ``/mcp`` and
@@ -71,9 +72,14 @@ class Tally:
     wrong: list[str] = field(default_factory=list)
 
 
-def wrong_credentials(token: str) -> list[dict[str, str]]:
-    """Headers that must not get through: none, another token, another scheme, near misses."""
-    return [
+#: A conversation credential for the marked conversation, made up: it must open nothing.
+FORGED_CREDENTIAL = f"ccw1.{MARKERS[0]}.cred_forged.9999999999.0.AAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+
+def wrong_credentials(token: str) -> list[tuple[dict[str, str], str]]:
+    """What must not get through, as (headers, query string): none, another token, another
+    scheme, near misses, a forged conversation credential in the header or the query."""
+    headers = [
         {},
         {"Authorization": "Bearer not-the-token"},
         {"Authorization": f"Basic {token}"},
@@ -83,7 +89,9 @@ def wrong_credentials(token: str) -> list[dict[str, str]]:
         {"Authorization": "Bearer "},
         {"Authorization": f"Token {token}"},
         {"X-Api-Key": token},
+        {"Authorization": f"Bearer {FORGED_CREDENTIAL}"},
     ]
+    return [(each, "") for each in headers] + [({}, f"credential={FORGED_CREDENTIAL}")]
 
 
 def post_bodies() -> list[tuple[str, bytes]]:
@@ -142,21 +150,28 @@ async def without_token(port: int, token: str, database_url: str) -> Tally:
     ]
     requests += [("POST", path, body) for path, body in post_bodies()]
     requests.append(("GET", "/healthz", b""))
-    for credentials in wrong_credentials(token):
+    for credentials, query in wrong_credentials(token):
         for method, path, body in requests:
             headers = {**JSON_HEADERS, **credentials}
+            if query:
+                path += ("&" if "?" in path else "?") + query
             answer = await connection.request(method, path, body, headers)
             tally.tried += 1
-            label = f"{method} {path} with {sorted(credentials) or 'no credentials'}"
+            label = f"{method} {path[:60]} with {sorted(credentials) or 'no credentials'}"
             found = leaks(answer.body, token, database_url)
             if found:
                 tally.with_data.append(f"{label}: the answer holds {found}")
-            if path == "/healthz":
+            if path.split("?")[0] == "/healthz":
                 keys = set(answer.json()) if answer.status == 200 else set()
                 if answer.status != 200 or keys != HEALTH_KEYS:
                     tally.wrong.append(f"{label}: HTTP {answer.status}, keys {sorted(keys)}")
                 continue
-            if not _is_unauthorized(method, answer.status, answer.headers, answer.body):
+            if _credential_to_mcp(path, credentials, query):
+                # /mcp checks a credential itself, after refusing what it never serves (405).
+                expected = 400 <= answer.status < 500 and answer.status != 404
+            else:
+                expected = _is_unauthorized(method, answer.status, answer.headers, answer.body)
+            if not expected:
                 tally.wrong.append(f"{label}: HTTP {answer.status} {answer.body[:120]!r}")
                 if 200 <= answer.status < 300:
                     tally.with_data.append(f"{label}: answered HTTP {answer.status}")
@@ -166,8 +181,14 @@ async def without_token(port: int, token: str, database_url: str) -> Tally:
     return tally
 
 
+def _credential_to_mcp(path: str, headers: dict[str, str], query: str) -> bool:
+    credential = bool(query) or FORGED_CREDENTIAL in headers.get("Authorization", "")
+    return credential and path.split("?")[0] == "/mcp"
+
+
 def _is_unauthorized(method: str, status: int, headers: dict[str, str], body: bytes) -> bool:
-    if status != 401 or headers.get("www-authenticate") != "Bearer":
+    """A 401 asking for a bearer token, with a JSON-RPC error saying what to send."""
+    if status != 401 or not headers.get("www-authenticate", "").startswith("Bearer"):
         return False
     if method == "HEAD":
         return not body
@@ -243,7 +264,7 @@ def isolation_report(title: str, tokenless: Tally, origins: Tally, binds: Tally)
     report.add("requests without a valid token", tokenless.tried)
     report.add("  answered with data", len(tokenless.with_data), must=0)
     report.add(
-        "  not a 401 naming CCWEB_TOKEN (or /healthz not bare)", len(tokenless.wrong), must=0
+        "  not refused as documented (or /healthz saying more)", len(tokenless.wrong), must=0
     )
     report.add("non-loopback starts without a token refused", binds.refused, must=binds.tried)
     report.add("foreign Origins refused with 403", origins.refused, must=origins.tried)
