@@ -91,6 +91,16 @@ def test_the_fuzzer_knows_every_host_method_and_every_error_code() -> None:
     assert "domain_error" not in fuzz_http.DOCUMENTED_CODES  # a DomainError without a code
 
 
+def test_every_domain_error_code_the_service_raises_is_a_named_documented_one() -> None:
+    package = fuzz_http.ROOT / "ccweb_store"
+    spelled_out = [
+        f"{path.relative_to(package)}: {match}"
+        for path in package.rglob("*.py")
+        for match in re.findall(r"code=\"[a-z_]+\"", path.read_text())
+    ]
+    assert spelled_out == [], "name the code in ccweb_store/errors.py and list it in the docs"
+
+
 @pytest.mark.parametrize(
     ("status", "content_type", "body", "verdict"),
     [

@@ -332,3 +332,15 @@ async def test_a_lease_of_seven_days_is_the_longest_a_claim_may_ask_for(store: S
         too_long = await rpc(client, "run.claim", {"workerId": "w", "leaseSeconds": 604_801})
         assert "7 days; heartbeat to hold a run longer" in too_long["error"]["message"]
         assert await rpc_result(client, "run.claim", {"workerId": "w", "leaseSeconds": 604_800})
+
+
+async def test_a_message_id_that_is_taken_is_a_documented_message_exists(store: Store) -> None:
+    await make_conversation(store, "conv-a")
+    params = {"sessionId": "conv-a", "role": "user", "content": "x", "id": "msg-1"}
+    async with app_client(store) as client:
+        await rpc_result(client, "message.append", params)
+        before = await table_row_counts(store)
+        answer = await rpc(client, "message.append", params)
+    assert _domain_code(answer) == errors.MESSAGE_EXISTS
+    assert "leave id out" in answer["error"]["message"]
+    assert await table_row_counts(store) == before

@@ -190,7 +190,8 @@ class MessageRepository(Repository):
             return await self._execute(stmt, params)
         except IntegrityError as exc:
             raise Conflict(
-                f"message id {params['p_id']!r} already exists", code="message_exists"
+                f"message id {params['p_id']!r} already exists; leave id out to get a new one",
+                code=errors.MESSAGE_EXISTS,
             ) from exc
 
     async def get(self, message_id: str) -> Message | None:
