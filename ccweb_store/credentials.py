@@ -142,7 +142,13 @@ async def authenticate(store: Store, token: str, *, now: float | None = None) ->
     Raises ``CredentialRefused`` with ``invalid_credential``, ``credential_expired`` or
     ``credential_revoked``, and a message saying what to do.
     """
-    claims = read_token(await signing_key(store), token)
+    key = await existing_signing_key(store)
+    if key is None:  # nothing was ever minted here: refuse without making a key
+        raise CredentialRefused(
+            "this server has minted no conversation credential, so none holds here; mint one "
+            "with `ccweb-store conversation-url <conversation>`"
+        )
+    claims = read_token(key, token)
     current = time.time() if now is None else now
     if claims.expires_at and claims.expires_at <= current:
         raise CredentialRefused(
@@ -175,20 +181,35 @@ def _iso_seconds(epoch: int) -> str:
 async def signing_key(store: Store) -> bytes:
     """The key that signs credentials, loaded once per store: ``CCWEB_CREDENTIAL_SECRET``,
     else the one kept in the database, made there on first use."""
+    key = await _signing_key(store, make=True)
+    assert key is not None
+    return key
+
+
+async def existing_signing_key(store: Store) -> bytes | None:
+    """``signing_key``, but None instead of making one when there is none yet: a request that
+    is refused writes nothing."""
+    return await _signing_key(store, make=False)
+
+
+async def _signing_key(store: Store, *, make: bool) -> bytes | None:
     if store.credential_key is None:
         configured = store.settings.credential_secret
         if configured is not None:
             store.credential_key = configured.get_secret_value().encode()
         else:
-            store.credential_key = bytes.fromhex(await _stored_key(store))
+            stored = await _stored_key(store, make=make)
+            if stored is None:
+                return None
+            store.credential_key = bytes.fromhex(stored)
     return store.credential_key
 
 
-async def _stored_key(store: Store) -> str:
+async def _stored_key(store: Store, *, make: bool = True) -> str | None:
     """The signing key in ``server_secrets`` (hex); the first caller of all processes makes it."""
     async with store.read_uow() as uow:
         found = await uow.secrets.get(SIGNING_KEY_NAME)
-    if found is not None:
+    if found is not None or not make:
         return found
     fresh = secrets.token_bytes(32).hex()
     try:
@@ -230,6 +251,8 @@ async def mint_credential(store: Store, params: Mapping[str, Any]) -> dict[str, 
     expires_at = None
     if lifetime is not None:  # whole seconds, as the token carries it
         expires_at = (utcnow() + timedelta(seconds=lifetime)).replace(microsecond=0)
+    async with store.read_uow() as uow:  # before the key is made: a refusal writes nothing
+        await uow.sessions.require(session_id)
     key = await signing_key(store)
     async with store.uow() as uow:
         await uow.sessions.require(session_id)

@@ -19,7 +19,7 @@ from ccweb_store.credentials import Claims, CredentialRefused, read_token, sign
 from ccweb_store.models import ServerSecret, utcnow
 from ccweb_store.uow import Store
 from tests.http_client import app_client, mcp, rpc, rpc_result
-from tests.lifecycle_support import messages_of, row_counts, runs_of
+from tests.lifecycle_support import messages_of, row_counts, runs_of, table_row_counts
 
 KEY = b"k" * 32
 CLAIMS = Claims("conv-a", "cred_1", 0, 0)
@@ -511,6 +511,9 @@ async def test_a_configured_secret_signs_and_nothing_is_stored(
             token = await mint(client)
             assert (await mcp(client, "ping", query=f"?credential={token}")).status_code == 200
         assert await credentials.signing_key(store) == b"s" * 40
+        with pytest.raises(CredentialRefused, match="minted no conversation credential"):
+            await credentials.authenticate(trio, token)  # the database has no key: none holds
+        await credentials.signing_key(trio)  # the database's own key, made on first mint
         with pytest.raises(CredentialRefused, match="signature does not match"):
             await credentials.authenticate(trio, token)  # the database's own key differs
     finally:
@@ -519,4 +522,21 @@ async def test_a_configured_secret_signs_and_nothing_is_stored(
         count = (
             await uow.connection.execute(sa.select(sa.func.count()).select_from(ServerSecret))
         ).scalar()
-    assert count == 1  # made by authenticate on the store without the setting, not before
+    assert count == 1  # the one made above; the store with the setting stored none
+
+
+async def test_a_refused_mint_writes_no_row_not_even_the_signing_key(store: Store) -> None:
+    before = await table_row_counts(store)
+    async with app_client(store) as client:
+        answer = await rpc(client, "credential.mint", {"sessionId": "nobody"})
+    assert answer["error"]["data"]["code"] == errors.CONVERSATION_NOT_FOUND
+    assert await table_row_counts(store) == before
+
+
+async def test_a_forged_credential_on_a_server_that_minted_none_makes_no_key(pair: Store) -> None:
+    forged = sign(b"not this server's key", Claims("conv-a", "cred_forged", 0, 0))
+    before = await table_row_counts(pair)
+    async with app_client(pair) as client:
+        response = await tool(client, "ccweb_list_conversations", {}, query=f"?credential={forged}")
+    assert "minted no conversation credential" in refusal(response, 401, errors.INVALID_CREDENTIAL)
+    assert await table_row_counts(pair) == before
