@@ -22,7 +22,7 @@ import pytest
 
 from ccweb_store.config import Settings
 from ccweb_store.uow import Store
-from ccweb_store.worker import (
+from ccweb_store.worker_config import (
     ConfigError,
     check_template,
     child_environment,

@@ -274,6 +274,7 @@ def worker(
     import socket
 
     from ccweb_store import worker as runner
+    from ccweb_store import worker_config as commands
 
     setup_logging(log_level)
     if log_level.lower() != "debug":  # a line per HTTP call would drown the one per run
@@ -287,8 +288,8 @@ def worker(
         except ValueError as exc:
             fail(f"--timeout: {exc}")
     try:
-        worker_config = runner.load_config(config, command=command, timeout=seconds)
-    except runner.ConfigError as exc:
+        worker_config = commands.load_config(config, command=command, timeout=seconds)
+    except commands.ConfigError as exc:
         fail(str(exc))
     settings = load_settings(token=token)
     code = asyncio.run(
