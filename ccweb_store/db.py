@@ -174,23 +174,44 @@ registry.register("sqlite.ccweb_inline", __name__, "InlineSQLiteDialect")
 
 
 _make_encoder = getattr(json_encoder, "c_make_encoder", None)
-_default = json.JSONEncoder().default
+#: Containers being encoded by ``_encode`` (its check for circular references).
+_encoding: dict[int, Any] = {}
+#: ``json.dumps``'s own C encoder with its settings (ASCII only, ``": "`` and ``", "``, NaN
+#: allowed, circular references refused), made once.
+_encode = (
+    None
+    if _make_encoder is None
+    else _make_encoder(
+        _encoding,
+        json.JSONEncoder().default,
+        json_encoder.encode_basestring_ascii,
+        None,
+        ": ",
+        ", ",
+        False,
+        False,
+        True,
+    )
+)
 
 
 def sqlite_json_dumps(value: Any) -> str:
     """``json.dumps(value)``: the very same text, how SQLite engines store JSON columns.
 
     ``json.dumps`` sets up its encoder in Python on every call, which costs more than
-    encoding a message's small metadata; this makes the same C encoder with the same
-    settings (ASCII only, ``": "`` and ``", "``, NaN allowed, circular references refused)
-    directly. ``import-json`` writes one per message.
+    encoding a message's small metadata; this calls the same C encoder, made once
+    (``import-json`` writes one per message). The encoder notes the containers it is inside
+    in ``_encoding`` and removes them as it leaves them: an encode that fails (a value JSON
+    cannot hold) leaves its notes, which are cleared here; while notes are there (that, or
+    another thread's encode waiting in ``JSONEncoder.default``) ``json.dumps`` does the work.
     """
-    if _make_encoder is None or isinstance(value, str):
+    if _encode is None or _encoding or isinstance(value, str):
         return json.dumps(value)
-    encode = _make_encoder(
-        {}, _default, json_encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
-    )
-    return "".join(encode(value, 0))
+    try:
+        return "".join(_encode(value, 0))
+    except BaseException:
+        _encoding.clear()
+        raise
 
 
 def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> AsyncEngine:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 
@@ -245,6 +247,32 @@ JSON_VALUES: list[Any] = [
 @pytest.mark.parametrize("value", JSON_VALUES)
 def test_json_columns_get_exactly_the_text_json_dumps_gives(value: Any) -> None:
     assert sqlite_json_dumps(value) == json.dumps(value)
+
+
+JSON_TREES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=30,
+)
+
+
+@given(JSON_TREES)
+def test_any_json_value_gets_the_text_json_dumps_gives(value: Any) -> None:
+    assert sqlite_json_dumps(value) == json.dumps(value)
+
+
+def test_the_encoder_made_once_forgets_what_a_refused_value_left() -> None:
+    """The C encoder notes the containers it is inside; a failed encode leaves its notes, which
+    must not make the same containers look circular later."""
+    shared = {"blocks": [{"type": "text", "text": "ok"}]}
+    circular: list[Any] = [shared]
+    circular.append(circular)
+    with pytest.raises(ValueError, match="Circular reference"):
+        sqlite_json_dumps(circular)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        sqlite_json_dumps([shared, {"when": object()}])
+    assert sqlite_json_dumps([shared, shared]) == json.dumps([shared, shared])
+    assert sqlite_json_dumps(shared) == json.dumps(shared)
 
 
 def test_json_columns_refuse_what_json_dumps_refuses() -> None:
