@@ -121,6 +121,29 @@ def test_sqlite_datetimes_are_stored_as_text_exactly_as_before(dialect: sa.Diale
 
 
 @pytest.mark.parametrize("dialect", _sqlite_dialects(), ids=lambda d: type(d).__name__)
+def test_sqlite_datetimes_of_the_same_dates_are_stored_exactly_as_before(
+    dialect: sa.Dialect,
+) -> None:
+    """The date part of the text is kept per UTC date (a bounded cache): values that share
+    dates, seen in any zone, and more dates than the cache keeps, twice over."""
+    new = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+    old = _old_bind(dialect)
+    assert new is not None
+    draw = random.Random(15)
+    zones = [UTC, BERLIN, NEW_YORK, timezone(timedelta(hours=-13, minutes=-45)), None]
+    start = datetime(2024, 3, 30)
+    around_midnight = [
+        (start + timedelta(days=draw.randrange(4), hours=draw.choice([0, 1, 12, 22, 23])))
+        .replace(minute=draw.randrange(60), microsecond=draw.randrange(1_000_000))
+        .replace(tzinfo=draw.choice(zones), fold=draw.randrange(2))
+        for _ in range(2000)
+    ]
+    many_days = [datetime(1990, 1, 1, 23, 59, 59) + timedelta(days=d) for d in range(6000)]
+    for value in around_midnight + many_days + many_days + around_midnight:
+        assert new(value) == old(value), value
+
+
+@pytest.mark.parametrize("dialect", _sqlite_dialects(), ids=lambda d: type(d).__name__)
 def test_sqlite_datetimes_read_back_exactly_as_before(dialect: sa.Dialect) -> None:
     new = UTCDateTime().dialect_impl(dialect).result_processor(dialect, None)
     old = _old_result(dialect)
