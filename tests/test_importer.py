@@ -23,6 +23,7 @@ from ccweb_store.legacy_json import (
     RESERVED_METADATA_KEYS,
     parse_timestamp,
 )
+from ccweb_store.repositories.direct import ROWS_PER_INSERT
 from ccweb_store.schemas import iso
 from tests.cli_support import COMMAND
 from tests.conftest import migrate_url
@@ -491,6 +492,42 @@ def test_nan_where_a_time_belongs_no_longer_stops_the_import(
     assert reasons["nan-message.json"].startswith("the database refused it")
     assert ("nan-created" in imported) != ("nan-created.json" in reasons)
     assert imported - {"nan-created"} == {"alpha", "beta"}
+
+
+def test_a_long_session_goes_in_whole_and_in_order_and_a_bad_message_refuses_its_file(
+    database_url: str, tmp_path: Path
+) -> None:
+    """On SQLite messages are inserted ``ROWS_PER_INSERT`` to a statement, the rest one by
+    one: every row goes in, in file order; a message the database refuses in a later group
+    leaves nothing of its file behind."""
+    count = 2 * ROWS_PER_INSERT + 37
+    state = write_state(tmp_path / "state")
+    long = [
+        {
+            "id": f"long-{i}",
+            "role": "user",
+            "content": f"message {i}",
+            "timestamp": 1709287380000 + i,
+        }
+        for i in range(count)
+    ]
+    write_json(state / "sessions" / "long.json", {"id": "long", "messages": long})
+    bad = [{**m, "id": f"bad-{i}"} for i, m in enumerate(long)]
+    bad[ROWS_PER_INSERT + 5]["metadata"] = {"score": float("nan")}  # no JSON: refused
+    (state / "sessions" / "bad.json").write_text(json.dumps({"id": "bad", "messages": bad}))
+
+    code, summary, _ = run_import(state, database_url)
+
+    assert code == 1
+    assert [Path(s["path"]).name for s in summary["skipped"]] == ["bad.json"]
+    rows = sorted(
+        (m for m in dump(database_url)["messages"] if m["session_id"] in ("long", "bad")),
+        key=lambda m: m["seq"],
+    )
+    assert [(m["id"], m["seq"], m["content"]) for m in rows] == [
+        (f"long-{i}", i + 1, f"message {i}") for i in range(count)
+    ]
+    assert {s["id"] for s in dump(database_url)["sessions"]} == {"alpha", "beta", "long"}
 
 
 @pytest.mark.parametrize(

@@ -21,15 +21,18 @@ it, driver errors come out as SQLAlchemy's exceptions, and a connection the serv
 invalidated. A statement this cannot run exactly like SQLAlchemy would (built per call,
 expanding ``IN`` parameters, Python-side column defaults to prefetch) is left to SQLAlchemy.
 Several parameter sets go through ``execute_many`` on SQLite: one ``executemany`` on the
-cursor (the importer's bulk inserts, where SQLAlchemy's per-row execution context cost more
-than the rows' inserts), and through SQLAlchemy on PostgreSQL.
+cursor, an insert ``ROWS_PER_INSERT`` rows to a statement (the importer's bulk inserts, where
+SQLAlchemy's per-row execution context cost more than the rows' inserts), and through
+SQLAlchemy on PostgreSQL.
 """
 
 from __future__ import annotations
 
 import operator
+import re
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -239,7 +242,42 @@ def execute_many(
             parameters.append(values)
     except Exception as error:
         raise StatementError(str(error), compiled.sql, None, error) from error
-    _run(connection, driver, compiled.sql, parameters, many=True)
+    _insert_many(connection, driver, compiled.sql, parameters)
+
+
+#: Rows per statement when ``execute_many`` inserts: an ``INSERT … VALUES (…), (…), …`` of
+#: this many rows costs SQLite a third less than as many steps of a one-row ``executemany``
+#: (100,000 messages: 0.36 against 0.55 s of CPU, the same rows in the same order).
+ROWS_PER_INSERT = 100
+#: The fewest host parameters any SQLite allows in one statement (999 before 3.32).
+_SQLITE_MIN_VARIABLES = 999
+_ONE_ROW_VALUES = re.compile(r" VALUES (\(\?(?:, \?)*\))$")
+
+
+def _insert_many(
+    connection: Connection, driver: sqlite3.Connection, sql: str, parameters: list[Any]
+) -> None:
+    """``executemany`` of ``sql``; a one-row ``INSERT … VALUES (?, …)`` runs as statements of
+    ``ROWS_PER_INSERT`` rows each, and the rows left over one by one.
+
+    Either way the rows go in in order. An error rolls back the statement that failed, so
+    rows of its group that come before the failing one are not inserted either: the
+    importer, the one caller, rolls back the whole transaction then.
+    """
+    values = _ONE_ROW_VALUES.search(sql)
+    per_statement = min(ROWS_PER_INSERT, _SQLITE_MIN_VARIABLES // max(1, len(parameters[0])))
+    grouped = len(parameters) - len(parameters) % per_statement
+    if values is None or per_statement < 2 or not grouped:
+        _run(connection, driver, sql, parameters, many=True)
+        return
+    group_sql = sql + f", {values.group(1)}" * (per_statement - 1)
+    groups = [
+        list(chain.from_iterable(parameters[start : start + per_statement]))
+        for start in range(0, grouped, per_statement)
+    ]
+    _run(connection, driver, group_sql, groups, many=True)
+    if grouped < len(parameters):
+        _run(connection, driver, sql, parameters[grouped:], many=True)
 
 
 def _run(
