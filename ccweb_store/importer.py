@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from ccweb_store.legacy_json import (
     REPLIES_FILE,
@@ -200,10 +200,7 @@ async def _import_session_file(store: Store | None, path: Path, summary: ImportS
             async with store.read_uow() as uow:
                 plan = await _plan_in(uow, legacy)
         else:
-            async with store.uow() as uow:
-                plan = await _plan_in(uow, legacy)
-                await _apply(uow, legacy.id, plan)
-                await uow.commit()
+            plan = await _write_session(store, legacy)
     except SQLAlchemyError as exc:
         summary.sessions.skipped += 1
         summary.skipped.append(Skipped(str(path), f"the database refused it: {_reason(exc)}"))
@@ -216,8 +213,44 @@ async def _import_session_file(store: Store | None, path: Path, summary: ImportS
     return plan.outcome
 
 
-async def _plan_in(uow: UnitOfWork, legacy: LegacySession) -> SessionPlan:
+async def _write_session(store: Store, legacy: LegacySession) -> SessionPlan:
+    """Plan and write one session file in one transaction.
+
+    A session the database does not hold yet is written on the assumption that none of its
+    message ids belongs to another session (the usual case: an import into an empty
+    database, or of new conversations), without looking those ids up. If one does belong to
+    another session, its insert breaks the primary key: that transaction is rolled back, and
+    the file planned and written again with the lookup, which gives such a message a derived
+    id. An insert that went through proves the lookup would have found nothing, so the rows
+    are the same either way.
+    """
+    new_session = False
+    try:
+        async with store.uow() as uow:
+            plan = await _plan_in(uow, legacy, owners_unless_new=True)
+            new_session = plan.insert_session is not None
+            await _apply(uow, legacy.id, plan)
+            await uow.commit()
+            return plan
+    except IntegrityError:
+        if not new_session:
+            raise  # planned with the lookup already
+    async with store.uow() as uow:
+        plan = await _plan_in(uow, legacy)
+        await _apply(uow, legacy.id, plan)
+        await uow.commit()
+        return plan
+
+
+async def _plan_in(
+    uow: UnitOfWork, legacy: LegacySession, *, owners_unless_new: bool = False
+) -> SessionPlan:
+    """The plan of ``legacy`` against what the database holds; with ``owners_unless_new``,
+    a session not there yet is planned as if no other session held its message ids (see
+    ``_write_session``)."""
     existing = await uow.sessions.get(legacy.id)
+    if existing is None and owners_unless_new:
+        return plan_session(legacy, None, [], {})
     stored = await uow.messages.snapshot(legacy.id) if existing is not None else []
     own_ids = {row.id for row in stored}
     candidates = [

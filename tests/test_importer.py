@@ -614,6 +614,34 @@ def test_a_message_id_held_by_another_session_gets_a_stable_derived_id(
     assert again["messages"]["imported"] == 0
 
 
+def test_a_new_session_holding_another_sessions_id_late_in_the_file_goes_in_whole(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A new session is first written without looking its ids up; the id another session
+    holds breaks that insert after whole groups of rows went in, and the file is written
+    again with the lookup: every message once, the clashing one under a derived id."""
+    state = write_state(tmp_path / "state")
+    count = ROWS_PER_INSERT + 50
+    messages = [{"id": f"d-{i}", "role": "user", "content": f"m{i}"} for i in range(count)]
+    messages[ROWS_PER_INSERT + 20]["id"] = "a-1"  # alpha's
+    write_json(state / "sessions" / "delta.json", {"id": "delta", "messages": messages})
+
+    code, summary, _ = run_import(state, database_url)
+
+    assert code == 0
+    assert summary["sessions"]["imported"] == 3
+    assert summary["messages"]["imported"] == 8 + count
+    rows = sorted(
+        (m for m in dump(database_url)["messages"] if m["session_id"] == "delta"),
+        key=lambda m: m["seq"],
+    )
+    clash = ROWS_PER_INSERT + 20
+    assert [m["id"] for m in rows] == [
+        f"delta:{i}" if i == clash else f"d-{i}" for i in range(count)
+    ]
+    assert rows[clash]["metadata"] == {"legacy": {"id": "a-1"}}
+
+
 def test_a_dry_run_writes_nothing(database_url: str, tmp_path: Path) -> None:
     state = write_state(tmp_path / "state")
     before = dump(database_url)
