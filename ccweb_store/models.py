@@ -81,21 +81,24 @@ def _in_list(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
 
 
-#: How SQLAlchemy's SQLite ``DATETIME`` stores a value (its default ``storage_format``, here
-#: in two parts): the text every SQLite datetime column of this schema holds, besides
-#: ``CURRENT_TIMESTAMP``'s ``YYYY-MM-DD HH:MM:SS``. SQLite compares these as strings, so the
-#: width must not vary.
+#: How SQLAlchemy's SQLite ``DATETIME`` stores a value (its default ``storage_format``):
+#: ``YYYY-MM-DD HH:MM:SS.ffffff``, the text every SQLite datetime column of this schema holds,
+#: besides ``CURRENT_TIMESTAMP``'s ``YYYY-MM-DD HH:MM:SS``. SQLite compares these as strings,
+#: so the width must not vary. Its date part:
 SQLITE_DATE_FORMAT = "%04d-%02d-%02d "
-SQLITE_TIME_FORMAT = "%02d:%02d:%02d.%06d"
 #: The date part of the text, by UTC date, for the dates formatted lately: rows written
 #: together mostly share a few dates (an import writes a conversation's messages, hours
-#: apart), and formatting three numbers fewer is a third of the cost.
+#: apart), and the date is half the formatting.
 _date_texts: dict[date, str] = {}
 _DATE_TEXTS_KEPT = 4096
 
 
 def _sqlite_datetime_to_text(value: datetime | None) -> str | None:
-    """A datetime as SQLite stores it: naive taken as UTC, aware converted to UTC."""
+    """A datetime as SQLite stores it: naive taken as UTC, aware converted to UTC.
+
+    The time part is ``time.isoformat`` to the microsecond, ``HH:MM:SS.ffffff`` whatever
+    the value (a third quicker than formatting four numbers).
+    """
     if value is None:
         return None
     if value.tzinfo is not None and value.tzinfo is not UTC:
@@ -107,12 +110,7 @@ def _sqlite_datetime_to_text(value: datetime | None) -> str | None:
             _date_texts.clear()
         date_text = SQLITE_DATE_FORMAT % (value.year, value.month, value.day)
         _date_texts[day] = date_text
-    return date_text + SQLITE_TIME_FORMAT % (
-        value.hour,
-        value.minute,
-        value.second,
-        value.microsecond,
-    )
+    return date_text + value.time().isoformat("microseconds")
 
 
 _fromisoformat = datetime.fromisoformat
