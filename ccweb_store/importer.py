@@ -277,30 +277,41 @@ def plan_session(
         changed = {k: v for k, v in columns.items() if k != "id" and current.get(k) != v}
         plan.update_session = changed or None
 
+    session_id = legacy.id
     by_id = {row.id: row for row in stored}
     next_seq = max((row.seq for row in stored), default=0) + 1
     used: set[str] = set()
     for message in legacy.messages:
         message_id = message.wanted_id
         metadata = message.metadata
-        taken = message_id in used or owners.get(message_id or "", legacy.id) != legacy.id
-        if message_id is None or taken:
-            if taken:
-                metadata = message.metadata_with_replaced_id()
-            message_id = message.positional_id(legacy.id)
+        if message_id is None:
+            message_id = message.positional_id(session_id)
+        elif message_id in used or owners.get(message_id, session_id) != session_id:
+            metadata = message.metadata_with_replaced_id()
+            message_id = message.positional_id(session_id)
         used.add(message_id)
+        row = by_id.get(message_id)
+        if row is None:
+            plan.new_messages.append(
+                {
+                    "id": message_id,
+                    "session_id": session_id,
+                    "seq": next_seq,
+                    "role": message.role,
+                    "content": message.content,
+                    "created_at": message.created_at,
+                    "metadata_": metadata or None,
+                }
+            )
+            next_seq += 1
+            continue
         values: dict[str, Any] = {
             "role": message.role,
             "content": message.content,
             "created_at": message.created_at,
             "metadata_": metadata or None,
         }
-        row = by_id.get(message_id)
-        if row is None:
-            values.update(id=message_id, session_id=legacy.id, seq=next_seq)
-            plan.new_messages.append(values)
-            next_seq += 1
-        elif any(getattr(row, key) != values[key] for key in MESSAGE_COLUMNS):
+        if any(getattr(row, key) != values[key] for key in MESSAGE_COLUMNS):
             plan.changed_messages.append({"id": message_id, **values})
         else:
             plan.unchanged_messages += 1

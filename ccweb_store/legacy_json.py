@@ -361,7 +361,7 @@ def normalise_message(index: int, raw: dict[str, Any]) -> LegacyMessage:
         _keep_other_keys(raw, {"metadata", "role", "content", id_key, time_key}, metadata, legacy)
     if legacy:
         metadata["legacy"] = legacy
-    return LegacyMessage(index, id_key, wanted_id, str(role), text, created_at, metadata)
+    return LegacyMessage(index, id_key, wanted_id, role, text, created_at, metadata)
 
 
 def _keep_other_keys(
