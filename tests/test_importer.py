@@ -379,6 +379,41 @@ def test_a_legacy_original_request_is_recovered_from_the_target_message(
     assert replies["req-orphan"]["original_request"] is None
 
 
+@pytest.mark.parametrize("when", ["now", "before"])
+@pytest.mark.parametrize("mark", ["crossConversation", "top-level", "none"])
+def test_an_original_request_is_recovered_from_a_session_inserted_now_or_before(
+    database_url: str, tmp_path: Path, mark: str, when: str
+) -> None:
+    """The target's messages are searched unless the import itself just inserted the whole
+    session from a file none of whose messages carries a reply request: a session imported
+    before is searched (its rows may hold more than this file), whichever way it is marked."""
+    state = write_state(tmp_path / "state")
+    replies_path = state / "config" / "cross-conversation-replies.json"
+    carrier: dict[str, Any] = {"id": "g-2", "role": "user", "content": "the request"}
+    if mark == "crossConversation":
+        carrier["metadata"] = {"crossConversation": {"replyRequestId": "req-g"}}
+    elif mark == "top-level":
+        carrier["metadata"] = {"replyRequestId": "req-g"}
+    gamma = {"id": "gamma", "messages": [{"id": "g-1", "role": "user", "content": "hi"}, carrier]}
+    reply = {
+        "requestId": "req-g",
+        "sourceConversationId": "alpha",
+        "targetConversationId": "gamma",
+        "status": "waiting",
+    }
+    write_json(state / "sessions" / "gamma.json", gamma)
+    if when == "before":
+        run_import(state, database_url)
+    write_json(replies_path, [*REPLIES, reply])
+
+    _, summary, _ = run_import(state, database_url)
+
+    row = by_id(dump(database_url)["reply_requests"], "request_id")["req-g"]
+    assert row["original_request"] == (None if mark == "none" else "the request")
+    recovered = int(mark != "none") + int(when == "now")  # and req-recover's the first time
+    assert summary["replies"]["originalRequestRecovered"] == recovered
+
+
 def test_a_second_import_changes_nothing(database_url: str, tmp_path: Path) -> None:
     state = write_state(tmp_path / "state")
     run_import(state, database_url)
