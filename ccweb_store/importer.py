@@ -4,7 +4,8 @@
 database holds and writes the difference. Each session file is one transaction, so a killed
 import leaves whole sessions only and running it again completes the job:
 
-- a session that is not there is inserted with all its messages (one executemany);
+- a session that is not there is inserted with all its messages (as if no other session held
+  their ids, which the primary key checks: see ``_write_session``);
 - a session that is there gets its columns synced and the messages it lacks appended with the
   next ``seq`` (matched by message id); messages whose text or metadata changed are updated;
 - reply states are inserted, or moved forward only (``waiting`` → ``ready`` → ``returned``,
@@ -12,7 +13,8 @@ import leaves whole sessions only and running it again completes the job:
   the file is settled (``returned_at`` set, see ``_settles_failure``), so its source gets no
   failure notice months later.
 
-Files are streamed one by one, so memory is bounded by the largest file.
+Files are streamed one by one, so memory is bounded by the largest file; the cyclic garbage
+collector waits while one is imported (``_cyclic_gc_paused``).
 """
 
 from __future__ import annotations
