@@ -382,16 +382,16 @@ NO_SEQ_ABOVE = 2**63 - 1
 
 
 def _latest_nonblank_by_role(
-    value: Callable[[str, sa.types.TypeEngine[Any]], Any],
+    value: Callable[[str, sa.types.TypeEngine[Any]], Any], not_blank: sa.ColumnElement[bool]
 ) -> sa.Select[Any]:
-    """The newest ``limit`` messages of ``role`` below ``before_seq`` whose content is not
-    blank, newest first, each parameter given by ``value(name, type)``."""
+    """The newest ``limit`` messages of ``role`` below ``before_seq`` whose content is
+    ``not_blank``, newest first, each parameter given by ``value(name, type)``."""
     return (
         sa.select(MESSAGES.c.id, MESSAGES.c.seq, MESSAGES.c.content, MESSAGES.c.created_at)
         .where(
             MESSAGES.c.session_id == value("session_id", sa.String()),
             MESSAGES.c.role == value("role", sa.String()),
-            sa.func.trim(MESSAGES.c.content, _BLANK_CHARACTERS) != "",
+            not_blank,
             MESSAGES.c.seq < value("before_seq", sa.BigInteger()),
         )
         .order_by(MESSAGES.c.seq.desc())
@@ -414,12 +414,28 @@ def _planned_once(name: str, type_: sa.types.TypeEngine[Any]) -> sa.ScalarSelect
     return sa.select(bindparam(name, type_=type_)).scalar_subquery()
 
 
+#: ``content`` is not empty once the blank characters are trimmed.
+_TRIMMED_NOT_EMPTY = sa.func.trim(MESSAGES.c.content, _BLANK_CHARACTERS) != ""
+
+#: The same, on PostgreSQL, looking at the first character first: its ``trim`` with a set of
+#: characters measures every character of the text (in a multibyte encoding) and copies it,
+#: 12 µs for the 16 rows ``ccweb_list_user_inputs`` reads, where ``ascii`` (the code of the
+#: first character, 0 for an empty text) settles nearly every row at once.
+_NOT_BLANK_POSTGRES = sa.or_(
+    sa.func.ascii(MESSAGES.c.content).not_in(
+        [sa.literal_column(str(code)) for code in sorted({0, *map(ord, _BLANK_CHARACTERS)})]
+    ),
+    _TRIMMED_NOT_EMPTY,
+)
+
 #: The newest ``limit`` messages of ``role`` below ``before_seq`` whose content is not blank,
 #: newest first. A backward range scan of ``ix_messages_session_id_role_seq``: the blank test
 #: is a filter on the rows the index yields, so it reads ``limit`` rows plus any blank ones
 #: among them. ``LATEST_NONBLANK_BY_ROLE_POSTGRES`` is the same for PostgreSQL, planned once
-#: per connection (``_planned_once``).
+#: per connection (``_planned_once``), with a cheaper blank test (``_NOT_BLANK_POSTGRES``).
 LATEST_NONBLANK_BY_ROLE = prebuilt(
-    _latest_nonblank_by_role(lambda name, type_: bindparam(name, type_=type_))
+    _latest_nonblank_by_role(lambda name, type_: bindparam(name, type_=type_), _TRIMMED_NOT_EMPTY)
 )
-LATEST_NONBLANK_BY_ROLE_POSTGRES = prebuilt(_latest_nonblank_by_role(_planned_once))
+LATEST_NONBLANK_BY_ROLE_POSTGRES = prebuilt(
+    _latest_nonblank_by_role(_planned_once, _NOT_BLANK_POSTGRES)
+)
