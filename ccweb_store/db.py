@@ -17,10 +17,11 @@ from json import encoder as json_encoder
 from pathlib import Path
 from typing import Any, NoReturn
 
+from asyncpg.exceptions import InternalClientError
 from sqlalchemy import event, text
 from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry, Pool, StaticPool
@@ -52,6 +53,12 @@ def create_engine(url: str, *, busy_timeout_ms: int = 30_000, **kwargs: Any) -> 
     engine = create_async_engine(url, **kwargs)
     if not kwargs.get("pool_pre_ping"):
         _ping_after_idle(engine)
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _dead_connection(context: ExceptionContext) -> None:
+        if unsent_on_dead_connection(context.original_exception):
+            context.is_disconnect = True  # SQLAlchemy invalidates the connection
+
     return engine
 
 
@@ -96,6 +103,19 @@ def driver_closed(dbapi_connection: Any) -> bool:
     terminated backend, a restart) without a round trip."""
     is_closed = getattr(dbapi_connection.driver_connection, "is_closed", None)
     return bool(is_closed()) if is_closed is not None else False
+
+
+def unsent_on_dead_connection(error: BaseException | None) -> bool:
+    """Whether asyncpg refused to send a statement because its connection was still taking in
+    an error the server sent unasked: the ``FATAL`` with which PostgreSQL ends a connection (a
+    terminated backend, a shutdown), read before the connection's end. The statement never
+    left, and the connection is dead; SQLAlchemy's own test of a disconnect (whether asyncpg
+    has seen the end yet) may not know it."""
+    while error is not None:
+        if isinstance(error, InternalClientError) and "another operation" in str(error):
+            return True
+        error = error.__cause__
+    return False
 
 
 def postgres_connection_closed(connection: AsyncConnection) -> bool:
@@ -360,7 +380,9 @@ async def raise_as_sqlalchemy_would(
             adapter._handle_exception(error)  # raises the DBAPI's error for an asyncpg one
         raise error
     except dbapi.Error as dbapi_error:
-        disconnect = connection.dialect.is_disconnect(dbapi_error, adapter, None)
+        disconnect = connection.dialect.is_disconnect(
+            dbapi_error, adapter, None
+        ) or unsent_on_dead_connection(error)
         wrapped = DBAPIError.instance(
             statement,
             arguments,

@@ -29,7 +29,7 @@ from sqlalchemy.pool import QueuePool, StaticPool
 
 from ccweb_store.checkpoints import WalCheckpointer
 from ccweb_store.config import Settings
-from ccweb_store.db import create_engine, read_only
+from ccweb_store.db import create_engine, read_only, unsent_on_dead_connection
 from ccweb_store.kept_connections import KeptConnections, PostgresConnections, SQLiteReaders
 from ccweb_store.repositories import (
     CredentialRepository,
@@ -91,7 +91,8 @@ class UnitOfWork:
 
         Nothing of the unit of work ran before this statement, so running it again repeats
         nothing, and the caller never sees the dead connection. It is safe when the statement
-        ran in the unit of work's transaction (a writing unit of work: its ``BEGIN`` or the
+        never left (asyncpg refused it: ``db.unsent_on_dead_connection``), when it ran in the
+        unit of work's transaction (a writing unit of work: its ``BEGIN`` or the
         statement failed, and the server rolls back a transaction whose connection is lost
         before ``COMMIT``) or when it only reads. A statement of an autocommit unit of work that
         writes (``runs`` claims a run in one) commits by itself and may have committed before
@@ -105,7 +106,9 @@ class UnitOfWork:
             return await direct.execute_postgres(state.connection, stmt, params)
         except DBAPIError as error:
             if not error.connection_invalidated or not (
-                getattr(stmt, "is_select", False) or not _autocommit(self._engine)
+                unsent_on_dead_connection(error)
+                or getattr(stmt, "is_select", False)
+                or not _autocommit(self._engine)
             ):
                 raise
         assert self._kept is not None

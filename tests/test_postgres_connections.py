@@ -185,6 +185,26 @@ async def test_an_autocommit_write_cut_off_by_a_dead_connection_is_not_run_again
         assert await uow.messages.count(["s"]) == {"s": 1}
 
 
+async def test_a_write_asyncpg_refused_to_send_runs_again_even_in_autocommit(
+    store: Store,
+) -> None:
+    """Between the server's ``FATAL`` and the connection's end, asyncpg refuses to send
+    anything on it: nothing reached the server, so even a write that commits by itself runs
+    again, once, on a fresh connection."""
+    async with store.uow() as uow:
+        await uow.sessions.create("s")
+        await uow.commit()
+    await _backend_pid(store)
+    await _kill_connections(store, unnoticed=True)
+    for _ in range(2):  # the event loop reads the server's goodbye, not yet the socket's end
+        await asyncio.sleep(0)
+    message = {"id": "m1", "session_id": "s", "seq": 1, "role": "user", "content": "once"}
+    async with store.uow(autocommit=True) as uow:
+        await uow.messages.insert_many([message])
+    async with store.read_uow() as uow:
+        assert await uow.messages.count(["s"]) == {"s": 1}
+
+
 async def test_a_statement_after_the_first_is_not_run_again_on_a_new_connection(
     store: Store,
 ) -> None:
