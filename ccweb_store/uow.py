@@ -81,7 +81,9 @@ class UnitOfWork:
     @property
     def connection(self) -> AsyncConnection:
         """The unit of work's connection (a fresh one, if its first statement found the one it
-        began on dead)."""
+        began on dead). Whoever takes it may run statements of its own, which running a later
+        statement again would leave behind on the dead connection: from then on, none is."""
+        self._state.first_statement = None
         return self._state.connection
 
     async def _first_statement(self, stmt: sa.Executable, params: Any) -> Any:
@@ -128,18 +130,18 @@ class UnitOfWork:
         if self._writer is not None:
             self._end_turn()
         elif self._kept is not None:
-            await self._kept.release(self.connection)
+            await self._kept.release(self._state.connection)
         else:
-            await self.connection.close()
+            await self._state.connection.close()
 
     # Made when asked for: only the few units of work that handle credentials need these.
     @property
     def credentials(self) -> CredentialRepository:
-        return CredentialRepository(self.connection, self._state)
+        return CredentialRepository(self._state.connection, self._state)
 
     @property
     def secrets(self) -> SecretRepository:
-        return SecretRepository(self.connection, self._state)
+        return SecretRepository(self._state.connection, self._state)
 
     async def commit(self) -> None:
         """Commit. On SQLite's writer this ends the unit of work: it returns once the writes
@@ -152,9 +154,9 @@ class UnitOfWork:
             await self._writer.commit()
             return
         if self._kept is not None:
-            await self._kept.end(self.connection, commit=True)
+            await self._kept.end(self._state.connection, commit=True)
         else:
-            await self.connection.commit()
+            await self._state.connection.commit()
 
     async def rollback(self) -> None:
         """Roll back. On SQLite's writer this ends the unit of work, like leaving the block."""
@@ -163,9 +165,9 @@ class UnitOfWork:
             self._end_turn()
             return
         if self._kept is not None:
-            await self._kept.end(self.connection, commit=False)
+            await self._kept.end(self._state.connection, commit=False)
         else:
-            await self.connection.rollback()
+            await self._state.connection.rollback()
 
     def _end_turn(self) -> None:
         assert self._writer is not None

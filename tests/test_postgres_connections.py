@@ -221,6 +221,24 @@ async def test_a_statement_after_the_first_is_not_run_again_on_a_new_connection(
         assert await uow.sessions.get("lost") is None
 
 
+async def test_a_unit_of_work_that_ran_statements_of_its_own_is_not_run_again_in_part(
+    store: Store,
+) -> None:
+    """Statements run on ``uow.connection`` pass by the repositories: once a caller took the
+    connection, a repository's statement is not run again on a new one, which would commit
+    it without them."""
+    add = sa.text("INSERT INTO sessions (id, created_at, updated_at) VALUES (:id, now(), now())")
+    with pytest.raises(DBAPIError) as failed:
+        async with store.uow() as uow:
+            await uow.connection.execute(add, {"id": "own"})
+            await _kill_connections(store, unnoticed=True)
+            await uow.sessions.create("after")
+            await uow.commit()
+    assert failed.value.connection_invalidated
+    async with store.read_uow() as uow:
+        assert [await uow.sessions.get(s) for s in ("own", "after")] == [None, None]
+
+
 @pytest.mark.parametrize("unnoticed", [False, True], ids=["seen-closed", "unnoticed"])
 async def test_tool_calls_and_host_methods_over_http_survive_killed_connections(
     store: Store, unnoticed: bool
