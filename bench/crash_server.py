@@ -12,6 +12,14 @@ it again on the same database and port:
   claims it; the third expiry fails it like a failed run) or survives and completes its run
   again after the restart.
 
+``--cut-connections`` (PostgreSQL only) keeps the server up and instead ends every connection
+it has to the database (``pg_terminate_backend`` from another connection, as a restart of
+PostgreSQL would): a unit of work whose connection died before its first statement runs it
+again on a fresh one and its client sees nothing; one cut off later (mid-statement, or at
+``COMMIT``) answers an internal error (JSON-RPC -32603), which the clients treat like a
+request cut off by a kill: a send may or may not have been written, a claim may hold a
+lease that expires, a completion is sent again. The report counts those errors.
+
 After the last phase the senders stop and the workers run until no run is queued or running
 and no reply is waiting or ready (or ``--seconds`` passes). Then every acknowledged send is
 checked in the database: present, its run finished, its reply request returned or failed
@@ -19,6 +27,7 @@ with the notice delivered exactly once, one auto-run each, nothing doubled, noth
 a state with no way out. Exits 1 when an invariant fails.
 
     python bench/crash_server.py [--kills 3] [--phase-seconds 6] [--backend all]
+    python bench/crash_server.py --cut-connections --kills 20 --phase-seconds 1 --backend postgres
 """
 
 from __future__ import annotations
@@ -34,11 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import (
     Report,
     RpcClient,
+    RpcFailure,
     ServerGone,
     ServerProcess,
     command_line,
@@ -57,8 +69,16 @@ from bench.stress_load import (
     conversation_ids,
     read_stored,
 )
+from ccweb_store.db import create_engine
+from ccweb_store.jsonrpc import INTERNAL_ERROR
 
 LEASE_SECONDS = 2
+
+
+class CutOff(Exception):
+    """A request answered an internal error: its database connection was ended under it."""
+
+
 MAX_ATTEMPTS = 3  # the server's default: the third expired lease fails a run
 
 
@@ -71,6 +91,7 @@ class CrashOptions:
     workers: int = 4
     seconds: float = 600.0  # cap on one backend's whole run
     seed: int = 1
+    cut_connections: bool = False  # end the server's PostgreSQL connections instead
 
 
 @dataclass
@@ -86,6 +107,8 @@ class CrashTraffic:
     completions: int = 0
     refused_busy: int = 0
     kills: int = 0
+    connections_ended: int = 0
+    internal_errors: int = 0  # -32603 answers: requests cut off by an ended connection
     drained: bool = False
     drain_seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
@@ -107,12 +130,26 @@ class Crashing:
         self.conversations = conversation_ids(options.conversations)
 
     async def until_up(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        """``call()``, repeated after each restart until the server answers it."""
+        """``call()``, repeated after each restart (or internal error) until it is answered."""
         while True:
             try:
                 return await call()
-            except ServerGone:
+            except (ServerGone, CutOff):
                 await self.up.wait()
+
+    async def answer(self, call: Awaitable[Any]) -> Any:
+        """The answer to ``call``; ``CutOff`` for an internal error (a unit of work whose
+        database connection was ended under it), counted."""
+        try:
+            return await call
+        except RpcFailure as failure:
+            if not isinstance(failure.error, dict) or failure.error.get("code") != INTERNAL_ERROR:
+                raise
+            self.traffic.internal_errors += 1
+            raise CutOff from failure
+
+    async def rpc_answer(self, client: RpcClient, method: str, params: dict[str, Any]) -> Any:
+        return await self.answer(client.rpc(method, params))
 
     async def sender(self, number: int) -> None:
         client = RpcClient(self.server.port, retry_stale=False)
@@ -122,8 +159,8 @@ class Crashing:
             content = f"job {next(self.numbers)} from {source}: build it and report back"
             arguments = {"targetConversationId": target, "content": content, "replyMode": mode}
             try:
-                result = await client.tool(source, "ccweb_send_message", arguments)
-            except ServerGone:
+                result = await self.answer(client.tool(source, "ccweb_send_message", arguments))
+            except (ServerGone, CutOff):
                 self.traffic.cut_sends.append(content)
                 await self.up.wait()
                 continue
@@ -154,10 +191,10 @@ class Crashing:
         worker_id = f"worker-{number}"
         while not self.stop_working.is_set():
             try:
-                claimed = await client.rpc(
-                    "run.claim", {"workerId": worker_id, "leaseSeconds": LEASE_SECONDS}
+                claimed = await self.answer(
+                    client.rpc("run.claim", {"workerId": worker_id, "leaseSeconds": LEASE_SECONDS})
                 )
-            except ServerGone:
+            except (ServerGone, CutOff):
                 self.traffic.cut_claims += 1
                 await self.up.wait()
                 continue
@@ -167,25 +204,47 @@ class Crashing:
                 continue
             params = {"runId": run["id"], "status": "completed", "output": f"done {run['id']}"}
             try:
-                await client.rpc("run.complete", params)
-            except ServerGone:
+                await self.answer(client.rpc("run.complete", params))
+            except (ServerGone, CutOff) as cut:
                 self.traffic.cut_completions += 1
                 await self.up.wait()
-                if self.rng.random() < 0.5:
+                if isinstance(cut, ServerGone) and self.rng.random() < 0.5:
                     self.traffic.abandoned_runs += 1
                     continue  # this worker died with the server: its lease will expire
-                await self.until_up(functools.partial(client.rpc, "run.complete", params))
+                complete = functools.partial(self.rpc_answer, client, "run.complete", params)
+                await self.until_up(complete)
                 self.traffic.completed_again += 1
             self.traffic.completions += 1
         await client.close()
 
     async def kill_and_restart(self) -> None:
+        if self.options.cut_connections:
+            await self.end_connections()
+            self.traffic.kills += 1
+            return
         self.up.clear()
         self.server.kill()
         self.traffic.kills += 1
         await asyncio.sleep(0.3)  # clients notice, cut off mid-request
         await asyncio.to_thread(self.server.start)
         self.up.set()
+
+    async def end_connections(self) -> None:
+        """End every connection to the server's database but this one's, and wait until they
+        are gone: what a restart of PostgreSQL does to the server's connections."""
+        engine = create_engine(self.server.database_url, isolation_level="AUTOCOMMIT")
+        try:
+            async with engine.connect() as connection:
+                ended = await connection.execute(
+                    sa.text(
+                        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))"
+                        " FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                )
+                self.traffic.connections_ended += ended.scalar_one()
+        finally:
+            await engine.dispose()
 
     async def drained(self, client: RpcClient) -> bool:
         """No run queued or running and no reply waiting or ready."""
@@ -230,11 +289,18 @@ def crash_report(title: str, traffic: CrashTraffic, stored: Stored) -> Report:
     returning = [send for send in traffic.sent if send.mode == RETURN]
     runs = list(stored.runs.values())
     report = Report(title)
-    report.add("server processes killed with SIGKILL", traffic.kills)
+    if traffic.connections_ended:
+        report.add(
+            "times every PostgreSQL connection was ended",
+            f"{traffic.kills} ({traffic.connections_ended} connections)",
+        )
+        report.add("requests answered an internal error (-32603)", traffic.internal_errors)
+    else:
+        report.add("server processes killed with SIGKILL", traffic.kills)
     report.add("sends acknowledged", len(traffic.sent))
     report.add("  of them present in the database", len(traffic.sent) - _missing(checked))
     report.add(
-        "sends cut off by a kill (no answer)",
+        "sends cut off (no answer, or an internal error)",
         f"{len(traffic.cut_sends)}, of which written: {checked.unacknowledged_found}",
     )
     report.add(
@@ -283,7 +349,8 @@ def crash_backend(name: str, url: str, options: CrashOptions) -> Report:
     finally:
         server.stop()
     stored = asyncio.run(read_stored(url))
-    report = crash_report(f"{name}: one server process, SIGKILLed under load", traffic, stored)
+    what = "its PostgreSQL connections ended" if options.cut_connections else "SIGKILLed"
+    report = crash_report(f"{name}: one server process, {what} under load", traffic, stored)
     if not report.ok:
         report.problems.append("server log tail:\n" + server.log_text()[-3000:])
     return report
@@ -294,14 +361,19 @@ def main(argv: list[str] | None = None) -> int:
         "kills": "SIGKILLs per backend",
         "phase_seconds": "load before each kill",
         "seconds": "cap on each backend's run",
+        "cut_connections": "end the server's PostgreSQL connections instead of SIGKILLing it",
     }
-    args = command_line(__doc__, CrashOptions(), helps).parse_args(argv)
+    parser = command_line(__doc__, CrashOptions(), helps)
+    args = parser.parse_args(argv)
     options = options_from(args, CrashOptions)
+    if options.cut_connections and args.backend != "postgres":
+        parser.error("--cut-connections ends PostgreSQL connections: add --backend postgres")
     reports = on_each_backend(
         args, "crash", lambda backend, url: crash_backend(backend, url, options)
     )
+    what = "connections ended" if options.cut_connections else "kill -9"
     header = (
-        f"kill -9 under load: {options.kills} kills, {options.phase_seconds:g} s of load "
+        f"{what} under load: {options.kills} kills, {options.phase_seconds:g} s of load "
         f"between them, leases of {LEASE_SECONDS} s; {machine()}"
     )
     return finish(reports, header)

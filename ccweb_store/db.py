@@ -17,10 +17,11 @@ from json import encoder as json_encoder
 from pathlib import Path
 from typing import Any, NoReturn
 
+from asyncpg.exceptions import InternalClientError
 from sqlalchemy import event, text
 from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry, Pool, StaticPool
@@ -52,6 +53,12 @@ def create_engine(url: str, *, busy_timeout_ms: int = 30_000, **kwargs: Any) -> 
     engine = create_async_engine(url, **kwargs)
     if not kwargs.get("pool_pre_ping"):
         _ping_after_idle(engine)
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _dead_connection(context: ExceptionContext) -> None:
+        if unsent_on_dead_connection(context.original_exception):
+            context.is_disconnect = True  # SQLAlchemy invalidates the connection
+
     return engine
 
 
@@ -65,11 +72,12 @@ def _ping_after_idle(engine: AsyncEngine) -> None:
 
     SQLAlchemy's ``pool_pre_ping`` pings at every checkout; with asyncpg a ping is three round
     trips to the server (``BEGIN``, ``;``, ``ROLLBACK``), against the few a unit of work needs.
-    A connection handed back moments ago has just worked; one that sat in the pool may have
-    been closed by the server (a restart, an idle timeout) and is replaced here, as the
-    pre-ping would. What this gives up: after a server restart, a connection in use in the
-    last second fails its next unit of work once, and is dropped (``Connection.invalidate``,
-    which SQLAlchemy's error handling and the direct path both call on a disconnect).
+    A connection handed back moments ago has just worked, unless asyncpg has seen the server
+    close it since (``driver_closed``: a terminated backend, a restart), which costs no round
+    trip to check; one that sat in the pool may have been closed unnoticed (an idle timeout
+    across a network) and is pinged. Either is replaced here, as the pre-ping would. A
+    connection that dies unnoticed within the second fails the statement that finds out; a
+    unit of work runs its first statement again on a fresh connection then (``uow``).
     """
 
     @event.listens_for(engine.sync_engine, "checkin")
@@ -78,6 +86,8 @@ def _ping_after_idle(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "checkout")
     def _ping_if_idle(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        if driver_closed(dbapi_connection):
+            raise DisconnectionError("the server closed a pooled connection")
         idle_since = record.info.get(_IDLE_SINCE)
         if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
             return
@@ -85,6 +95,32 @@ def _ping_after_idle(engine: AsyncEngine) -> None:
             engine.dialect.do_ping(dbapi_connection)
         except Exception as error:  # the pool replaces the connection and tries again
             raise DisconnectionError(f"a pooled connection failed its ping: {error}") from error
+
+
+def driver_closed(dbapi_connection: Any) -> bool:
+    """Whether asyncpg knows the connection under SQLAlchemy's adapter to be closed: it reads
+    the socket whenever the event loop runs, so it sees the server end the connection (a
+    terminated backend, a restart) without a round trip."""
+    is_closed = getattr(dbapi_connection.driver_connection, "is_closed", None)
+    return bool(is_closed()) if is_closed is not None else False
+
+
+def unsent_on_dead_connection(error: BaseException | None) -> bool:
+    """Whether asyncpg refused to send a statement because its connection was still taking in
+    an error the server sent unasked: the ``FATAL`` with which PostgreSQL ends a connection (a
+    terminated backend, a shutdown), read before the connection's end. The statement never
+    left, and the connection is dead; SQLAlchemy's own test of a disconnect (whether asyncpg
+    has seen the end yet) may not know it."""
+    while error is not None:
+        if isinstance(error, InternalClientError) and "another operation" in str(error):
+            return True
+        error = error.__cause__
+    return False
+
+
+def postgres_connection_closed(connection: AsyncConnection) -> bool:
+    """``driver_closed`` for an async connection of a PostgreSQL engine."""
+    return driver_closed(_asyncpg_adapter(connection))
 
 
 async def _ready() -> None:
@@ -365,7 +401,9 @@ async def raise_as_sqlalchemy_would(
             adapter._handle_exception(error)  # raises the DBAPI's error for an asyncpg one
         raise error
     except dbapi.Error as dbapi_error:
-        disconnect = connection.dialect.is_disconnect(dbapi_error, adapter, None)
+        disconnect = connection.dialect.is_disconnect(
+            dbapi_error, adapter, None
+        ) or unsent_on_dead_connection(error)
         wrapped = DBAPIError.instance(
             statement,
             arguments,

@@ -31,9 +31,10 @@ class KeptConnections:
         self._idle: list[tuple[AsyncConnection, float]] = []
         self._closed = False
 
-    async def acquire(self) -> AsyncConnection:
-        """An open connection, ready for a unit of work's statements."""
-        while self._idle:
+    async def acquire(self, *, fresh: bool = False) -> AsyncConnection:
+        """An open connection, ready for a unit of work's statements: one kept idle, or
+        (``fresh``, or none kept) one from the engine's pool."""
+        while self._idle and not fresh:
             connection, idle_since = self._idle.pop()
             if await self._usable(connection, idle_since):
                 break
@@ -100,14 +101,22 @@ class PostgresConnections(KeptConnections):
     """Units of work on PostgreSQL, reading (an autocommit engine, ``db.read_only``) or
     writing: the transaction begins with the first statement as SQLAlchemy would begin it
     (``db.begin_postgres_transaction``) and ends on asyncpg (``db.end_postgres_transaction``).
-    A connection idle for longer than ``db.PING_AFTER_IDLE_S`` is pinged before it is used, as
-    the pool would (``db._ping_after_idle``), and dropped if the server closed it."""
+    A connection the server is known to have closed (asyncpg saw its socket end: a terminated
+    backend, a restart) is dropped without a round trip; one idle for longer than
+    ``db.PING_AFTER_IDLE_S`` is pinged before it is used, as the pool would
+    (``db._ping_after_idle``), and dropped if the ping fails. A connection that dies unnoticed
+    fails the statement that finds out, which the unit of work may run again on a fresh one
+    (``uow.UnitOfWork``)."""
 
     async def end(self, connection: AsyncConnection, *, commit: bool) -> None:
         await db.end_postgres_transaction(connection, commit=commit)
 
     async def _usable(self, connection: AsyncConnection, idle_since: float) -> bool:
         if connection.invalidated:
+            return False
+        if db.postgres_connection_closed(connection):
+            await connection.invalidate()
+            await connection.close()
             return False
         if time.monotonic() - idle_since < db.PING_AFTER_IDLE_S:
             return True

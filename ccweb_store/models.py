@@ -134,6 +134,17 @@ def _sqlite_text_to_datetime(value: str | None) -> datetime | None:
     return utc if utc.tzinfo is UTC else parsed.replace(tzinfo=UTC)
 
 
+def _aware_to_utc(value: datetime | None) -> datetime | None:
+    """A datetime read from the database as an aware UTC datetime (a naive one is UTC).
+    asyncpg's are in UTC already, but for ±infinity, which it reads as naive ``datetime.max``
+    and ``min``."""
+    if value is None or value.tzinfo is UTC:
+        return value
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """``TIMESTAMP WITH TIME ZONE`` that always hands back aware UTC datetimes.
 
@@ -142,7 +153,9 @@ class UTCDateTime(TypeDecorator[datetime]):
     ``result_processor``) instead of SQLAlchemy's ``DATETIME`` processor wrapped around
     ``process_bind_param`` / ``process_result_value``: the same values, for a third of the
     cost binding and a fifth reading; some 40 datetimes pass through a round trip of the hot
-    path. PostgreSQL keeps SQLAlchemy's processors around the two methods.
+    path. PostgreSQL keeps SQLAlchemy's bind processor; asyncpg reads ``TIMESTAMPTZ`` as
+    datetimes in UTC already, which its result processor (``_aware_to_utc``) hands back as
+    they are, without SQLAlchemy's wrapper around ``process_result_value``.
     """
 
     impl = sa.DateTime(timezone=True)
@@ -156,6 +169,8 @@ class UTCDateTime(TypeDecorator[datetime]):
     def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Callable[[Any], Any] | None:
         if dialect.name == "sqlite":
             return _sqlite_text_to_datetime
+        if dialect.driver == "asyncpg":
+            return _aware_to_utc
         return super().result_processor(dialect, coltype)
 
     def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
@@ -167,11 +182,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
+        return _aware_to_utc(value)
 
 
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")

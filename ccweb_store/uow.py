@@ -9,19 +9,27 @@ connection (``sqlite_writer``), whose commits are grouped: ``commit`` returns on
 writes are durable, and ends the unit of work; a reading one takes a connection the store
 keeps open for reads. On PostgreSQL every unit of work takes one of the connections the store
 keeps (``kept_connections``).
+
+A kept PostgreSQL connection can die unnoticed between two units of work (a terminated
+backend, a server restart within the last second): the unit of work's first statement then
+finds out, and runs again once on a fresh connection when nothing of it can have been
+written (``UnitOfWork._first_statement``).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from types import TracebackType
+from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import QueuePool, StaticPool
 
 from ccweb_store.checkpoints import WalCheckpointer
 from ccweb_store.config import Settings
-from ccweb_store.db import create_engine, read_only
+from ccweb_store.db import create_engine, read_only, unsent_on_dead_connection
 from ccweb_store.kept_connections import KeptConnections, PostgresConnections, SQLiteReaders
 from ccweb_store.repositories import (
     CredentialRepository,
@@ -31,6 +39,7 @@ from ccweb_store.repositories import (
     SecretRepository,
     SessionRepository,
     UnitState,
+    direct,
 )
 from ccweb_store.sqlite_writer import SQLiteWriter
 
@@ -38,7 +47,6 @@ from ccweb_store.sqlite_writer import SQLiteWriter
 class UnitOfWork:
     """One transaction and the repositories that work inside it."""
 
-    connection: AsyncConnection
     sessions: SessionRepository
     messages: MessageRepository
     replies: ReplyRepository
@@ -56,17 +64,60 @@ class UnitOfWork:
 
     async def __aenter__(self) -> UnitOfWork:
         if self._writer is not None:
-            self.connection = await self._writer.acquire()
+            connection = await self._writer.acquire()
         elif self._kept is not None:
-            self.connection = await self._kept.acquire()
+            connection = await self._kept.acquire()
         else:
-            self.connection = await self._engine.connect()
-        state = self._state = UnitState(self.connection)
-        self.sessions = SessionRepository(self.connection, state)
-        self.messages = MessageRepository(self.connection, state)
-        self.replies = ReplyRepository(self.connection, state)
-        self.runs = RunRepository(self.connection, state)
+            connection = await self._engine.connect()
+        state = self._state = UnitState(connection)
+        if isinstance(self._kept, PostgresConnections):
+            state.first_statement = self._first_statement
+        self.sessions = SessionRepository(connection, state)
+        self.messages = MessageRepository(connection, state)
+        self.replies = ReplyRepository(connection, state)
+        self.runs = RunRepository(connection, state)
         return self
+
+    @property
+    def connection(self) -> AsyncConnection:
+        """The unit of work's connection (a fresh one, if its first statement found the one it
+        began on dead). Whoever takes it may run statements of its own, which running a later
+        statement again would leave behind on the dead connection: from then on, none is."""
+        self._state.first_statement = None
+        return self._state.connection
+
+    async def _first_statement(self, stmt: sa.Executable, params: Any) -> Any:
+        """Run the unit of work's first statement on PostgreSQL; if its kept connection turns
+        out to be dead (a terminated backend, a server restart asyncpg had not seen yet), run
+        it once more on a fresh connection, when nothing of it can have been written.
+
+        Nothing of the unit of work ran before this statement, so running it again repeats
+        nothing, and the caller never sees the dead connection. It is safe when the statement
+        never left (asyncpg refused it: ``db.unsent_on_dead_connection``), when it ran in the
+        unit of work's transaction (a writing unit of work: its ``BEGIN`` or the
+        statement failed, and the server rolls back a transaction whose connection is lost
+        before ``COMMIT``) or when it only reads. A statement of an autocommit unit of work that
+        writes (``runs`` claims a run in one) commits by itself and may have committed before
+        the connection died, so it is not repeated: its error reaches the caller. Later
+        statements are not repeated either (the ones before them were lost with the
+        connection), nor is a ``COMMIT``, whose outcome is unknown when its connection dies.
+        """
+        state = self._state
+        state.first_statement = None
+        try:
+            return await direct.execute_postgres(state.connection, stmt, params)
+        except DBAPIError as error:
+            if not error.connection_invalidated or not (
+                unsent_on_dead_connection(error)
+                or getattr(stmt, "is_select", False)
+                or not _autocommit(self._engine)
+            ):
+                raise
+        assert self._kept is not None
+        dead = state.connection
+        state.connection = await self._kept.acquire(fresh=True)
+        await dead.close()
+        return await direct.execute_postgres(state.connection, stmt, params)
 
     async def __aexit__(
         self,
@@ -79,18 +130,18 @@ class UnitOfWork:
         if self._writer is not None:
             self._end_turn()
         elif self._kept is not None:
-            await self._kept.release(self.connection)
+            await self._kept.release(self._state.connection)
         else:
-            await self.connection.close()
+            await self._state.connection.close()
 
     # Made when asked for: only the few units of work that handle credentials need these.
     @property
     def credentials(self) -> CredentialRepository:
-        return CredentialRepository(self.connection, self._state)
+        return CredentialRepository(self._state.connection, self._state)
 
     @property
     def secrets(self) -> SecretRepository:
-        return SecretRepository(self.connection, self._state)
+        return SecretRepository(self._state.connection, self._state)
 
     async def commit(self) -> None:
         """Commit. On SQLite's writer this ends the unit of work: it returns once the writes
@@ -103,9 +154,9 @@ class UnitOfWork:
             await self._writer.commit()
             return
         if self._kept is not None:
-            await self._kept.end(self.connection, commit=True)
+            await self._kept.end(self._state.connection, commit=True)
         else:
-            await self.connection.commit()
+            await self._state.connection.commit()
 
     async def rollback(self) -> None:
         """Roll back. On SQLite's writer this ends the unit of work, like leaving the block."""
@@ -114,15 +165,20 @@ class UnitOfWork:
             self._end_turn()
             return
         if self._kept is not None:
-            await self._kept.end(self.connection, commit=False)
+            await self._kept.end(self._state.connection, commit=False)
         else:
-            await self.connection.rollback()
+            await self._state.connection.rollback()
 
     def _end_turn(self) -> None:
         assert self._writer is not None
         if not self._state.finished:
             self._state.finished = True
             self._writer.release()
+
+
+def _autocommit(engine: AsyncEngine) -> bool:
+    """Whether each statement on ``engine`` commits by itself (``db.read_only`` on PostgreSQL)."""
+    return engine.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
 
 
 class Store:

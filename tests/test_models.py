@@ -162,8 +162,9 @@ def test_sqlite_datetimes_read_back_exactly_as_before(dialect: sa.Dialect) -> No
             new(text)
 
 
-def test_other_dialects_keep_sqlalchemys_processors_around_the_utc_conversion() -> None:
-    """PostgreSQL stores zones itself; its processors are still SQLAlchemy's own."""
+def test_postgresql_binds_through_sqlalchemy_and_reads_aware_datetimes_in_utc() -> None:
+    """PostgreSQL stores zones itself: its bind processor is SQLAlchemy's own, and what it
+    reads is converted to UTC unless it is in UTC already."""
     from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 
     dialect = asyncpg_dialect()
@@ -174,6 +175,8 @@ def test_other_dialects_keep_sqlalchemys_processors_around_the_utc_conversion() 
     assert result is not None
     assert result(datetime(2024, 5, 1, 14, tzinfo=BERLIN)) == datetime(2024, 5, 1, 12, tzinfo=UTC)
     assert result(datetime(2024, 5, 1, 14, tzinfo=BERLIN)).tzinfo is UTC
+    in_utc = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    assert result(in_utc) is in_utc
 
 
 async def test_rows_written_in_the_old_format_read_back_and_compare_as_before(
@@ -266,6 +269,35 @@ async def test_both_execution_paths_store_the_same_text(tmp_path: Path) -> None:
         await store.dispose()
     old = _old_bind(InlineSQLiteDialect())
     assert stored["direct"] == stored["through"] == [(old(v), old(v)) for v in DATETIMES]
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_postgresql_reads_every_datetime_back_as_the_same_instant_in_utc(
+    store: Store,
+) -> None:
+    """asyncpg's datetimes are handed back as they are when in UTC (``_aware_to_utc``):
+    every value, ``datetime.max`` (stored as infinity, read back naive) included, comes back
+    the same instant, aware and in UTC, straight on the driver and through SQLAlchemy."""
+    stmt = direct.prebuilt(
+        sa.select(RUNS.c.started_at, RUNS.c.finished_at).where(RUNS.c.id == sa.bindparam("id"))
+    )
+    set_times = sa.update(RUNS).where(RUNS.c.id == sa.bindparam("run_id"))
+    async with store.uow() as uow:
+        await uow.sessions.create("s")
+        run = await uow.runs.enqueue("s", "user_turn")
+        for value in DATETIMES:
+            params = {"run_id": run.id, "p_at": value}
+            await uow.connection.execute(
+                set_times.values(started_at=sa.bindparam("p_at"), finished_at=None), params
+            )
+            read = [
+                tuple((await direct.execute_postgres(uow.connection, stmt, {"id": run.id})).one()),
+                tuple((await uow.connection.execute(stmt, {"id": run.id})).one()),
+            ]
+            instant = UTCDateTime().process_bind_param(value, store.engine.dialect)
+            assert read == [(instant, None)] * 2, value
+            assert all(at.tzinfo is UTC for at, _ in read), value
+        await uow.commit()
 
 
 def _random_part(identifier: str) -> str:

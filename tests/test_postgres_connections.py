@@ -1,17 +1,21 @@
-"""PostgreSQL's pooled connections: pinged before use only after sitting idle, and dropped
-when the server closed them."""
+"""PostgreSQL's pooled and kept connections: pinged before use only after sitting idle,
+dropped when the server closed them, and a unit of work whose connection died unnoticed
+(``pg_terminate_backend``, as a server restart would) runs its first statement again on a
+fresh one."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
-from ccweb_store import db
+from ccweb_store import db, jsonrpc
 from ccweb_store.uow import Store
+from tests.http_client import app_client, call_tool, rpc, rpc_result
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
@@ -59,18 +63,211 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced_before_use(
     assert await _backend_pid(store) != first
 
 
-async def test_a_connection_closed_just_after_use_fails_once_and_is_dropped(
-    store: Store,
+async def _terminate_every_other_connection(url: str) -> int:
+    """Terminate every server process of the database but this one, and wait until they have
+    exited: what a restart of the server does to the store's connections. The count."""
+    engine = db.create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            ended = await connection.execute(
+                sa.text(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))"
+                    " FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+            count: int = ended.scalar_one()
+    finally:
+        await engine.dispose()
+    return count
+
+
+async def _kill_connections(store: Store, *, unnoticed: bool) -> None:
+    """Kill every connection the store holds. ``unnoticed``: while this event loop is blocked,
+    so asyncpg cannot see the sockets close before the next statement is sent on one (the
+    race a restart within the last second leaves); else as the loop runs, so it can."""
+    url = store.engine.url.render_as_string(hide_password=False)
+    if not unnoticed:
+        assert await _terminate_every_other_connection(url) > 0
+        return
+    ended: list[int] = []
+    thread = threading.Thread(
+        target=lambda: ended.append(asyncio.run(_terminate_every_other_connection(url)))
+    )
+    thread.start()
+    thread.join()  # blocks this loop: no callback runs until the next statement is sent
+    assert ended and ended[0] > 0
+
+
+async def _open_connections(store: Store, count: int) -> set[int]:
+    """Make the store keep ``count`` connections of each kind (units of work overlapping);
+    their server process ids."""
+    pids: set[int] = set()
+    all_open, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(uow_factory: Any) -> None:
+        async with uow_factory() as uow:
+            pids.add((await uow.connection.execute(sa.text("SELECT pg_backend_pid()"))).scalar())
+            if len(pids) == 2 * count:
+                all_open.set()
+            await release.wait()
+
+    kinds = (store.uow, store.read_uow)
+    tasks = [asyncio.create_task(hold(kind)) for kind in kinds for _ in range(count)]
+    await all_open.wait()
+    release.set()
+    await asyncio.gather(*tasks)
+    return pids
+
+
+@pytest.mark.parametrize("unnoticed", [False, True], ids=["seen-closed", "unnoticed"])
+async def test_a_connection_killed_just_after_use_is_replaced_and_no_unit_of_work_fails(
+    store: Store, unnoticed: bool
 ) -> None:
     first = await _backend_pid(store)
-    await _terminate(store, first)
+    async with store.uow() as uow:
+        await uow.sessions.create("before", title="T")
+        await uow.commit()
+    await _kill_connections(store, unnoticed=unnoticed)
+    async with store.read_uow() as uow:  # a read: its first statement runs again if need be
+        assert (await uow.sessions.require("before")).title == "T"
+    await _kill_connections(store, unnoticed=unnoticed)
+    async with store.uow() as uow:  # a write: its transaction had not committed anything
+        await uow.sessions.create("after", title="U")
+        await uow.commit()
+    async with store.read_uow() as uow:
+        assert (await uow.sessions.require("after")).title == "U"
+    assert await _backend_pid(store) != first
+
+
+async def test_every_kept_connection_killed_at_once_recovers(store: Store) -> None:
+    before = await _open_connections(store, 3)
+    await _kill_connections(store, unnoticed=True)
+    reads = [store.read_uow() for _ in range(3)]
+    writes = [store.uow() for _ in range(3)]
+
+    async def run(uow_factory: Any, session_id: str | None) -> int:
+        async with uow_factory as uow:
+            if session_id is not None:
+                await uow.sessions.create(session_id)
+                await uow.commit()
+            else:
+                assert await uow.sessions.get("nobody") is None
+            pid: int = (await uow.connection.execute(sa.text("SELECT pg_backend_pid()"))).scalar()
+            return pid
+
+    pids = await asyncio.gather(
+        *(run(uow, None) for uow in reads), *(run(uow, f"s{i}") for i, uow in enumerate(writes))
+    )
+    assert not set(pids) & before
+    async with store.read_uow() as uow:
+        assert [await uow.sessions.get(f"s{i}") is not None for i in range(3)] == [True] * 3
+
+
+async def test_an_autocommit_write_cut_off_by_a_dead_connection_is_not_run_again(
+    store: Store,
+) -> None:
+    """Its statement commits by itself and might have before the connection died: running
+    it again could write twice, so the caller hears of it."""
+    async with store.uow() as uow:
+        await uow.sessions.create("s")
+        await uow.commit()
+    await _backend_pid(store)  # an autocommit unit of work takes the connection this used
+    await _kill_connections(store, unnoticed=True)
+    message = {"id": "m1", "session_id": "s", "seq": 1, "role": "user", "content": "once"}
     with pytest.raises(DBAPIError) as failed:
-        async with store.read_uow() as uow:
-            await uow.sessions.get("nobody")
+        async with store.uow(autocommit=True) as uow:
+            await uow.messages.insert_many([message])  # its first statement writes
+    assert failed.value.connection_invalidated
+    async with store.uow(autocommit=True) as uow:
+        await uow.messages.insert_many([message])
+    async with store.read_uow() as uow:
+        assert await uow.messages.count(["s"]) == {"s": 1}
+
+
+async def test_a_write_asyncpg_refused_to_send_runs_again_even_in_autocommit(
+    store: Store,
+) -> None:
+    """Between the server's ``FATAL`` and the connection's end, asyncpg refuses to send
+    anything on it: nothing reached the server, so even a write that commits by itself runs
+    again, once, on a fresh connection."""
+    async with store.uow() as uow:
+        await uow.sessions.create("s")
+        await uow.commit()
+    await _backend_pid(store)
+    await _kill_connections(store, unnoticed=True)
+    for _ in range(2):  # the event loop reads the server's goodbye, not yet the socket's end
+        await asyncio.sleep(0)
+    message = {"id": "m1", "session_id": "s", "seq": 1, "role": "user", "content": "once"}
+    async with store.uow(autocommit=True) as uow:
+        await uow.messages.insert_many([message])
+    async with store.read_uow() as uow:
+        assert await uow.messages.count(["s"]) == {"s": 1}
+
+
+async def test_a_statement_after_the_first_is_not_run_again_on_a_new_connection(
+    store: Store,
+) -> None:
+    """The statements before it were lost with its transaction: the unit of work fails and
+    leaves nothing behind."""
+    with pytest.raises(DBAPIError) as failed:
+        async with store.uow() as uow:
+            await uow.sessions.create("lost")
+            await _kill_connections(store, unnoticed=True)
+            await uow.sessions.create("lost-too")
+            await uow.commit()
     assert failed.value.connection_invalidated
     async with store.read_uow() as uow:
-        assert await uow.sessions.get("nobody") is None
-    assert await _backend_pid(store) != first
+        assert await uow.sessions.get("lost") is None
+
+
+async def test_a_unit_of_work_that_ran_statements_of_its_own_is_not_run_again_in_part(
+    store: Store,
+) -> None:
+    """Statements run on ``uow.connection`` pass by the repositories: once a caller took the
+    connection, a repository's statement is not run again on a new one, which would commit
+    it without them."""
+    add = sa.text("INSERT INTO sessions (id, created_at, updated_at) VALUES (:id, now(), now())")
+    with pytest.raises(DBAPIError) as failed:
+        async with store.uow() as uow:
+            await uow.connection.execute(add, {"id": "own"})
+            await _kill_connections(store, unnoticed=True)
+            await uow.sessions.create("after")
+            await uow.commit()
+    assert failed.value.connection_invalidated
+    async with store.read_uow() as uow:
+        assert [await uow.sessions.get(s) for s in ("own", "after")] == [None, None]
+
+
+@pytest.mark.parametrize("unnoticed", [False, True], ids=["seen-closed", "unnoticed"])
+async def test_tool_calls_and_host_methods_over_http_survive_killed_connections(
+    store: Store, unnoticed: bool
+) -> None:
+    async with app_client(store) as client:
+        await rpc_result(client, "session.create", {"id": "conv-a", "title": "Planner"})
+        await rpc_result(
+            client, "message.append", {"sessionId": "conv-a", "role": "user", "content": "hi"}
+        )
+        await _open_connections(store, 2)
+        for round_ in range(2):
+            await _kill_connections(store, unnoticed=unnoticed)
+            result = await call_tool(client, "ccweb_list_user_inputs", {"conversationId": "conv-a"})
+            assert not result.get("isError"), result
+            assert [i["content"] for i in result["structuredContent"]["inputs"]] == ["hi"]
+            await _kill_connections(store, unnoticed=unnoticed)
+            answer = await rpc(
+                client,
+                "message.append",
+                {"sessionId": "conv-a", "role": "assistant", "content": f"reply {round_}"},
+            )
+            assert "error" not in answer, answer
+            await _kill_connections(store, unnoticed=unnoticed)
+            listed = await call_tool(client, "ccweb_list_conversations", {})
+            assert not listed.get("isError"), listed
+        page = await rpc_result(client, "message.list", {"sessionId": "conv-a"})
+        assert [m["content"] for m in page["messages"]] == ["hi", "reply 0", "reply 1"]
+        answer = await rpc(client, "session.get", {"id": "conv-a"})
+        assert answer.get("error", {}).get("code") != jsonrpc.INTERNAL_ERROR, answer
 
 
 async def test_a_read_runs_each_statement_without_a_transaction_around_them(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import fuzz_http, isolation, stress_load
+from bench import crash_server, fuzz_http, isolation, stress_load
 from bench.harness import Answer, ServerProcess
 from ccweb_store import errors, rpc
 
@@ -32,6 +32,30 @@ def test_500_sends_over_two_servers_with_every_run_completed_twice_lose_and_doub
     assert report.value("lost") == 0
     assert report.value("concurrent completions that disagreed") == 0
     assert report.value("left open (run or reply not finished)") == 0
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_every_postgresql_connection_ended_under_load_loses_and_doubles_nothing(
+    backend: str, database_url: str
+) -> None:
+    """``crash_server.py --cut-connections``: the server's connections end (as when PostgreSQL
+    restarts) three times under load; it keeps serving, and every acknowledged send finishes
+    once."""
+    options = crash_server.CrashOptions(
+        kills=3,
+        phase_seconds=1.0,
+        conversations=12,
+        senders=3,
+        workers=3,
+        seconds=120,
+        cut_connections=True,
+    )
+    report = crash_server.crash_backend(BACKEND_NAMES[backend], database_url, options)
+    assert report.ok, report.render()
+    assert report.value("sends acknowledged") > 0
+    assert report.value("duplicates") == 0
+    assert report.value("lost") == 0
+    assert report.value("stuck (a run or reply not finished)") == 0
 
 
 def test_the_fuzz_corpus_and_random_inputs_get_documented_answers_and_write_nothing(

@@ -14,7 +14,7 @@ from ccweb_store import errors, runs
 from ccweb_store.config import Settings
 from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX, Message, ReplyRequest, new_id, utcnow
-from ccweb_store.repositories import LATEST_NONBLANK_BY_ROLE, SessionRepository
+from ccweb_store.repositories import SessionRepository
 from ccweb_store.repositories import messages as messages_module
 from ccweb_store.repositories import replies as replies_module
 from ccweb_store.repositories import runs as runs_module
@@ -751,7 +751,7 @@ async def test_prebuilt_statements_read_back_exactly_as_sqlalchemy_reads_them(
         (sessions_module._GET_SESSION, {"session_id": "dst"}),
         (messages_module._GET_MESSAGE, {"message_id": message.id}),
         (
-            LATEST_NONBLANK_BY_ROLE,
+            messages_module.latest_nonblank_by_role_statement(store.dialect),
             {"session_id": "dst", "role": "user", "before_seq": NO_SEQ_ABOVE, "limit": 5},
         ),
         (replies_module._GET_REPLY, {"request_id": "r1"}),

@@ -15,8 +15,8 @@ from ccweb_store.arguments import bounded_int
 from ccweb_store.context import Source
 from ccweb_store.errors import DomainError
 from ccweb_store.models import Base, Message, utcnow
-from ccweb_store.repositories import LATEST_NONBLANK_BY_ROLE, MessageRepository
-from ccweb_store.repositories.messages import NO_SEQ_ABOVE
+from ccweb_store.repositories import MessageRepository
+from ccweb_store.repositories.messages import NO_SEQ_ABOVE, latest_nonblank_by_role_statement
 from ccweb_store.uow import Store
 from ccweb_store.user_inputs import apply_budget, list_user_inputs
 from tests.plans import query_plan
@@ -388,7 +388,8 @@ async def test_on_a_hundred_thousand_messages_the_query_reads_the_index(
 
     # The statement it runs is a range scan of the index, not a scan of the session.
     params = {"session_id": "big", "role": "user", "before_seq": NO_SEQ_ABOVE, "limit": 16}
-    plan = await query_plan(store, LATEST_NONBLANK_BY_ROLE, params, only_indexes=False)
+    statement = latest_nonblank_by_role_statement(store.dialect)
+    plan = await query_plan(store, statement, params, only_indexes=False)
     if store.dialect == "sqlite":
         assert f"SEARCH messages USING INDEX {INDEX} (session_id=? AND role=? AND seq<?)" in plan
         assert "SCAN" not in plan and "TEMP B-TREE" not in plan

@@ -7,7 +7,7 @@ import base64
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -166,6 +166,12 @@ class UnitState:
     """What the repositories of one unit of work share besides its connection."""
 
     def __init__(self, connection: AsyncConnection) -> None:
+        #: The unit of work's connection, which every repository of it uses.
+        self.connection = connection
+        #: On PostgreSQL, until the unit of work's first statement: what runs that statement,
+        #: again on a fresh connection if the kept one it began on turns out to be dead
+        #: (``uow.UnitOfWork``).
+        self.first_statement: Callable[[sa.Executable, Any], Awaitable[Any]] | None = None
         #: SQLite's connection under the async one, which statements use directly: the
         #: driver is synchronous and runs on the event loop's thread
         #: (``db.InlineSQLiteDialect``), and SQLAlchemy's asyncio layer (a greenlet per
@@ -200,7 +206,6 @@ class Repository:
     """
 
     def __init__(self, connection: AsyncConnection, state: UnitState | None = None) -> None:
-        self.connection = connection
         self.state = state if state is not None else UnitState(connection)
         self._loaded = self.state.loaded
         self._inline = self.state.inline
@@ -219,8 +224,10 @@ class Repository:
         if self._inline is not None:
             assert self._driver is not None
             result = direct.execute_sqlite(self._inline, self._driver, stmt, params)
+        elif self.state.first_statement is not None:
+            result = await self.state.first_statement(stmt, params)
         else:
-            result = await direct.execute_postgres(self.connection, stmt, params)
+            result = await direct.execute_postgres(self.state.connection, stmt, params)
         return result
 
     async def _execute_many(self, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -231,7 +238,12 @@ class Repository:
             assert self._driver is not None
             direct.execute_many(self._inline, self._driver, stmt, rows)
         elif rows:
-            await self.connection.execute(stmt, list(rows))
+            await self._execute(stmt, list(rows))  # through SQLAlchemy (``direct``)
+
+    @property
+    def connection(self) -> AsyncConnection:
+        """The unit of work's connection (``UnitState.connection``)."""
+        return self.state.connection
 
     @property
     def dialect(self) -> str:
