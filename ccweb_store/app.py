@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ccweb_store import __version__, credentials, jsonrpc
 from ccweb_store.config import Settings
 from ccweb_store.db import current_revision, migrate
-from ccweb_store.mcp import OPERATOR_SCOPE_KEY, mcp_endpoint
+from ccweb_store.mcp_http import OPERATOR_SCOPE_KEY, mcp_endpoint
 from ccweb_store.rpc import rpc_endpoint
 from ccweb_store.runs import sweep_expired_leases
 from ccweb_store.uow import Store
