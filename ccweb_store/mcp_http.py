@@ -1,24 +1,36 @@
-"""``POST /mcp``: MCP over Streamable HTTP, stateless (SPEC §2).
+"""``/mcp``: MCP over Streamable HTTP, stateless (SPEC §2), as an ASGI app.
 
 The HTTP side of ``mcp.py``'s protocol: the method, Origin, ``Accept`` (JSON or one SSE
 event) and body checks, the routing headers, and the caller's source. No session id is issued
 or required. The source conversation comes from a conversation credential when the request
 carries one (``?credential=`` or ``Authorization: Bearer ccw1.…``; ``credentials.py``), else
 from the query string (``sourceSessionId``/``sourceConversationId``, ``sourceHopCount``).
+The request is read straight from the ASGI scope and the answer sent as two messages
+(``asgi.py`` says what that skips and why it answers the same).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
-from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from ccweb_store import credentials, errors, jsonrpc
+from ccweb_store.asgi import (
+    Incoming,
+    Rejected,
+    http_error,
+    method_not_allowed,
+    read_payload,
+    send_json,
+    send_response,
+)
 from ccweb_store.config import Settings
 from ccweb_store.context import Source
 from ccweb_store.credentials import CredentialRefused
-from ccweb_store.mcp import ROUTING_HEADERS, handle_mcp_payload
+from ccweb_store.mcp import ROUTING_HEADERS, Reply, handle_mcp_payload
 from ccweb_store.origins import origin_rejection
 from ccweb_store.uow import Store
 
@@ -34,14 +46,15 @@ class SourceError(ValueError):
     """The query string's source context is malformed."""
 
 
-def routing_headers(raw: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """The routing headers of an HTTP request by lower-case name, trimmed of surrounding
-    whitespace; a repeated one is joined with ", " (RFC 9110 §5.3), so it matches nothing."""
+def routing_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The routing headers of an HTTP request (the ASGI scope's raw pairs) by lower-case
+    name, trimmed of surrounding whitespace; a repeated one is joined with ", " (RFC 9110
+    §5.3), so it matches nothing."""
     found: dict[str, list[str]] = {}
-    for name, value in raw:
-        key = name.lower()
+    for raw_name, raw_value in raw:
+        key = raw_name.decode("latin-1").lower()
         if key in ROUTING_HEADERS:
-            found.setdefault(key, []).append(value.strip(" \t"))
+            found.setdefault(key, []).append(raw_value.decode("latin-1").strip(" \t"))
     return {key: ", ".join(values) for key, values in found.items()}
 
 
@@ -61,11 +74,11 @@ def source_from_query(query: Mapping[str, str]) -> Source:
     return Source(session_id, hop_count)
 
 
-def presented_token(request: Request) -> str | None:
+def presented_token(incoming: Incoming) -> str | None:
     """The conversation credential a request carries: ``?credential=`` or a bearer token
     shaped like one (an operator token in the header is not one)."""
-    in_query = request.query_params.get(credentials.QUERY_PARAMETER)
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    in_query = incoming.query.get(credentials.QUERY_PARAMETER)
+    scheme, _, value = (incoming.header(b"authorization") or "").partition(" ")
     value = value.strip()
     in_header = (
         value if scheme.lower() == "bearer" and credentials.looks_like_token(value) else None
@@ -78,18 +91,18 @@ def presented_token(request: Request) -> str | None:
     return in_query if in_query is not None else in_header
 
 
-async def resolve_source(request: Request, store: Store, settings: Settings) -> Source:
+async def resolve_source(incoming: Incoming, store: Store, settings: Settings) -> Source:
     """The caller's source: bound by its credential when it presents one (a
     ``sourceSessionId`` that names another conversation is refused), else the query string.
 
     A bound source's hop count is the larger of the credential's and ``sourceHopCount``.
     Raises ``SourceError`` (malformed query) or ``CredentialRefused``.
     """
-    query = request.query_params
+    query = incoming.query
     source = source_from_query(query)
-    token = presented_token(request)
+    token = presented_token(incoming)
     if token is None:
-        if settings.require_conversation_credentials and not request.scope.get(OPERATOR_SCOPE_KEY):
+        if settings.require_conversation_credentials and not incoming.scope.get(OPERATOR_SCOPE_KEY):
             raise CredentialRefused(
                 "this server requires a conversation credential on /mcp "
                 "(CCWEB_REQUIRE_CONVERSATION_CREDENTIALS): use the URL that "
@@ -113,8 +126,8 @@ async def resolve_source(request: Request, store: Store, settings: Settings) -> 
 def credential_refusal(refused: CredentialRefused) -> Response:
     """403 for a credential used as another conversation, 401 for one that does not hold."""
     if refused.code == errors.CREDENTIAL_CONVERSATION_MISMATCH:
-        return jsonrpc.http_error(403, jsonrpc.FORBIDDEN, refused.message, {"code": refused.code})
-    return jsonrpc.http_error(
+        return http_error(403, jsonrpc.FORBIDDEN, refused.message, {"code": refused.code})
+    return http_error(
         401,
         jsonrpc.UNAUTHORIZED,
         refused.message,
@@ -123,8 +136,10 @@ def credential_refusal(refused: CredentialRefused) -> Response:
     )
 
 
+@lru_cache(maxsize=256)
 def _wants_sse_only(accept: str | None) -> bool | None:
-    """False: answer JSON; True: answer one SSE event; None: the client accepts neither."""
+    """False: answer JSON; True: answer one SSE event; None: the client accepts neither.
+    Cached: a client sends the same ``Accept`` with every request."""
     if not accept or not accept.strip():
         return False
     types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
@@ -135,37 +150,48 @@ def _wants_sse_only(accept: str | None) -> bool | None:
     return None
 
 
-async def mcp_endpoint(request: Request) -> Response:
-    """``POST /mcp`` (every other method answers 405: there is no stream and no session)."""
-    if request.method != "POST":
-        return jsonrpc.method_not_allowed(
-            request, "this server is stateless (no stream, no session); send JSON-RPC with POST"
+async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """``/mcp``: ``POST`` only (any other method answers 405: there is no stream and no
+    session)."""
+    incoming = Incoming(scope, receive)
+    state = scope["app"].state
+    answer = await answer_request(incoming, state.store, state.settings)
+    if isinstance(answer, Reply):
+        await send_json(send, answer.body, answer.status)
+    else:
+        await send_response(answer, incoming, send)
+
+
+async def answer_request(incoming: Incoming, store: Store, settings: Settings) -> Reply | Response:
+    """What a request to ``/mcp`` is owed: a JSON-RPC ``Reply`` to send as JSON, or any other
+    answer (a refusal, 202, one SSE event) as a Starlette response."""
+    if incoming.scope["method"] != "POST":
+        return method_not_allowed(
+            incoming.scope,
+            "this server is stateless (no stream, no session); send JSON-RPC with POST",
         )
-    settings: Settings = request.app.state.settings
-    rejection = origin_rejection(request, settings)
+    rejection = origin_rejection(incoming.header(b"origin"), settings)
     if rejection is not None:
         return rejection
-    sse = _wants_sse_only(request.headers.get("accept"))
+    sse = _wants_sse_only(incoming.header(b"accept"))
     if sse is None:
-        return jsonrpc.http_error(
+        return http_error(
             406,
             jsonrpc.INVALID_REQUEST,
             "not acceptable: accept application/json or text/event-stream",
         )
     try:
-        source = await resolve_source(request, request.app.state.store, settings)
+        source = await resolve_source(incoming, store, settings)
     except SourceError as exc:
-        return jsonrpc.http_error(400, jsonrpc.INVALID_REQUEST, str(exc))
+        return http_error(400, jsonrpc.INVALID_REQUEST, str(exc))
     except CredentialRefused as refused:
         return credential_refusal(refused)
     try:
-        payload = await jsonrpc.read_payload(
-            request, settings.max_body_bytes, parse_error_status=400
-        )
-    except jsonrpc.Rejected as rejected:
+        payload = await read_payload(incoming, settings.max_body_bytes, parse_error_status=400)
+    except Rejected as rejected:
         return rejected.response
-    headers = routing_headers(request.headers.items())
-    reply = await handle_mcp_payload(request.app.state.store, source, payload, headers)
+    headers = routing_headers(incoming.scope["headers"])
+    reply = await handle_mcp_payload(store, source, payload, headers)
     if reply.body is None:
         return Response(status_code=202)
     if sse and reply.status == 200:
@@ -175,4 +201,4 @@ async def mcp_endpoint(request: Request) -> Response:
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache"},
         )
-    return jsonrpc.JSONResponse(reply.body, status_code=reply.status)
+    return reply
