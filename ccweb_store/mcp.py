@@ -19,8 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ccweb_store import __version__, jsonrpc, tools
 from ccweb_store.context import Source
@@ -92,6 +91,8 @@ def legacy_dispatcher(store: Store, source: Source) -> jsonrpc.Dispatch:
     """The legacy-era MCP methods for one request from ``source``."""
 
     async def dispatch(method: str, params: Mapping[str, Any]) -> Any:
+        if method == "tools/call":  # the busiest first
+            return await call_tool(store, source, params)
         if method == "initialize":
             return {
                 "protocolVersion": negotiate_version(params.get("protocolVersion")),
@@ -105,8 +106,6 @@ def legacy_dispatcher(store: Store, source: Source) -> jsonrpc.Dispatch:
             return None  # nothing to do: we keep no per-client state
         if method == "tools/list":
             return list_tools_page(params.get("cursor"))
-        if method == "tools/call":
-            return await call_tool(store, source, params)
         raise jsonrpc.RpcError(
             jsonrpc.METHOD_NOT_FOUND, f"method not found: {method!r}", {"method": method}
         )
@@ -291,8 +290,7 @@ def decode_header_value(value: str) -> str | None:
 # Answering a decoded payload.
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(NamedTuple):
     """What a payload is owed: a JSON-RPC ``body`` (``None``: nothing, HTTP 202) and the HTTP
     ``status`` to send it with."""
 
