@@ -23,6 +23,7 @@ from ccweb_store.asgi import (
     Rejected,
     http_error,
     method_not_allowed,
+    parse_query,
     read_payload,
     send_json,
     send_response,
@@ -46,16 +47,27 @@ class SourceError(ValueError):
     """The query string's source context is malformed."""
 
 
+#: The routing headers' names as an ASGI scope spells them (lower case, bytes).
+RAW_ROUTING_HEADERS = {name.encode("latin-1"): name for name in ROUTING_HEADERS}
+
+
 def routing_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     """The routing headers of an HTTP request (the ASGI scope's raw pairs) by lower-case
     name, trimmed of surrounding whitespace; a repeated one is joined with ", " (RFC 9110
     §5.3), so it matches nothing."""
     found: dict[str, list[str]] = {}
     for raw_name, raw_value in raw:
-        key = raw_name.decode("latin-1").lower()
-        if key in ROUTING_HEADERS:
+        key = RAW_ROUTING_HEADERS.get(raw_name)
+        if key is not None:
             found.setdefault(key, []).append(raw_value.decode("latin-1").strip(" \t"))
     return {key: ", ".join(values) for key, values in found.items()}
+
+
+@lru_cache(maxsize=1024)
+def query_source(query_string: bytes) -> Source:
+    """``source_from_query`` of a raw query string, cached as ``asgi.parse_query`` is (a
+    ``Source`` is immutable)."""
+    return source_from_query(parse_query(query_string))
 
 
 def source_from_query(query: Mapping[str, str]) -> Source:
@@ -78,7 +90,10 @@ def presented_token(incoming: Incoming) -> str | None:
     """The conversation credential a request carries: ``?credential=`` or a bearer token
     shaped like one (an operator token in the header is not one)."""
     in_query = incoming.query.get(credentials.QUERY_PARAMETER)
-    scheme, _, value = (incoming.header(b"authorization") or "").partition(" ")
+    authorization = incoming.header(b"authorization")
+    if authorization is None:
+        return in_query
+    scheme, _, value = authorization.partition(" ")
     value = value.strip()
     in_header = (
         value if scheme.lower() == "bearer" and credentials.looks_like_token(value) else None
@@ -99,7 +114,7 @@ async def resolve_source(incoming: Incoming, store: Store, settings: Settings) -
     Raises ``SourceError`` (malformed query) or ``CredentialRefused``.
     """
     query = incoming.query
-    source = source_from_query(query)
+    source = query_source(incoming.scope.get("query_string", b""))
     token = presented_token(incoming)
     if token is None:
         if settings.require_conversation_credentials and not incoming.scope.get(OPERATOR_SCOPE_KEY):
