@@ -37,7 +37,7 @@ def create_app(
     store: Store | None = None,
     migrate_on_start: bool = True,
     freeze_gc_after_startup: bool = False,
-) -> Starlette:
+) -> App:
     """Build the app. Pass ``store`` to share an engine (tests); otherwise one is made.
 
     ``freeze_gc_after_startup`` is for the process that is the server (``serve``): see
@@ -46,13 +46,13 @@ def create_app(
     settings = settings or (store.settings if store else Settings())
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: App) -> AsyncIterator[None]:
         owned = store is None
         active = store or Store.from_settings(settings)
         try:
             if migrate_on_start:
                 await migrate(active.engine)
-            app.state.store = active
+            app.store = active
             if freeze_gc_after_startup:
                 freeze_startup_objects()
             log.info("ccweb-store %s ready on %s", __version__, active.dialect)
@@ -73,11 +73,9 @@ def create_app(
         middleware=middleware,
         lifespan=lifespan,
         busy_routes={"/rpc": rpc_app, "/mcp": mcp_app},
-        token=settings.token,
+        settings=settings,
+        store=store,
     )
-    app.state.settings = settings
-    if store is not None:
-        app.state.store = store
     return app
 
 
@@ -91,12 +89,24 @@ class App(Starlette):
     ``BearerAuth`` when a token is set, exactly as the full stack would; every other request
     (other methods and paths, lifespan) goes through Starlette. An endpoint that raises
     reaches the server, which answers 500 and logs it, as Starlette's error middleware did.
+
+    The endpoints find the settings and the store (set when the app starts, unless given) as
+    plain attributes of the app (``scope["app"]``): reading ``app.state`` raises and catches
+    an ``AttributeError`` inside Starlette's ``State`` at every read.
     """
 
     def __init__(
-        self, *, busy_routes: dict[str, ASGIApp], token: str | None, **kwargs: Any
+        self,
+        *,
+        busy_routes: dict[str, ASGIApp],
+        settings: Settings,
+        store: Store | None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.settings = settings
+        self.store = store
+        token = settings.token
         self.busy_routes = busy_routes
         self._serve_busy: ASGIApp = (
             BearerAuth(self._call_endpoint, token) if token else self._call_endpoint
@@ -159,7 +169,7 @@ async def _lease_sweeper(store: Store, interval: float) -> AsyncIterator[None]:
 
 async def healthz(request: Request) -> JSONResponse:
     """Liveness and schema state: ``{"status": "ok", "database": …, "revision": …}``."""
-    store: Store = request.app.state.store
+    store: Store = request.app.store
     try:
         async with store.engine.connect() as connection:
             revision = await current_revision(connection)

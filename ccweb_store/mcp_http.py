@@ -169,8 +169,8 @@ async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
     """``/mcp``: ``POST`` only (any other method answers 405: there is no stream and no
     session)."""
     incoming = Incoming(scope, receive)
-    state = scope["app"].state
-    answer = await answer_request(incoming, state.store, state.settings)
+    app = scope["app"]  # app.App
+    answer = await answer_request(incoming, app.store, app.settings)
     if isinstance(answer, Reply):
         await send_json(send, answer.body, answer.status)
     else:

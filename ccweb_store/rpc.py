@@ -116,8 +116,8 @@ async def rpc_app(scope: Scope, receive: Receive, send: Send) -> None:
     """``/rpc``: answer a JSON-RPC request or batch sent with ``POST`` (any other method
     answers 405). Read and answered on the bare ASGI interface (``asgi.py``)."""
     incoming = Incoming(scope, receive)
-    state = scope["app"].state
-    settings: Settings = state.settings
+    app = scope["app"]
+    settings: Settings = app.settings
     refusal = _refusal(incoming, settings)
     if refusal is not None:
         await send_response(refusal, incoming, send)
@@ -127,7 +127,7 @@ async def rpc_app(scope: Scope, receive: Receive, send: Send) -> None:
     except Rejected as rejected:
         await send_response(rejected.response, incoming, send)
         return
-    answer = await jsonrpc.handle_payload(payload, dispatcher(state.store))
+    answer = await jsonrpc.handle_payload(payload, dispatcher(app.store))
     if answer is None:
         await send_response(Response(status_code=204), incoming, send)
         return
