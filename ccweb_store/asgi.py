@@ -77,11 +77,24 @@ class Incoming:
         return parse_query(self.scope.get("query_string", b""))
 
 
-@lru_cache(maxsize=1024)
+#: Query strings up to this long are parsed once and kept (``parse_query``, at most 1,024 of
+#: them); a longer one is parsed every time, so that no client can fill the memory with them.
+CACHED_QUERY_BYTES = 1024
+
+
 def parse_query(query_string: bytes) -> Mapping[str, str]:
-    """A query string's parameters, read-only: cached, as every call from an agent repeats
-    the URL it was given."""
+    """A query string's parameters, read-only: cached when it is short, as every call from an
+    agent repeats the URL it was given."""
+    if len(query_string) <= CACHED_QUERY_BYTES:
+        return _parse_query_cached(query_string)
+    return _parse_query(query_string)
+
+
+def _parse_query(query_string: bytes) -> Mapping[str, str]:
     return MappingProxyType(dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)))
+
+
+_parse_query_cached = lru_cache(maxsize=1024)(_parse_query)
 
 
 async def send_json(send: Send, content: Any, status: int = 200) -> None:

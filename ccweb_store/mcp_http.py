@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope, Send
 
 from ccweb_store import credentials, errors, jsonrpc
 from ccweb_store.asgi import (
+    CACHED_QUERY_BYTES,
     Incoming,
     Rejected,
     http_error,
@@ -63,10 +64,16 @@ def routing_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     return {key: ", ".join(values) for key, values in found.items()}
 
 
-@lru_cache(maxsize=1024)
 def query_source(query_string: bytes) -> Source:
     """``source_from_query`` of a raw query string, cached as ``asgi.parse_query`` is (a
     ``Source`` is immutable)."""
+    if len(query_string) <= CACHED_QUERY_BYTES:
+        return _cached_query_source(query_string)
+    return source_from_query(parse_query(query_string))
+
+
+@lru_cache(maxsize=1024)
+def _cached_query_source(query_string: bytes) -> Source:
     return source_from_query(parse_query(query_string))
 
 
@@ -151,10 +158,20 @@ def credential_refusal(refused: CredentialRefused) -> Response:
     )
 
 
-@lru_cache(maxsize=256)
+#: The longest ``Accept`` value whose reading is kept (``sse_only``, at most 256 of them).
+CACHED_ACCEPT_CHARS = 256
+
+
+def sse_only(accept: str | None) -> bool | None:
+    """``_wants_sse_only``, cached for a value of usual length: a client sends the same
+    ``Accept`` with every request."""
+    if accept is not None and len(accept) <= CACHED_ACCEPT_CHARS:
+        return _wants_sse_only_cached(accept)
+    return _wants_sse_only(accept)
+
+
 def _wants_sse_only(accept: str | None) -> bool | None:
-    """False: answer JSON; True: answer one SSE event; None: the client accepts neither.
-    Cached: a client sends the same ``Accept`` with every request."""
+    """False: answer JSON; True: answer one SSE event; None: the client accepts neither."""
     if not accept or not accept.strip():
         return False
     types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
@@ -163,6 +180,9 @@ def _wants_sse_only(accept: str | None) -> bool | None:
     if "text/event-stream" in types:
         return True
     return None
+
+
+_wants_sse_only_cached = lru_cache(maxsize=256)(_wants_sse_only)
 
 
 async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -188,7 +208,7 @@ async def answer_request(incoming: Incoming, store: Store, settings: Settings) -
     rejection = origin_rejection(incoming.header(b"origin"), settings)
     if rejection is not None:
         return rejection
-    sse = _wants_sse_only(incoming.header(b"accept"))
+    sse = sse_only(incoming.header(b"accept"))
     if sse is None:
         return http_error(
             406,

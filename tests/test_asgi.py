@@ -11,7 +11,7 @@ import pytest
 from starlette.requests import ClientDisconnect
 
 from ccweb_store.app import create_app
-from ccweb_store.asgi import JSONResponse, parse_query
+from ccweb_store.asgi import CACHED_QUERY_BYTES, JSONResponse, parse_query
 from ccweb_store.config import Settings
 from ccweb_store.uow import Store
 from tests.http_client import asgi_scope
@@ -90,26 +90,51 @@ async def test_the_first_of_a_repeated_header_is_the_one_read(store: Store) -> N
     assert status == 406
 
 
-async def test_the_last_of_a_repeated_query_parameter_is_the_one_read(store: Store) -> None:
-    async with store.uow() as uow:
-        await uow.sessions.create("second", title="Second")
-        await uow.messages.append("second", "user", "hello from the second")
-        await uow.commit()
-    call = {
+LIST_INPUTS = orjson.dumps(
+    {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
         "params": {"name": "ccweb_list_user_inputs", "arguments": {}},
     }
-    query = b"sourceSessionId=first&sourceSessionId=second"
-    status, _, answer = await exchange(store, "/mcp", [orjson.dumps(call)], JSON, query)
-    assert status == 200
-    assert orjson.loads(answer)["result"]["structuredContent"]["conversationId"] == "second"
+)
 
 
-def test_a_parsed_query_string_is_read_only_and_parsed_once() -> None:
+@pytest.mark.parametrize(
+    "query",
+    [
+        b"sourceSessionId=first&sourceSessionId=second",
+        b"pad=" + b"x" * CACHED_QUERY_BYTES + b"&sourceSessionId=first&sourceSessionId=second",
+    ],
+    ids=["short", "too long to cache"],
+)
+async def test_the_last_of_a_repeated_query_parameter_is_the_one_read(
+    store: Store, query: bytes
+) -> None:
+    async with store.uow() as uow:
+        await uow.sessions.create("second", title="Second")
+        await uow.messages.append("second", "user", "hello from the second")
+        await uow.commit()
+    for _ in range(2):  # the second time from the cache, when there is one
+        status, _, answer = await exchange(store, "/mcp", [LIST_INPUTS], JSON, query)
+        assert status == 200
+        assert orjson.loads(answer)["result"]["structuredContent"]["conversationId"] == "second"
+
+
+def test_a_parsed_query_string_is_read_only_and_parsed_once_unless_it_is_long() -> None:
     first = parse_query(b"a=1&b=&a=2")
     assert dict(first) == {"a": "2", "b": ""}
     assert parse_query(b"a=1&b=&a=2") is first
     with pytest.raises(TypeError):
         first["a"] = "3"  # type: ignore[index]
+    long = b"a=" + b"y" * CACHED_QUERY_BYTES
+    assert parse_query(long) == parse_query(long)
+    assert parse_query(long) is not parse_query(long)
+
+
+async def test_a_long_accept_header_is_read_as_a_short_one(store: Store) -> None:
+    padding = ", ".join(f"text/x-{i}" for i in range(100))
+    for accept, status in (("text/event-stream, " + padding, 200), (padding, 406)):
+        for _ in range(2):
+            headers = [*JSON, (b"accept", accept.encode())]
+            assert (await exchange(store, "/mcp", [PING], headers))[0] == status
