@@ -7,7 +7,7 @@ import contextlib
 import gc
 import hmac
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -15,15 +15,16 @@ from starlette.applications import Starlette
 from starlette.datastructures import Headers, QueryParams
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route, request_response
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ccweb_store import __version__, credentials, jsonrpc
+from ccweb_store.asgi import http_error
 from ccweb_store.config import Settings
 from ccweb_store.db import current_revision, migrate
-from ccweb_store.mcp import OPERATOR_SCOPE_KEY, mcp_endpoint
-from ccweb_store.rpc import rpc_endpoint
+from ccweb_store.mcp_http import OPERATOR_SCOPE_KEY, mcp_app
+from ccweb_store.rpc import rpc_app
 from ccweb_store.runs import sweep_expired_leases
 from ccweb_store.uow import Store
 
@@ -36,7 +37,7 @@ def create_app(
     store: Store | None = None,
     migrate_on_start: bool = True,
     freeze_gc_after_startup: bool = False,
-) -> Starlette:
+) -> App:
     """Build the app. Pass ``store`` to share an engine (tests); otherwise one is made.
 
     ``freeze_gc_after_startup`` is for the process that is the server (``serve``): see
@@ -45,13 +46,13 @@ def create_app(
     settings = settings or (store.settings if store else Settings())
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: App) -> AsyncIterator[None]:
         owned = store is None
         active = store or Store.from_settings(settings)
         try:
             if migrate_on_start:
                 await migrate(active.engine)
-            app.state.store = active
+            app.store = active
             if freeze_gc_after_startup:
                 freeze_startup_objects()
             log.info("ccweb-store %s ready on %s", __version__, active.dialect)
@@ -62,8 +63,8 @@ def create_app(
                 await active.dispose()
 
     routes = [  # matched in order: the busiest first
-        Route("/rpc", AnyMethod(rpc_endpoint)),
-        Route("/mcp", AnyMethod(mcp_endpoint)),
+        Route("/rpc", AnyMethod(rpc_app)),
+        Route("/mcp", AnyMethod(mcp_app)),
         Route("/healthz", healthz, methods=["GET"]),
     ]
     middleware = [Middleware(BearerAuth, token=settings.token)] if settings.token else []
@@ -71,16 +72,11 @@ def create_app(
         routes=routes,
         middleware=middleware,
         lifespan=lifespan,
-        busy_routes={"/rpc": rpc_endpoint, "/mcp": mcp_endpoint},
-        token=settings.token,
+        busy_routes={"/rpc": rpc_app, "/mcp": mcp_app},
+        settings=settings,
+        store=store,
     )
-    app.state.settings = settings
-    if store is not None:
-        app.state.store = store
     return app
-
-
-Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 class App(Starlette):
@@ -89,17 +85,28 @@ class App(Starlette):
 
     Those layers (the error and exception middlewares, the router's path matching, the
     wrappers around ``send``) cost a bare endpoint about as much as the endpoint itself. For a
-    busy route's ``POST`` this calls the endpoint with the same ``Request`` and sends its
-    response straight to the server, behind ``BearerAuth`` when a token is set, exactly as the
-    full stack would; every other request (other methods and paths, lifespan) goes through
-    Starlette. An endpoint that raises reaches the server, which answers 500 and logs it, as
-    Starlette's error middleware did.
+    busy route's ``POST`` this calls the route's ASGI app straight from the server, behind
+    ``BearerAuth`` when a token is set, exactly as the full stack would; every other request
+    (other methods and paths, lifespan) goes through Starlette. An endpoint that raises
+    reaches the server, which answers 500 and logs it, as Starlette's error middleware did.
+
+    The endpoints find the settings and the store (set when the app starts, unless given) as
+    plain attributes of the app (``scope["app"]``): reading ``app.state`` raises and catches
+    an ``AttributeError`` inside Starlette's ``State`` at every read.
     """
 
     def __init__(
-        self, *, busy_routes: dict[str, Endpoint], token: str | None, **kwargs: Any
+        self,
+        *,
+        busy_routes: dict[str, ASGIApp],
+        settings: Settings,
+        store: Store | None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.settings = settings
+        self.store = store
+        token = settings.token
         self.busy_routes = busy_routes
         self._serve_busy: ASGIApp = (
             BearerAuth(self._call_endpoint, token) if token else self._call_endpoint
@@ -118,8 +125,7 @@ class App(Starlette):
         await super().__call__(scope, receive, send)
 
     async def _call_endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = await self.busy_routes[scope["path"]](Request(scope, receive, send))
-        await response(scope, receive, send)
+        await self.busy_routes[scope["path"]](scope, receive, send)
 
 
 def freeze_startup_objects() -> None:
@@ -135,11 +141,12 @@ def freeze_startup_objects() -> None:
 
 
 class AnyMethod:
-    """An endpoint that Starlette routes whatever the HTTP method, so that it answers a method
-    it does not serve with its own JSON-RPC 405 instead of Starlette's plain-text one."""
+    """An ASGI app that Starlette routes whatever the HTTP method, so that it answers a method
+    it does not serve with its own JSON-RPC 405 instead of Starlette's plain-text one (a
+    plain function would be taken for a request/response endpoint)."""
 
-    def __init__(self, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
-        self.app = request_response(endpoint)
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
@@ -162,7 +169,7 @@ async def _lease_sweeper(store: Store, interval: float) -> AsyncIterator[None]:
 
 async def healthz(request: Request) -> JSONResponse:
     """Liveness and schema state: ``{"status": "ok", "database": …, "revision": …}``."""
-    store: Store = request.app.state.store
+    store: Store = request.app.store
     try:
         async with store.engine.connect() as connection:
             revision = await current_revision(connection)
@@ -217,7 +224,7 @@ class BearerAuth:
             message = "missing bearer token: send 'Authorization: Bearer <CCWEB_TOKEN>'"
         else:
             message = "invalid bearer token: check the token configured as CCWEB_TOKEN"
-        response = jsonrpc.http_error(
+        response = http_error(
             401, jsonrpc.UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"}
         )
         await response(scope, receive, send)

@@ -3,7 +3,8 @@
 It parses, validates the envelope, dispatches to an async handler and maps failures to
 error objects. Notifications get no response; a batch gets an array (an empty one is an
 invalid request). A handler's ``DomainError`` becomes ``-32000`` with ``data.code``; any
-other exception becomes ``-32603`` with the traceback logged, never sent.
+other exception becomes ``-32603`` with the traceback logged, never sent. The HTTP side of
+``/mcp`` and ``/rpc`` (headers, body, answers) is ``asgi.py``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
-from starlette import responses
-from starlette.requests import Request
 
 from ccweb_store.errors import DomainError
 
@@ -56,15 +55,13 @@ def error_response(request_id: Any, error: RpcError) -> dict[str, Any]:
 
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON, as Starlette writes it, but by orjson: several times faster than
-    the ``json`` module on the service's answers, which every request pays for."""
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-
-
-class JSONResponse(responses.JSONResponse):
-    """Starlette's JSON response, encoded by ``dumps``."""
-
-    def render(self, content: Any) -> bytes:
-        return dumps(content)
+    the ``json`` module on the service's answers, which every request pays for. A key that is
+    not a string (which ``json`` writes as one) takes a second pass with orjson's option for
+    it, which would slow down every other answer by a tenth."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
 
 
 def parse(body: bytes | str) -> Any:
@@ -136,104 +133,3 @@ def _validate(message: dict[str, Any]) -> tuple[str, Mapping[str, Any]]:
     if not isinstance(params, dict):
         raise RpcError(INVALID_PARAMS, 'invalid params: "params" must be an object')
     return method, params
-
-
-# HTTP plumbing shared by /mcp and /rpc.
-
-
-class BodyTooLarge(Exception):
-    """The request body is over the configured limit."""
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused before it is parsed when it exceeds ``limit`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def http_error(
-    status_code: int,
-    code: int,
-    message: str,
-    data: Any = None,
-    *,
-    headers: Mapping[str, str] | None = None,
-) -> JSONResponse:
-    """An HTTP error whose body is a JSON-RPC error (``id: null``), as MCP clients expect."""
-    return JSONResponse(
-        error_response(None, RpcError(code, message, data)),
-        status_code=status_code,
-        headers=headers,
-    )
-
-
-class Rejected(Exception):
-    """A request refused before dispatch; ``response`` is the HTTP answer to send."""
-
-    def __init__(self, response: JSONResponse) -> None:
-        super().__init__(response.status_code)
-        self.response = response
-
-
-async def read_payload(request: Request, limit: int, *, parse_error_status: int = 200) -> Any:
-    """The parsed JSON-RPC payload of ``request``; raises ``Rejected`` with a 415 for a body
-    declared as something else than JSON, a 413 for an oversized body and a -32700 answer
-    (with ``parse_error_status``) for malformed JSON."""
-    content_type = request.headers.get("content-type", "")
-    if not is_json_media_type(content_type):
-        raise Rejected(
-            http_error(
-                415,
-                INVALID_REQUEST,
-                f"unsupported media type {content_type!r}: "
-                "send the JSON-RPC body with Content-Type: application/json",
-            )
-        )
-    try:
-        body = await read_body(request, limit)
-    except BodyTooLarge:
-        raise Rejected(too_large(limit)) from None
-    try:
-        return parse(body)
-    except RpcError as error:
-        raise Rejected(
-            JSONResponse(error_response(None, error), status_code=parse_error_status)
-        ) from None
-
-
-def is_json_media_type(content_type: str) -> bool:
-    """Whether a ``Content-Type`` value declares JSON: ``application/json`` (any parameters),
-    ``application/json-rpc``, a ``+json`` type, or nothing at all (read as JSON)."""
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    return media_type in JSON_MEDIA_TYPES or media_type.endswith("+json")
-
-
-JSON_MEDIA_TYPES = frozenset({"", "application/json", "application/json-rpc"})
-
-
-def method_not_allowed(request: Request, detail: str) -> JSONResponse:
-    """The 405 answer to anything but ``POST``."""
-    return http_error(
-        405,
-        INVALID_REQUEST,
-        f"{request.method} {request.url.path} is not supported: {detail}",
-        headers={"Allow": "POST"},
-    )
-
-
-def too_large(limit: int) -> JSONResponse:
-    """The 413 answer to an oversized body."""
-    return http_error(
-        413,
-        INVALID_REQUEST,
-        f"request body too large: the limit is {limit} bytes (CCWEB_MAX_BODY_BYTES)",
-    )

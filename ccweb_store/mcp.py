@@ -1,4 +1,4 @@
-"""``POST /mcp``: MCP over Streamable HTTP, stateless (SPEC §2), in both protocol eras.
+"""The MCP protocol, in both eras, independent of the transport (SPEC §2).
 
 *Legacy* revisions (2025-03-26, 2025-06-18, 2025-11-25) open with an ``initialize``
 handshake; this server answers it but keeps nothing, so ``tools/list`` and ``tools/call`` also
@@ -10,30 +10,20 @@ modern when its ``_meta`` names a protocol version or its ``MCP-Protocol-Version
 modern request's routing headers (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``) must
 match its body.
 
-No session id is issued or required. The source conversation comes from a conversation
-credential when the request carries one (``?credential=`` or ``Authorization: Bearer ccw1.…``;
-``credentials.py``), else from the query string (``sourceSessionId``/``sourceConversationId``,
-``sourceHopCount``). The stdio server answers with the same ``handle_mcp_payload``, without
-headers.
+``handle_mcp_payload`` answers a decoded message or batch; the HTTP endpoint
+(``mcp_http.py``) and the stdio server (``stdio.py``) both call it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
-from starlette.requests import Request
-from starlette.responses import Response
-
-from ccweb_store import __version__, credentials, errors, jsonrpc, tools
-from ccweb_store.config import Settings
+from ccweb_store import __version__, jsonrpc, tools
 from ccweb_store.context import Source
-from ccweb_store.credentials import CredentialRefused
 from ccweb_store.errors import DomainError
-from ccweb_store.origins import origin_rejection
 from ccweb_store.uow import Store
 
 LEGACY_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
@@ -74,22 +64,11 @@ CAPABILITIES = {"tools": {"listChanged": False}}
 #: the server is upgraded; private because a shared cache must not hand them out without the
 #: bearer token.
 CACHE_HINTS = {"ttlMs": 300_000, "cacheScope": "private"}
-#: Set in the ASGI scope by ``app.BearerAuth`` when a request carries the operator token.
-OPERATOR_SCOPE_KEY = "ccweb.operator"
 INSTRUCTIONS = (
     "ccweb tools let this conversation talk to other cc-web conversations. Use "
     "ccweb_send_message with replyMode return_and_continue whenever you need the target's "
     "result; its reply comes back automatically and this conversation runs again."
 )
-
-
-#: Longer hop counts are refused before they are read (any count over the limit is refused
-#: by a send anyway; Python refuses to read integers of more than 4,300 digits).
-MAX_HOP_DIGITS = 9
-
-
-class SourceError(ValueError):
-    """The query string's source context is malformed."""
 
 
 def tool_result(payload: Mapping[str, Any], *, is_error: bool = False) -> dict[str, Any]:
@@ -112,6 +91,8 @@ def legacy_dispatcher(store: Store, source: Source) -> jsonrpc.Dispatch:
     """The legacy-era MCP methods for one request from ``source``."""
 
     async def dispatch(method: str, params: Mapping[str, Any]) -> Any:
+        if method == "tools/call":  # the busiest first
+            return await call_tool(store, source, params)
         if method == "initialize":
             return {
                 "protocolVersion": negotiate_version(params.get("protocolVersion")),
@@ -125,8 +106,6 @@ def legacy_dispatcher(store: Store, source: Source) -> jsonrpc.Dispatch:
             return None  # nothing to do: we keep no per-client state
         if method == "tools/list":
             return list_tools_page(params.get("cursor"))
-        if method == "tools/call":
-            return await call_tool(store, source, params)
         raise jsonrpc.RpcError(
             jsonrpc.METHOD_NOT_FOUND, f"method not found: {method!r}", {"method": method}
         )
@@ -308,22 +287,10 @@ def decode_header_value(value: str) -> str | None:
         return None
 
 
-def routing_headers(raw: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """The routing headers of an HTTP request by lower-case name, trimmed of surrounding
-    whitespace; a repeated one is joined with ", " (RFC 9110 §5.3), so it matches nothing."""
-    found: dict[str, list[str]] = {}
-    for name, value in raw:
-        key = name.lower()
-        if key in ROUTING_HEADERS:
-            found.setdefault(key, []).append(value.strip(" \t"))
-    return {key: ", ".join(values) for key, values in found.items()}
-
-
 # Answering a decoded payload.
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(NamedTuple):
     """What a payload is owed: a JSON-RPC ``body`` (``None``: nothing, HTTP 202) and the HTTP
     ``status`` to send it with."""
 
@@ -416,139 +383,3 @@ def _request_id(message: Any) -> str | int | None:
     ):
         return request_id
     return None
-
-
-# HTTP.
-
-
-def source_from_query(query: Mapping[str, str]) -> Source:
-    """The caller's source conversation and hop count, from the query string."""
-    session_id = query.get("sourceSessionId") or query.get("sourceConversationId") or None
-    raw_hops = query.get("sourceHopCount")
-    hop_count = 0
-    if raw_hops not in (None, ""):
-        if not raw_hops.isascii() or not raw_hops.isdigit() or len(raw_hops) > MAX_HOP_DIGITS:
-            shown = raw_hops if len(raw_hops) <= 40 else raw_hops[:40] + "…"
-            raise SourceError(
-                f"sourceHopCount must be a non-negative integer of at most {MAX_HOP_DIGITS} "
-                f"digits, got {shown!r}: leave it out for a conversation a person started (0)"
-            )
-        hop_count = int(raw_hops)
-    return Source(session_id, hop_count)
-
-
-def presented_token(request: Request) -> str | None:
-    """The conversation credential a request carries: ``?credential=`` or a bearer token
-    shaped like one (an operator token in the header is not one)."""
-    in_query = request.query_params.get(credentials.QUERY_PARAMETER)
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    value = value.strip()
-    in_header = (
-        value if scheme.lower() == "bearer" and credentials.looks_like_token(value) else None
-    )
-    if in_query is not None and in_header is not None and in_query != in_header:
-        raise SourceError(
-            "two different conversation credentials: one in ?credential= and another in the "
-            "Authorization header; send one"
-        )
-    return in_query if in_query is not None else in_header
-
-
-async def resolve_source(request: Request, store: Store, settings: Settings) -> Source:
-    """The caller's source: bound by its credential when it presents one (a
-    ``sourceSessionId`` that names another conversation is refused), else the query string.
-
-    A bound source's hop count is the larger of the credential's and ``sourceHopCount``.
-    Raises ``SourceError`` (malformed query) or ``CredentialRefused``.
-    """
-    query = request.query_params
-    source = source_from_query(query)
-    token = presented_token(request)
-    if token is None:
-        if settings.require_conversation_credentials and not request.scope.get(OPERATOR_SCOPE_KEY):
-            raise CredentialRefused(
-                "this server requires a conversation credential on /mcp "
-                "(CCWEB_REQUIRE_CONVERSATION_CREDENTIALS): use the URL that "
-                "`ccweb-store conversation-url <conversation id>` prints",
-                code=errors.CREDENTIAL_REQUIRED,
-            )
-        return source
-    binding = await credentials.authenticate(store, token)
-    for name in ("sourceSessionId", "sourceConversationId"):
-        named = query.get(name)
-        if named and named != binding.conversation_id:
-            raise CredentialRefused(
-                f"this credential is bound to conversation {binding.conversation_id!r}, but "
-                f"{name}={named!r} names another: a conversation can only speak as itself. "
-                f"Leave {name} out of the URL (the credential names the conversation)",
-                code=errors.CREDENTIAL_CONVERSATION_MISMATCH,
-            )
-    return Source(binding.conversation_id, max(source.hop_count, binding.hop_count), bound=True)
-
-
-def credential_refusal(refused: CredentialRefused) -> Response:
-    """403 for a credential used as another conversation, 401 for one that does not hold."""
-    if refused.code == errors.CREDENTIAL_CONVERSATION_MISMATCH:
-        return jsonrpc.http_error(403, jsonrpc.FORBIDDEN, refused.message, {"code": refused.code})
-    return jsonrpc.http_error(
-        401,
-        jsonrpc.UNAUTHORIZED,
-        refused.message,
-        {"code": refused.code},
-        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
-    )
-
-
-def _wants_sse_only(accept: str | None) -> bool | None:
-    """False: answer JSON; True: answer one SSE event; None: the client accepts neither."""
-    if not accept or not accept.strip():
-        return False
-    types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
-    if types & {"application/json", "application/*", "*/*"}:
-        return False
-    if "text/event-stream" in types:
-        return True
-    return None
-
-
-async def mcp_endpoint(request: Request) -> Response:
-    """``POST /mcp`` (every other method answers 405: there is no stream and no session)."""
-    if request.method != "POST":
-        return jsonrpc.method_not_allowed(
-            request, "this server is stateless (no stream, no session); send JSON-RPC with POST"
-        )
-    settings: Settings = request.app.state.settings
-    rejection = origin_rejection(request, settings)
-    if rejection is not None:
-        return rejection
-    sse = _wants_sse_only(request.headers.get("accept"))
-    if sse is None:
-        return jsonrpc.http_error(
-            406,
-            jsonrpc.INVALID_REQUEST,
-            "not acceptable: accept application/json or text/event-stream",
-        )
-    try:
-        source = await resolve_source(request, request.app.state.store, settings)
-    except SourceError as exc:
-        return jsonrpc.http_error(400, jsonrpc.INVALID_REQUEST, str(exc))
-    except CredentialRefused as refused:
-        return credential_refusal(refused)
-    try:
-        payload = await jsonrpc.read_payload(
-            request, settings.max_body_bytes, parse_error_status=400
-        )
-    except jsonrpc.Rejected as rejected:
-        return rejected.response
-    headers = routing_headers(request.headers.items())
-    reply = await handle_mcp_payload(request.app.state.store, source, payload, headers)
-    if reply.body is None:
-        return Response(status_code=202)
-    if sse and reply.status == 200:
-        data = jsonrpc.dumps(reply.body).decode()
-        return Response(
-            f"event: message\ndata: {data}\n\n",
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache"},
-        )
-    return jsonrpc.JSONResponse(reply.body, status_code=reply.status)

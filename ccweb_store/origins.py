@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from starlette.requests import Request
-from starlette.responses import Response
-
 from ccweb_store import jsonrpc
+from ccweb_store.asgi import JSONResponse, http_error
 from ccweb_store.config import Settings
 
 
@@ -49,12 +47,11 @@ def _plain_netloc(netloc: str, port: int | None) -> bool:
     return netloc.lower() == expected
 
 
-def origin_rejection(request: Request, settings: Settings) -> Response | None:
-    """A 403 naming the setting to change when the request's ``Origin`` is not allowed."""
-    origin = request.headers.get("origin")
+def origin_rejection(origin: str | None, settings: Settings) -> JSONResponse | None:
+    """A 403 naming the setting to change when a request's ``Origin`` is not allowed."""
     if origin is None or origin_allowed(origin, settings.allowed_origins):
         return None
-    return jsonrpc.http_error(
+    return http_error(
         403,
         jsonrpc.INVALID_REQUEST,
         f"origin {origin!r} is not allowed: add it to CCWEB_ALLOWED_ORIGINS",

@@ -10,11 +10,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from ccweb_store import conversations, credentials, jsonrpc, prompt_forms, replies, runs, tools
 from ccweb_store.arguments import optional_int, optional_str, reject_nul
+from ccweb_store.asgi import (
+    Incoming,
+    Rejected,
+    method_not_allowed,
+    read_payload,
+    send_json,
+    send_response,
+)
 from ccweb_store.config import Settings
 from ccweb_store.context import Source
 from ccweb_store.errors import InvalidInput
@@ -104,19 +112,30 @@ def dispatcher(store: Store) -> jsonrpc.Dispatch:
     return dispatch
 
 
-async def rpc_endpoint(request: Request) -> Response:
-    """``POST /rpc``: answer a JSON-RPC request or batch (any other method answers 405)."""
-    if request.method != "POST":
-        return jsonrpc.method_not_allowed(request, "send JSON-RPC with POST")
-    settings: Settings = request.app.state.settings
-    rejection = origin_rejection(request, settings)
-    if rejection is not None:
-        return rejection
+async def rpc_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """``/rpc``: answer a JSON-RPC request or batch sent with ``POST`` (any other method
+    answers 405). Read and answered on the bare ASGI interface (``asgi.py``)."""
+    incoming = Incoming(scope, receive)
+    app = scope["app"]
+    settings: Settings = app.settings
+    refusal = _refusal(incoming, settings)
+    if refusal is not None:
+        await send_response(refusal, incoming, send)
+        return
     try:
-        payload = await jsonrpc.read_payload(request, settings.max_body_bytes)
-    except jsonrpc.Rejected as rejected:
-        return rejected.response
-    answer = await jsonrpc.handle_payload(payload, dispatcher(request.app.state.store))
+        payload = await read_payload(incoming, settings.max_body_bytes)
+    except Rejected as rejected:
+        await send_response(rejected.response, incoming, send)
+        return
+    answer = await jsonrpc.handle_payload(payload, dispatcher(app.store))
     if answer is None:
-        return Response(status_code=204)
-    return jsonrpc.JSONResponse(answer)
+        await send_response(Response(status_code=204), incoming, send)
+        return
+    await send_json(send, answer)
+
+
+def _refusal(incoming: Incoming, settings: Settings) -> Response | None:
+    """The answer to a request refused before its body is read (method, ``Origin``)."""
+    if incoming.scope["method"] != "POST":
+        return method_not_allowed(incoming.scope, "send JSON-RPC with POST")
+    return origin_rejection(incoming.header(b"origin"), settings)

@@ -31,6 +31,24 @@ class UnknownTool(LookupError):
         self.name = name
 
 
+#: Whether a decoded value has a JSON type, by type name.
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+}
+#: The types whose test alone decides (``Tool.type_tests``): arrays and objects have items.
+SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean"})
+
+
+def _never(value: Any) -> bool:
+    """The quick test of an array or object argument: its schema is always walked."""
+    return False
+
+
 @dataclass(frozen=True)
 class Tool:
     """One tool: its wire definition and the service function that runs it."""
@@ -44,6 +62,10 @@ class Tool:
     public: bool = True
     communication: bool = False
     definition: dict[str, Any] = field(init=False, repr=False, compare=False)
+    #: Per argument with a declared type, a quick test that its value has that type: the
+    #: schema is walked (``_type_problem``) only for a value that fails it, or for arrays
+    #: and objects, whose items have types of their own.
+    type_tests: dict[str, Callable[[Any], bool]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         annotations = {
@@ -64,6 +86,12 @@ class Tool:
                 "annotations": annotations,
             },
         )
+        tests = {
+            key: _JSON_TYPES[schema["type"]] if schema["type"] in SCALAR_TYPES else _never
+            for key, schema in self.input_schema.get("properties", {}).items()
+            if isinstance(schema.get("type"), str)
+        }
+        object.__setattr__(self, "type_tests", tests)
 
 
 SEND_MESSAGE_DESCRIPTION = """\
@@ -341,7 +369,7 @@ async def call_tool(store: Store, source: Source, name: object, args: object) ->
     tool = get_tool(name)
     if args is None:
         args = {}
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):
         raise InvalidInput(
             f"{tool.name}: arguments must be a JSON object, got {type(args).__name__}"
         )
@@ -352,23 +380,17 @@ async def call_tool(store: Store, source: Source, name: object, args: object) ->
 
 def check_arguments(tool: Tool, args: Mapping[str, Any]) -> None:
     """Refuse known arguments of the wrong JSON type; unknown extra keys are ignored."""
+    tests = tool.type_tests
     for key, value in args.items():
+        test = tests.get(key)
+        if value is None or (test is not None and test(value)):
+            continue
         schema = tool.input_schema.get("properties", {}).get(key)
-        if schema is None or value is None:
+        if schema is None:
             continue
         problem = _type_problem(value, schema, key)
         if problem:
             raise InvalidInput(f"{tool.name}: {problem}")
-
-
-_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
 
 
 def _type_problem(value: Any, schema: Mapping[str, Any], where: str) -> str | None:

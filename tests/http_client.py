@@ -69,3 +69,23 @@ async def call_tool(
     assert "result" in body, body
     result: dict[str, Any] = body["result"]
     return result
+
+
+def asgi_scope(
+    path: str, headers: list[tuple[bytes, bytes]], query: bytes = b"", method: str = "POST"
+) -> dict[str, Any]:
+    """The scope an ASGI server (uvicorn) hands the app for one HTTP request."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": query,
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8787),
+    }

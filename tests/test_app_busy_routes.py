@@ -12,6 +12,7 @@ from starlette.applications import Starlette
 from ccweb_store.app import App, create_app
 from ccweb_store.config import Settings
 from ccweb_store.uow import Store
+from tests.http_client import asgi_scope
 
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
 
@@ -20,20 +21,8 @@ async def _asgi(
     call: Any, app: App, path: str, body: bytes, headers: dict[str, str], query: str = ""
 ) -> Answer:
     """One HTTP request through ``call(app, scope, receive, send)``; what it sent back."""
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": query.encode(),
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8787),
-    }
+    raw_headers = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    scope = asgi_scope(path, raw_headers, query.encode())
     chunks = [{"type": "http.request", "body": body, "more_body": False}]
     sent: list[dict[str, Any]] = []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -271,3 +272,15 @@ async def test_a_body_over_the_limit_is_a_413_on_both_endpoints_with_or_without_
         error = response.json()["error"]
         assert error["code"] == jsonrpc.INVALID_REQUEST
         assert "4096 bytes (CCWEB_MAX_BODY_BYTES)" in error["message"]
+
+
+def test_dumps_writes_compact_json_as_starlette_does_non_string_keys_included() -> None:
+    value = {"text": 'é "quoted"', 3: [1.5, None, True], "nested": {7: "seven"}}
+    assert (
+        jsonrpc.dumps(value)
+        == json.dumps(
+            value, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+        ).encode()
+    )
+    with pytest.raises(TypeError):
+        jsonrpc.dumps({"not json": object()})

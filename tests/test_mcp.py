@@ -11,7 +11,8 @@ import pytest
 
 from ccweb_store import __version__, errors, jsonrpc
 from ccweb_store.context import Source
-from ccweb_store.mcp import UNSUPPORTED_PROTOCOL_VERSION, SourceError, source_from_query
+from ccweb_store.mcp import UNSUPPORTED_PROTOCOL_VERSION
+from ccweb_store.mcp_http import SourceError, source_from_query
 from ccweb_store.models import utcnow
 from ccweb_store.uow import Store
 from tests.http_client import app_client, call_tool, mcp

@@ -18,7 +18,7 @@ from ccweb_store.models import Base, Message, utcnow
 from ccweb_store.repositories import MessageRepository
 from ccweb_store.repositories.messages import NO_SEQ_ABOVE, latest_nonblank_by_role_statement
 from ccweb_store.uow import Store
-from ccweb_store.user_inputs import apply_budget, list_user_inputs
+from ccweb_store.user_inputs import apply_budget, first_batch, list_user_inputs
 from tests.plans import query_plan
 
 INDEX = "ix_messages_session_id_role_seq"
@@ -268,6 +268,32 @@ async def test_a_budget_met_exactly_without_older_inputs_has_nothing_more(store:
     payload = await listed(store, maxChars=10)
     assert contents(payload) == ["abcde", "fghij"]
     assert payload["hasMore"] is False
+
+
+@pytest.mark.parametrize("older", [True, False])
+async def test_a_budget_met_exactly_by_the_first_read_looks_one_input_further(
+    store: Store, older: bool
+) -> None:
+    """The first read asks for ``first_batch`` inputs; when they spend the budget exactly,
+    only the next read can tell whether anything older is left."""
+    size = first_batch(1000)
+    texts = [f"{i:03d}" + "y" * (1000 // size - 3) for i in range(size + older)]
+    texts[-1] += "z" * (1000 % size)  # the newest makes up what the division left over
+    assert sum(len(text) for text in texts[older:]) == 1000
+    await conversation(store, "src", *[("user", text) for text in texts])
+    payload = await listed(store)
+    assert contents(payload) == texts[older:]
+    assert payload["totalChars"] == 1000
+    assert payload["hasMore"] is older
+
+
+async def test_long_inputs_are_cut_by_the_budget_before_the_limit(store: Store) -> None:
+    texts = [f"input {i:02d} " + "w" * 291 for i in range(20)]
+    await conversation(store, "src", *[("user", text) for text in texts])
+    payload = await listed(store)
+    assert [item["originalChars"] for item in payload["inputs"]] == [300] * 4
+    assert contents(payload) == [texts[16][:100], *texts[17:]]
+    assert payload["hasMore"] is True
 
 
 async def test_one_long_input_keeps_its_beginning(store: Store) -> None:

@@ -31,6 +31,9 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(credentials_app, name="credentials")
 app.command("conversation-url")(conversation_url)
 
+#: The log levels at which ``serve`` writes uvicorn's access log (a line per request).
+ACCESS_LOG_LEVELS = frozenset({"trace", "debug", "info"})
+
 
 @app.command()
 def serve(
@@ -70,6 +73,9 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
+        # uvicorn formats each request's access line before its logger drops it; above info,
+        # where none would print, the lines are not made at all.
+        access_log=settings.log_level.lower() in ACCESS_LOG_LEVELS,
     )
     # After Config, which sets up uvicorn's loggers: the access log would show the token of a
     # request to /mcp?credential=….
