@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
@@ -18,9 +18,11 @@ from ccweb_store.models import (
     utcnow,
 )
 from ccweb_store.repositories.base import (
+    RUNS,
     SESSIONS,
     Repository,
     decode_cursor,
+    one_of,
     prebuilt,
     validate_session_id,
 )
@@ -37,6 +39,59 @@ def _lock_sessions_statement(count: int) -> sa.Select[Any]:
         sa.select(SESSIONS).where(SESSIONS.c.id.in_(ids)).order_by(SESSIONS.c.id).with_for_update()
     )
 
+
+#: A run that makes its session busy: a send to it is refused (``target_busy``).
+ACTIVE_RUN_STATUSES = ("queued", "running")
+
+
+class Party(NamedTuple):
+    """A conversation as a send names it: what the rows the send writes copy of it."""
+
+    id: str
+    title: str | None
+
+
+class SendParties(NamedTuple):
+    """The two conversations of a send, None where one does not exist, and whether the
+    target has a queued or running run."""
+
+    source: Party | None
+    target: Party | None
+    target_busy: bool
+
+
+def _party_ids() -> sa.ColumnElement[bool]:
+    return SESSIONS.c.id.in_([bindparam("source_id"), bindparam("target_id")])
+
+
+#: SQLite: both conversations and the target's busy flag in one statement (``BEGIN IMMEDIATE``
+#: already holds every other writer off, so what it reads stays true until the commit).
+_SEND_PARTIES = prebuilt(
+    sa.select(
+        SESSIONS.c.id,
+        SESSIONS.c.title,
+        sa.exists()
+        .where(RUNS.c.session_id == SESSIONS.c.id, one_of(RUNS.c.status, ACTIVE_RUN_STATUSES))
+        .label("busy"),
+    ).where(_party_ids())
+)
+#: PostgreSQL: both rows locked in id order, so that concurrent sends to one target queue on
+#: its lock; the busy check must come after, to see what the lock waited for (a statement
+#: reads one snapshot, taken before it waited).
+_LOCK_SEND_PARTIES = prebuilt(
+    sa.select(SESSIONS.c.id, SESSIONS.c.title)
+    .where(_party_ids())
+    .order_by(SESSIONS.c.id)
+    .with_for_update()
+)
+_HAS_ACTIVE_RUN = prebuilt(
+    sa.select(
+        sa.exists().where(
+            RUNS.c.session_id == bindparam("session_id"),
+            one_of(RUNS.c.status, ACTIVE_RUN_STATUSES),
+        )
+    )
+)
 
 _GET_SESSION = prebuilt(sa.select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id")))
 
@@ -116,6 +171,28 @@ class SessionRepository(Repository):
             for row in await self._all(Session, stmt, params):
                 locked[row.id] = row
         return {sid: locked[sid] for sid in ids if sid in locked}
+
+    async def send_parties(self, source_id: str, target_id: str) -> SendParties:
+        """The source and target of a send, and whether the target is busy; on PostgreSQL
+        their rows stay locked until the transaction ends (SQLite's writer holds the whole
+        database). Plain tuples: a send copies two titles and needs nothing else of them."""
+        params = {"source_id": source_id, "target_id": target_id}
+        if self._inline is not None:
+            rows = (await self._execute(_SEND_PARTIES, params)).all()
+            by_id = {row[0]: row for row in rows}
+            busy = target_id in by_id and bool(by_id[target_id][2])
+        else:
+            rows = (await self._execute(_LOCK_SEND_PARTIES, params)).all()
+            by_id = {row[0]: row for row in rows}
+            busy = target_id in by_id and bool(
+                (await self._execute(_HAS_ACTIVE_RUN, {"session_id": target_id})).scalar()
+            )
+        source, target = by_id.get(source_id), by_id.get(target_id)
+        return SendParties(
+            source=Party(source[0], source[1]) if source is not None else None,
+            target=Party(target[0], target[1]) if target is not None else None,
+            target_busy=busy,
+        )
 
     async def touch(self, session_id: str, at: datetime | None = None) -> bool:
         """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
