@@ -240,6 +240,7 @@ async def _deliver_to_target(
             }
         },
         now=now,
+        session_read=True,
     )
     if request_id is not None:
         await uow.replies.insert_waiting(

@@ -140,7 +140,7 @@ class MessageRepository(Repository):
         The seq is computed inside the INSERT, which returns the new row.
         """
         params = await self._append_params(
-            session_id, role, content, metadata, id, created_at, None
+            session_id, role, content, metadata, id, created_at, None, False
         )
         returned = (await self._run_append(_APPEND_MESSAGE, params)).one()
         return self._load(Message, returned)
@@ -154,10 +154,14 @@ class MessageRepository(Repository):
         metadata: dict[str, Any] | None = None,
         id: str | None = None,
         now: datetime | None = None,
+        session_read: bool = False,
     ) -> str:
         """``append`` without reading the row back: the new message's id. ``now`` is its time
-        and its session's (default: the current time)."""
-        params = await self._append_params(session_id, role, content, metadata, id, now, now)
+        and its session's (default: the current time); ``session_read``: this transaction
+        read the session already (``SessionRepository.touch``'s ``known``)."""
+        params = await self._append_params(
+            session_id, role, content, metadata, id, now, now, session_read
+        )
         await self._run_append(_APPEND_MESSAGE_UNREAD, params)
         message_id: str = params["p_id"]
         return message_id
@@ -171,6 +175,7 @@ class MessageRepository(Repository):
         id: str | None,
         created_at: datetime | None,
         now: datetime | None,
+        session_read: bool,
     ) -> dict[str, Any]:
         """Check the message, bump its session (see ``append``) to ``now`` (default: the
         current time); the INSERT's parameters."""
@@ -178,7 +183,8 @@ class MessageRepository(Repository):
         if not isinstance(content, str):
             raise InvalidInput("content must be a string")
         now = now or utcnow()
-        if not await SessionRepository(self.connection, self.state).touch(session_id, now):
+        sessions = SessionRepository(self.connection, self.state)
+        if not await sessions.touch(session_id, now, known=session_read):
             raise NotFound(
                 f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
             )
