@@ -77,8 +77,13 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{now:016x}{_id_random.getrandbits(40):010x}"
 
 
-def _in_list(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    """A CHECK that ``column`` holds one of ``values``: ``column = 'a' OR column = 'b' …``.
+
+    Not ``column IN (…)``: SQLite evaluates an IN list of more than two constants by building
+    a temporary table of them, for every row written (migration 0008).
+    """
+    return " OR ".join(f"{column} = {value!r}" for value in values)
 
 
 #: How SQLAlchemy's SQLite ``DATETIME`` stores a value (its default ``storage_format``): the
@@ -227,7 +232,7 @@ class Message(Base):
     __tablename__ = "messages"
     __table_args__ = (
         sa.UniqueConstraint("session_id", "seq"),
-        sa.CheckConstraint(_in_list("role", ROLES), name="role"),
+        sa.CheckConstraint(_one_of("role", ROLES), name="role"),
         # Serves "latest N messages of role R in session S" as an index range scan.
         sa.Index(None, "session_id", "role", "seq"),
         # Migration 0006 adds REPLY_TO_REQUEST_ID_INDEX on an expression (see the end of file).
@@ -249,7 +254,7 @@ class ReplyRequest(Base):
 
     __tablename__ = "reply_requests"
     __table_args__ = (
-        sa.CheckConstraint(_in_list("status", REPLY_STATUSES), name="status"),
+        sa.CheckConstraint(_one_of("status", REPLY_STATUSES), name="status"),
         sa.Index(None, "source_conversation_id", "status"),
         sa.Index(None, "target_conversation_id", "status"),
         sa.Index(None, "status", "created_at"),
@@ -280,8 +285,8 @@ class Run(Base):
 
     __tablename__ = "runs"
     __table_args__ = (
-        sa.CheckConstraint(_in_list("kind", RUN_KINDS), name="kind"),
-        sa.CheckConstraint(_in_list("status", RUN_STATUSES), name="status"),
+        sa.CheckConstraint(_one_of("kind", RUN_KINDS), name="kind"),
+        sa.CheckConstraint(_one_of("status", RUN_STATUSES), name="status"),
         sa.Index(None, "status", "created_at"),
         # A claim for one kind finds its queued runs in claim order (migration 0005).
         sa.Index(None, "status", "kind", "created_at", "id"),

@@ -310,3 +310,64 @@ async def test_the_0006_reply_index_comes_and_goes_while_the_views_stay(
                 assert await current_revision(connection) == "0005"
     finally:
         await engine.dispose()
+
+
+async def _refuses(engine: AsyncEngine, statement: str) -> bool:
+    """Whether the database refuses ``statement`` (a CHECK violation), leaving nothing."""
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(sa.text(statement))
+    except sa.exc.IntegrityError:
+        return True
+    return False
+
+
+async def test_the_0008_checks_allow_and_refuse_the_same_values_both_ways(
+    empty_database_url: str,
+) -> None:
+    """0008 rewrites the enum CHECKs as chains of ``=``: the rows already there stay, the same
+    values pass and the same are refused after the upgrade and after the downgrade, and the
+    0003 views still read; on SQLite, writing a run no longer builds a temporary table."""
+    sqlite = not empty_database_url.startswith("postgresql")
+    insert_run = (
+        "INSERT INTO runs (id, session_id, kind, status) VALUES ('{id}', 'a', '{kind}', '{status}')"
+    )
+    activity = sa.text("SELECT session_id, active_run_status FROM conversation_activity")
+    engine = create_engine(empty_database_url)
+    try:
+        await migrate(engine, "0007")
+        async with engine.begin() as connection:
+            await connection.execute(sa.text("INSERT INTO sessions (id) VALUES ('a')"))
+            await connection.execute(
+                sa.text(insert_run.format(id="r0", kind="user_turn", status="queued"))
+            )
+        for step, revision in enumerate(("0008", "0007", "0008")):
+            if revision == "0008":
+                await migrate(engine)
+            else:
+                await downgrade(engine, "0007")
+            bad = [
+                insert_run.format(id="r-bad", kind="nap", status="queued"),
+                insert_run.format(id="r-bad", kind="user_turn", status="asleep"),
+                "INSERT INTO messages (id, session_id, seq, role, content)"
+                " VALUES ('m-bad', 'a', 1, 'robot', 'x')",
+                "INSERT INTO reply_requests (request_id, source_conversation_id,"
+                " target_conversation_id, status) VALUES ('q-bad', 'a', 'a', 'lost')",
+            ]
+            for statement in bad:
+                assert await _refuses(engine, statement), (revision, statement)
+            good = insert_run.format(id=f"r-{step}", kind="reply_auto_run", status="failed")
+            assert not await _refuses(engine, good)
+            async with engine.connect() as connection:
+                assert (await connection.execute(activity)).all() == [("a", "queued")]
+                assert await current_revision(connection) == revision
+                if sqlite:
+                    plan = await connection.execute(
+                        sa.text("EXPLAIN " + insert_run.format(id="x", kind="x", status="x"))
+                    )
+                    opcodes = {row[1] for row in plan}
+                    assert ("OpenEphemeral" in opcodes) == (revision == "0007")
+                    check = await connection.execute(sa.text("PRAGMA integrity_check"))
+                    assert check.scalar() == "ok"
+    finally:
+        await engine.dispose()

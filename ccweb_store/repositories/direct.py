@@ -123,9 +123,9 @@ class Compiled:
 _PREBUILT: dict[int, sa.Executable] = {}
 #: Their compiled forms, by (statement id, backend, parameter names in the caller's order: a
 #: tuple costs less to make than a set, and a call site always orders them alike): None when
-#: SQLAlchemy must run it. The type processors depend only on the dialect's class (every SQLite engine here has
-#: the same JSON serializer, ``db.sqlite_json_dumps``; PostgreSQL's keep SQLAlchemy's), so one
-#: compiled form serves every engine of a backend in the process.
+#: SQLAlchemy must run it. The type processors depend only on the dialect's class (every
+#: SQLite engine here has the same JSON serializer, ``db.sqlite_json_dumps``; PostgreSQL's keep
+#: SQLAlchemy's), so one compiled form serves every engine of a backend in the process.
 _COMPILED: dict[tuple[int, str, tuple[str, ...]], Compiled | None] = {}
 
 

@@ -21,8 +21,8 @@ from ccweb_store.repositories.base import (
     RUNS,
     SESSIONS,
     Repository,
-    decode_cursor,
     constant,
+    decode_cursor,
     prebuilt,
     validate_session_id,
 )
@@ -83,9 +83,9 @@ _SEND_PARTIES = prebuilt(
         sa.select(SESSIONS.c.id, SESSIONS.c.title, sa.false()).where(
             SESSIONS.c.id == bindparam("source_id")
         ),
-        sa.select(
-            SESSIONS.c.id, SESSIONS.c.title, _has_active_run(bindparam("target_id"))
-        ).where(SESSIONS.c.id == bindparam("target_id")),
+        sa.select(SESSIONS.c.id, SESSIONS.c.title, _has_active_run(bindparam("target_id"))).where(
+            SESSIONS.c.id == bindparam("target_id")
+        ),
     )
 )
 #: PostgreSQL: both rows locked in id order, so that concurrent sends to one target queue on
@@ -190,13 +190,12 @@ class SessionRepository(Repository):
         their rows stay locked until the transaction ends (SQLite's writer holds the whole
         database). Plain tuples: a send copies two titles and needs nothing else of them."""
         params = {"source_id": source_id, "target_id": target_id}
+        by_id: dict[str, Any]
         if self._inline is not None:
-            rows = (await self._execute(_SEND_PARTIES, params)).all()
-            by_id = {row[0]: row for row in rows}
+            by_id = {row[0]: row for row in await self._execute(_SEND_PARTIES, params)}
             busy = target_id in by_id and bool(by_id[target_id][2])
         else:
-            rows = (await self._execute(_LOCK_SEND_PARTIES, params)).all()
-            by_id = {row[0]: row for row in rows}
+            by_id = {row[0]: row for row in await self._execute(_LOCK_SEND_PARTIES, params)}
             busy = target_id in by_id and bool(
                 (await self._execute(_HAS_ACTIVE_RUN, {"session_id": target_id})).scalar()
             )
