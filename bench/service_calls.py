@@ -34,6 +34,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -51,6 +52,21 @@ WARM_UP = 100
 TARGETS = 4
 
 
+async def send(store: Store, source: Source, target: str) -> dict[str, Any]:
+    """``ccweb_send_message`` (``return_and_continue``) from ``source`` to ``target``, as the
+    benchmarks over HTTP send it."""
+    return await tools.call_tool(
+        store,
+        source,
+        "ccweb_send_message",
+        {
+            "targetConversationId": target,
+            "content": "Run the tests and report back.",
+            "replyMode": "return_and_continue",
+        },
+    )
+
+
 async def measure(url: str, round_trips: int) -> dict[str, float]:
     store = Store.from_settings(Settings(database_url=url))
     try:
@@ -64,16 +80,7 @@ async def measure(url: str, round_trips: int) -> dict[str, float]:
 
         async def one(target: str) -> None:
             began = time.perf_counter()
-            await tools.call_tool(
-                store,
-                source,
-                "ccweb_send_message",
-                {
-                    "targetConversationId": target,
-                    "content": "Run the tests and report back.",
-                    "replyMode": "return_and_continue",
-                },
-            )
+            await send(store, source, target)
             sent = time.perf_counter()
             claimed = await runs.claim_run(
                 store, {"workerId": "w", "kinds": ["cross_conversation"]}
@@ -119,16 +126,7 @@ async def measure_sends(url: str, sends: int, clients: int) -> dict[str, float]:
 
         async def loop(count: int) -> None:
             for target in itertools.islice(queue, count):
-                result = await tools.call_tool(
-                    store,
-                    source,
-                    "ccweb_send_message",
-                    {
-                        "targetConversationId": target,
-                        "content": "Run the tests and report back.",
-                        "replyMode": "return_and_continue",
-                    },
-                )
+                result = await send(store, source, target)
                 if result.get("status") != "waiting":
                     raise RuntimeError(f"send failed: {result}")
 
