@@ -92,35 +92,21 @@ def _one_of(column: str, values: tuple[str, ...]) -> str:
 SQLITE_DATETIME_FORMAT = "%04d-%02d-%02d %02d:%02d:%02d.%06d"
 
 
-#: The last datetime ``_sqlite_datetime_to_text`` converted, and its text: a write binds one
-#: time several times (a send's message, session, reply request and run all carry the same
-#: ``now``), and only the first needs formatting. Datetimes are immutable, so the same object
-#: always has the same text.
-_last_converted: tuple[datetime | None, str | None] = (None, None)
-
-
 def _sqlite_datetime_to_text(value: datetime | None) -> str | None:
     """A datetime as SQLite stores it: naive taken as UTC, aware converted to UTC."""
-    global _last_converted
     if value is None:
         return None
-    last, text = _last_converted
-    if value is last:
-        return text
-    utc = value
-    if utc.tzinfo is not None and utc.tzinfo is not UTC:
-        utc = utc.astimezone(UTC)
-    text = SQLITE_DATETIME_FORMAT % (
-        utc.year,
-        utc.month,
-        utc.day,
-        utc.hour,
-        utc.minute,
-        utc.second,
-        utc.microsecond,
+    if value.tzinfo is not None and value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return SQLITE_DATETIME_FORMAT % (
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond,
     )
-    _last_converted = (value, text)
-    return text
 
 
 _fromisoformat = datetime.fromisoformat
