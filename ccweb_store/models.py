@@ -130,6 +130,23 @@ def _sqlite_text_to_datetime(value: str | None) -> datetime | None:
     return utc if utc.tzinfo is UTC else parsed.replace(tzinfo=UTC)
 
 
+#: The last datetime bound on SQLite, and its text: a write binds one time several times (a
+#: send's message, session touch, reply request and run all carry the same ``now``), and only
+#: the first needs formatting. A datetime is immutable, so the same object has the same text.
+_last_bound: tuple[datetime | None, str | None] = (None, None)
+
+
+def _sqlite_bind_datetime(value: datetime | None) -> str | None:
+    """``_sqlite_datetime_to_text``, reusing the text of the last value when it comes again."""
+    global _last_bound
+    last, text = _last_bound
+    if value is last:
+        return text
+    text = _sqlite_datetime_to_text(value)
+    _last_bound = (value, text)
+    return text
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """``TIMESTAMP WITH TIME ZONE`` that always hands back aware UTC datetimes.
 
@@ -146,7 +163,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def bind_processor(self, dialect: sa.Dialect) -> Callable[[Any], Any] | None:
         if dialect.name == "sqlite":
-            return _sqlite_datetime_to_text
+            return _sqlite_bind_datetime
         return super().bind_processor(dialect)
 
     def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Callable[[Any], Any] | None:
