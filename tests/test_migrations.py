@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -369,5 +371,47 @@ async def test_the_0008_checks_allow_and_refuse_the_same_values_both_ways(
                     assert ("OpenEphemeral" in opcodes) == (revision == "0007")
                     check = await connection.execute(sa.text("PRAGMA integrity_check"))
                     assert check.scalar() == "ok"
+    finally:
+        await engine.dispose()
+
+
+async def test_0008_finishes_on_sqlite_after_a_run_that_stopped_half_way(tmp_path: Path) -> None:
+    """An upgrade that stopped after rewriting one table's CHECK (a crash: SQLite's migrations
+    run without a transaction) is finished by the next one."""
+    path = tmp_path / "half.db"
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        await migrate(engine, "0007")
+        await engine.dispose()
+        with sqlite3.connect(path) as raw:  # what the stopped run had done: messages alone
+            (sql,) = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'messages'").fetchone()
+            rewritten = sql.replace(
+                "role IN ('user', 'assistant', 'system', 'tool')",
+                "role = 'user' OR role = 'assistant' OR role = 'system' OR role = 'tool'",
+            )
+            assert rewritten != sql
+            (version,) = raw.execute("PRAGMA schema_version").fetchone()
+            raw.execute("PRAGMA writable_schema = ON")
+            raw.execute("UPDATE sqlite_master SET sql = ? WHERE name = 'messages'", (rewritten,))
+            raw.execute(f"PRAGMA schema_version = {version + 1}")
+            raw.execute("PRAGMA writable_schema = OFF")
+        await migrate(engine)
+        async with engine.connect() as connection:
+            assert await current_revision(connection) == "0008"
+            tables = await connection.execute(
+                sa.text("SELECT sql FROM sqlite_master WHERE type = 'table'")
+            )
+            schema = "\n".join(row[0] for row in tables)
+        assert " IN (" not in schema
+        assert "role = 'user' OR role = 'assistant'" in schema
+        assert "kind = 'user_turn' OR" in schema and "status = 'waiting' OR" in schema
+        async with engine.begin() as connection:
+            await connection.execute(sa.text("INSERT INTO sessions (id) VALUES ('a')"))
+        for role, refused in (("robot", True), ("tool", False)):
+            statement = (
+                "INSERT INTO messages (id, session_id, seq, role, content)"
+                f" VALUES ('m-{role}', 'a', 1, '{role}', 'x')"
+            )
+            assert await _refuses(engine, statement) is refused
     finally:
         await engine.dispose()

@@ -13,8 +13,9 @@ drop the 0003 views and the 0006 expression index. A CHECK constraint changes no
 disk, so the CREATE TABLE text in ``sqlite_schema`` is rewritten in place instead, the
 procedure SQLite documents for such changes ("Making Other Kinds Of Table Schema Changes" in
 its ALTER TABLE page): ``writable_schema``, the new text, ``schema_version`` + 1 so that every
-connection reads the schema again. Each rewrite must find the text 0001 wrote, or the
-migration stops before changing anything. PostgreSQL drops and adds each constraint.
+connection reads the schema again. Each rewrite must find the text 0001 wrote (or the new
+text, should an earlier run have stopped half-way), or the migration stops before changing
+anything. PostgreSQL drops and adds each constraint.
 
 Revision ID: 0008
 Revises: 0007
@@ -88,9 +89,13 @@ def _rewrite_sqlite(
     for table, name, column, values in CHECKS:
         sql = tables.get(table) or bind.execute(read, {"name": table}).scalar_one()
         before = f"CONSTRAINT {name} CHECK ({old(column, values)})"
+        after = f"CONSTRAINT {name} CHECK ({new(column, values)})"
+        if sql.count(after) == 1:  # rewritten already (a run stopped half-way, re-run)
+            tables[table] = sql
+            continue
         if sql.count(before) != 1:
             raise RuntimeError(f"0008: {table} has no constraint {before!r} to rewrite")
-        tables[table] = sql.replace(before, f"CONSTRAINT {name} CHECK ({new(column, values)})")
+        tables[table] = sql.replace(before, after)
     version = bind.exec_driver_sql("PRAGMA schema_version").scalar_one()
     bind.exec_driver_sql("PRAGMA writable_schema = ON")
     try:
