@@ -9,8 +9,15 @@ measures minus HTTP and concurrency, with less noise, so it is the figure to com
 versions of the code by (run them interleaved, several times, and compare the minimums).
 
     python bench/service_calls.py [--round-trips 600] [--database-url URL]
+    python bench/service_calls.py --sends 4000 [--clients 8]   # sends alone (below)
     CCWEB_BENCH_POSTGRES_URL=postgresql+asyncpg://root@127.0.0.1:5432/test \\
         python bench/service_calls.py --backend postgres   # a scratch database there
+
+``--sends N`` measures ``ccweb_send_message`` (``return_and_continue``) alone, as
+`bench/compare.py`'s send row calls it over HTTP: ``--clients`` concurrent loops (8) on one
+event loop, each call from one source to a target that has never been sent to (a busy target
+refuses), so SQLite's writer groups their commits as the server does. It prints the process's
+CPU per send: the service's share of the send row's server CPU.
 
 On PostgreSQL the figure is the wall time of calls that wait for the server, one after the
 other: it includes the server's own work and every network round trip.
@@ -27,6 +34,9 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -35,10 +45,26 @@ from ccweb_store import conversations, runs, tools  # noqa: E402
 from ccweb_store.config import Settings  # noqa: E402
 from ccweb_store.context import Source  # noqa: E402
 from ccweb_store.db import create_database, drop_database, migrate  # noqa: E402
+from ccweb_store.models import Session  # noqa: E402
 from ccweb_store.uow import Store  # noqa: E402
 
 WARM_UP = 100
 TARGETS = 4
+
+
+async def send(store: Store, source: Source, target: str) -> dict[str, Any]:
+    """``ccweb_send_message`` (``return_and_continue``) from ``source`` to ``target``, as the
+    benchmarks over HTTP send it."""
+    return await tools.call_tool(
+        store,
+        source,
+        "ccweb_send_message",
+        {
+            "targetConversationId": target,
+            "content": "Run the tests and report back.",
+            "replyMode": "return_and_continue",
+        },
+    )
 
 
 async def measure(url: str, round_trips: int) -> dict[str, float]:
@@ -54,16 +80,7 @@ async def measure(url: str, round_trips: int) -> dict[str, float]:
 
         async def one(target: str) -> None:
             began = time.perf_counter()
-            await tools.call_tool(
-                store,
-                source,
-                "ccweb_send_message",
-                {
-                    "targetConversationId": target,
-                    "content": "Run the tests and report back.",
-                    "replyMode": "return_and_continue",
-                },
-            )
+            await send(store, source, target)
             sent = time.perf_counter()
             claimed = await runs.claim_run(
                 store, {"workerId": "w", "kinds": ["cross_conversation"]}
@@ -92,11 +109,47 @@ async def measure(url: str, round_trips: int) -> dict[str, float]:
     return {name: seconds / round_trips * 1000 for name, seconds in spent.items()}
 
 
+async def measure_sends(url: str, sends: int, clients: int) -> dict[str, float]:
+    """``sends`` sends from ``clients`` concurrent loops, after a warm-up, each to a fresh
+    target: milliseconds of wall and process CPU per send."""
+    store = Store.from_settings(Settings(database_url=url))
+    try:
+        await migrate(store.engine)
+        await conversations.create_session(store, {"id": "src", "title": "Source"})
+        targets = [f"tgt-{i}" for i in range(sends + WARM_UP * clients)]
+        async with store.engine.begin() as connection:
+            await connection.execute(
+                sa.insert(Session), [{"id": t, "title": f"Target {t}"} for t in targets]
+            )
+        source = Source("src", 0)
+        queue = iter(targets)
+
+        async def loop(count: int) -> None:
+            for target in itertools.islice(queue, count):
+                result = await send(store, source, target)
+                if result.get("status") != "waiting":
+                    raise RuntimeError(f"send failed: {result}")
+
+        await asyncio.gather(*(loop(WARM_UP) for _ in range(clients)))
+        per_client = sends // clients
+        wall_before, cpu_before = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(loop(per_client) for _ in range(clients)))
+        wall, cpu = time.perf_counter() - wall_before, time.process_time() - cpu_before
+    finally:
+        await store.dispose()
+    done = per_client * clients
+    return {"wall": wall / done * 1000, "cpu": cpu / done * 1000}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--round-trips", type=int, default=600, help="measured round trips")
+    parser.add_argument(
+        "--sends", type=int, help="measure this many sends alone instead of round trips"
+    )
+    parser.add_argument("--clients", type=int, default=8, help="concurrent loops of --sends")
     parser.add_argument("--database-url", help="default: a SQLite file in a temporary directory")
     parser.add_argument(
         "--backend",
@@ -109,6 +162,22 @@ def main() -> None:
     if options.backend == "postgres" and not server:
         parser.error("--backend postgres needs CCWEB_BENCH_POSTGRES_URL")
     with tempfile.TemporaryDirectory() as tmp:
+        if options.sends:
+            url = options.database_url or f"sqlite+aiosqlite:///{tmp}/service_calls.db"
+            if options.backend == "postgres" and server and not options.database_url:
+                name = f"ccweb_bench_{uuid.uuid4().hex[:8]}"
+                url = asyncio.run(create_database(server, name))
+                try:
+                    sent = asyncio.run(measure_sends(url, options.sends, options.clients))
+                finally:
+                    asyncio.run(drop_database(server, name))
+            else:
+                sent = asyncio.run(measure_sends(url, options.sends, options.clients))
+            print(
+                f"{options.sends} sends in process, {options.clients} loops: "
+                f"{sent['wall']:.3f} ms each; this process's CPU: {sent['cpu']:.3f} ms per send"
+            )
+            return
         if options.backend == "postgres" and server and not options.database_url:
             name = f"ccweb_bench_{uuid.uuid4().hex[:8]}"
             url = asyncio.run(create_database(server, name))

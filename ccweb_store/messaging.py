@@ -17,9 +17,9 @@ from ccweb_store import errors
 from ccweb_store.arguments import optional_bool, optional_str, require_mapping, require_str
 from ccweb_store.context import Source, refuse_other_conversation, require_source
 from ccweb_store.errors import Conflict, InvalidInput, NotFound
-from ccweb_store.models import AGENT_MAX_LENGTH, OPEN_REPLY_STATUSES, Session, new_id
+from ccweb_store.models import AGENT_MAX_LENGTH, OPEN_REPLY_STATUSES, Session, new_id, utcnow
 from ccweb_store.prompts import ONE_WAY, REPLY_MODES, RETURN_AND_CONTINUE, target_prompt
-from ccweb_store.repositories import MAX_PAGE, validate_session_id
+from ccweb_store.repositories import MAX_PAGE, Party, validate_session_id
 from ccweb_store.schemas import reply_out
 from ccweb_store.uow import Store, UnitOfWork
 
@@ -62,23 +62,23 @@ async def send_message(
             code=errors.CANNOT_TARGET_SELF,
         )
     send = _validate_send(store, source, source_id, args, reply_mode)
-    async with store.uow() as uow:
+    # Every refusal comes before the first write (and the writes cannot be refused).
+    async with store.uow(refuses_first=True) as uow:
         # Locking the target serialises concurrent sends to it (PostgreSQL; SQLite's
         # BEGIN IMMEDIATE already does), so only one of them finds it idle. The source is
         # read (and locked, in id order) by the same statement.
-        found = await uow.sessions.lock_many([target_id, source_id])
-        if source_id not in found:
+        parties = await uow.sessions.send_parties(source_id, target_id)
+        if parties.source is None:
             raise _not_found(source_id, "source")
-        if target_id not in found:
+        if parties.target is None:
             raise _not_found(target_id, "target")
-        source_row, target = found[source_id], found[target_id]
-        if await uow.runs.has_run_in(target_id, ("queued", "running")):
+        if parties.target_busy:
             raise Conflict(
                 f"conversation {target_id!r} is busy (it has a queued or running turn); "
                 "nothing was sent. Try again after it finishes, or pick another conversation",
                 code=errors.TARGET_BUSY,
             )
-        result = await _deliver_to_target(uow, send, source_row, target)
+        result = await _deliver_to_target(uow, send, parties.source, parties.target)
         await uow.commit()
     return result
 
@@ -109,7 +109,12 @@ async def create_conversation(
         target = await uow.sessions.create(title=title, agent=agent, cwd=cwd)
         result: dict[str, Any] = {"ok": True, "conversationId": target.id, "title": target.title}
         if send is not None and source_row is not None:
-            sent = await _deliver_to_target(uow, send, source_row, target)
+            sent = await _deliver_to_target(
+                uow,
+                send,
+                Party(source_row.id, source_row.title),
+                Party(target.id, target.title),
+            )
             result |= {
                 "replyMode": sent["replyMode"],
                 "messageId": sent["messageId"],
@@ -212,11 +217,15 @@ def _not_found(session_id: str, side: str) -> NotFound:
 
 
 async def _deliver_to_target(
-    uow: UnitOfWork, send: _Send, source: Session, target: Session
+    uow: UnitOfWork, send: _Send, source: Party, target: Party
 ) -> dict[str, Any]:
-    """Write the send: target message, reply request (``return_and_continue``), queued run."""
+    """Write the send: target message, reply request (``return_and_continue``), queued run.
+
+    They all carry one time, taken once (``now``).
+    """
     expects_reply = send.reply_mode == RETURN_AND_CONTINUE
     request_id = new_id("req") if expects_reply else None
+    now = utcnow()
     message_id = await uow.messages.append_id(
         target.id,
         "user",
@@ -231,21 +240,18 @@ async def _deliver_to_target(
                 "replyRequestId": request_id,
             }
         },
+        now=now,
+        session_read=True,
     )
     if request_id is not None:
-        await uow.replies.insert(
-            {
-                "request_id": request_id,
-                "message_id": message_id,
-                "source_conversation_id": source.id,
-                "source_title": source.title,
-                "target_conversation_id": target.id,
-                "target_title": target.title,
-                "status": "waiting",
-                "hop_count": send.hop_count,
-                "source_auto_run": True,
-                "original_request": send.content,
-            }
+        await uow.replies.insert_waiting(
+            request_id,
+            message_id=message_id,
+            source=source,
+            target=target,
+            hop_count=send.hop_count,
+            original_request=send.content,
+            created_at=now,
         )
     run_id = await uow.runs.enqueue_id(
         target.id,
@@ -259,6 +265,7 @@ async def _deliver_to_target(
         ),
         hop_count=send.hop_count,
         reply_request_id=request_id,
+        now=now,
     )
     result: dict[str, Any] = {
         "ok": True,

@@ -77,8 +77,13 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{now:016x}{_id_random.getrandbits(40):010x}"
 
 
-def _in_list(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    """A CHECK that ``column`` holds one of ``values``: ``column = 'a' OR column = 'b' …``.
+
+    Not ``column IN (…)``: SQLite evaluates an IN list of more than two constants by building
+    a temporary table of them, for every row written (migration 0008).
+    """
+    return " OR ".join(f"{column} = {value!r}" for value in values)
 
 
 #: How SQLAlchemy's SQLite ``DATETIME`` stores a value (its default ``storage_format``):
@@ -145,6 +150,23 @@ def _aware_to_utc(value: datetime | None) -> datetime | None:
     return value.astimezone(UTC)
 
 
+#: The last datetime bound on SQLite, and its text: a write binds one time several times (a
+#: send's message, session touch, reply request and run all carry the same ``now``), and only
+#: the first needs formatting. A datetime is immutable, so the same object has the same text.
+_last_bound: tuple[datetime | None, str | None] = (None, None)
+
+
+def _sqlite_bind_datetime(value: datetime | None) -> str | None:
+    """``_sqlite_datetime_to_text``, reusing the text of the last value when it comes again."""
+    global _last_bound
+    last, text = _last_bound
+    if value is last:
+        return text
+    text = _sqlite_datetime_to_text(value)
+    _last_bound = (value, text)
+    return text
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """``TIMESTAMP WITH TIME ZONE`` that always hands back aware UTC datetimes.
 
@@ -163,7 +185,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def bind_processor(self, dialect: sa.Dialect) -> Callable[[Any], Any] | None:
         if dialect.name == "sqlite":
-            return _sqlite_datetime_to_text
+            return _sqlite_bind_datetime
         return super().bind_processor(dialect)
 
     def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Callable[[Any], Any] | None:
@@ -233,7 +255,7 @@ class Message(Base):
     __tablename__ = "messages"
     __table_args__ = (
         sa.UniqueConstraint("session_id", "seq"),
-        sa.CheckConstraint(_in_list("role", ROLES), name="role"),
+        sa.CheckConstraint(_one_of("role", ROLES), name="role"),
         # Serves "latest N messages of role R in session S" as an index range scan.
         sa.Index(None, "session_id", "role", "seq"),
         # Migration 0006 adds REPLY_TO_REQUEST_ID_INDEX on an expression (see the end of file).
@@ -255,7 +277,7 @@ class ReplyRequest(Base):
 
     __tablename__ = "reply_requests"
     __table_args__ = (
-        sa.CheckConstraint(_in_list("status", REPLY_STATUSES), name="status"),
+        sa.CheckConstraint(_one_of("status", REPLY_STATUSES), name="status"),
         sa.Index(None, "source_conversation_id", "status"),
         sa.Index(None, "target_conversation_id", "status"),
         sa.Index(None, "status", "created_at"),
@@ -286,8 +308,8 @@ class Run(Base):
 
     __tablename__ = "runs"
     __table_args__ = (
-        sa.CheckConstraint(_in_list("kind", RUN_KINDS), name="kind"),
-        sa.CheckConstraint(_in_list("status", RUN_STATUSES), name="status"),
+        sa.CheckConstraint(_one_of("kind", RUN_KINDS), name="kind"),
+        sa.CheckConstraint(_one_of("status", RUN_STATUSES), name="status"),
         sa.Index(None, "status", "created_at"),
         # A claim for one kind finds its queued runs in claim order (migration 0005).
         sa.Index(None, "status", "kind", "created_at", "id"),

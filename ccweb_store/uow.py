@@ -57,14 +57,17 @@ class UnitOfWork:
         engine: AsyncEngine,
         writer: SQLiteWriter | None = None,
         kept: KeptConnections | None = None,
+        *,
+        savepoint: bool = True,
     ) -> None:
         self._engine = engine
         self._writer = writer
         self._kept = kept
+        self._savepoint = savepoint
 
     async def __aenter__(self) -> UnitOfWork:
         if self._writer is not None:
-            connection = await self._writer.acquire()
+            connection = await self._writer.acquire(savepoint=self._savepoint)
         elif self._kept is not None:
             connection = await self._kept.acquire()
         else:
@@ -229,18 +232,23 @@ class Store:
         PostgreSQL and in-memory SQLite."""
         return self._writer.checkpointer if self._writer is not None else None
 
-    def uow(self, *, autocommit: bool = False) -> UnitOfWork:
+    def uow(self, *, autocommit: bool = False, refuses_first: bool = False) -> UnitOfWork:
         """A unit of work that may write (SQLite: ``BEGIN IMMEDIATE``).
 
         ``autocommit`` is for a unit of work whose statements need not commit together: on
         PostgreSQL each then commits by itself, which saves the ``BEGIN`` and ``COMMIT`` round
         trips to the server; SQLite's writes commit together as always.
 
+        ``refuses_first`` is the promise of a unit of work that raises only before its first
+        write: on SQLite it then shares a group commit's transaction without a savepoint of
+        its own (``sqlite_writer.SQLiteWriter``); an autocommit one needs none either.
+
         Never open one inside another: on SQLite the inner one would wait for the outer one.
         """
         if autocommit and self._writer is None:  # PostgreSQL, whose reads are autocommit
             return UnitOfWork(self._reader, kept=self._readers)
-        return UnitOfWork(self.engine, self._writer, self._writers)
+        savepoint = not (autocommit or refuses_first)
+        return UnitOfWork(self.engine, self._writer, self._writers, savepoint=savepoint)
 
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads (SQLite: a deferred transaction, no write lock)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -308,5 +310,108 @@ async def test_the_0006_reply_index_comes_and_goes_while_the_views_stay(
                 assert (await connection.execute(activity)).all() == [("a", 2)]
                 assert (await connection.execute(lookup, find)).scalars().all() == ["m1"]
                 assert await current_revision(connection) == "0005"
+    finally:
+        await engine.dispose()
+
+
+async def _refuses(engine: AsyncEngine, statement: str) -> bool:
+    """Whether the database refuses ``statement`` (a CHECK violation), leaving nothing."""
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(sa.text(statement))
+    except sa.exc.IntegrityError:
+        return True
+    return False
+
+
+async def test_the_0008_checks_allow_and_refuse_the_same_values_both_ways(
+    empty_database_url: str,
+) -> None:
+    """0008 rewrites the enum CHECKs as chains of ``=``: the rows already there stay, the same
+    values pass and the same are refused after the upgrade and after the downgrade, and the
+    0003 views still read; on SQLite, writing a run no longer builds a temporary table."""
+    sqlite = not empty_database_url.startswith("postgresql")
+    insert_run = (
+        "INSERT INTO runs (id, session_id, kind, status) VALUES ('{id}', 'a', '{kind}', '{status}')"
+    )
+    activity = sa.text("SELECT session_id, active_run_status FROM conversation_activity")
+    engine = create_engine(empty_database_url)
+    try:
+        await migrate(engine, "0007")
+        async with engine.begin() as connection:
+            await connection.execute(sa.text("INSERT INTO sessions (id) VALUES ('a')"))
+            await connection.execute(
+                sa.text(insert_run.format(id="r0", kind="user_turn", status="queued"))
+            )
+        for step, revision in enumerate(("0008", "0007", "0008")):
+            if revision == "0008":
+                await migrate(engine)
+            else:
+                await downgrade(engine, "0007")
+            bad = [
+                insert_run.format(id="r-bad", kind="nap", status="queued"),
+                insert_run.format(id="r-bad", kind="user_turn", status="asleep"),
+                "INSERT INTO messages (id, session_id, seq, role, content)"
+                " VALUES ('m-bad', 'a', 1, 'robot', 'x')",
+                "INSERT INTO reply_requests (request_id, source_conversation_id,"
+                " target_conversation_id, status) VALUES ('q-bad', 'a', 'a', 'lost')",
+            ]
+            for statement in bad:
+                assert await _refuses(engine, statement), (revision, statement)
+            good = insert_run.format(id=f"r-{step}", kind="reply_auto_run", status="failed")
+            assert not await _refuses(engine, good)
+            async with engine.connect() as connection:
+                assert (await connection.execute(activity)).all() == [("a", "queued")]
+                assert await current_revision(connection) == revision
+                if sqlite:
+                    plan = await connection.execute(
+                        sa.text("EXPLAIN " + insert_run.format(id="x", kind="x", status="x"))
+                    )
+                    opcodes = {row[1] for row in plan}
+                    assert ("OpenEphemeral" in opcodes) == (revision == "0007")
+                    check = await connection.execute(sa.text("PRAGMA integrity_check"))
+                    assert check.scalar() == "ok"
+    finally:
+        await engine.dispose()
+
+
+async def test_0008_finishes_on_sqlite_after_a_run_that_stopped_half_way(tmp_path: Path) -> None:
+    """An upgrade that stopped after rewriting one table's CHECK (a crash: SQLite's migrations
+    run without a transaction) is finished by the next one."""
+    path = tmp_path / "half.db"
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        await migrate(engine, "0007")
+        await engine.dispose()
+        with sqlite3.connect(path) as raw:  # what the stopped run had done: messages alone
+            (sql,) = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'messages'").fetchone()
+            rewritten = sql.replace(
+                "role IN ('user', 'assistant', 'system', 'tool')",
+                "role = 'user' OR role = 'assistant' OR role = 'system' OR role = 'tool'",
+            )
+            assert rewritten != sql
+            (version,) = raw.execute("PRAGMA schema_version").fetchone()
+            raw.execute("PRAGMA writable_schema = ON")
+            raw.execute("UPDATE sqlite_master SET sql = ? WHERE name = 'messages'", (rewritten,))
+            raw.execute(f"PRAGMA schema_version = {version + 1}")
+            raw.execute("PRAGMA writable_schema = OFF")
+        await migrate(engine)
+        async with engine.connect() as connection:
+            assert await current_revision(connection) == "0008"
+            tables = await connection.execute(
+                sa.text("SELECT sql FROM sqlite_master WHERE type = 'table'")
+            )
+            schema = "\n".join(row[0] for row in tables)
+        assert " IN (" not in schema
+        assert "role = 'user' OR role = 'assistant'" in schema
+        assert "kind = 'user_turn' OR" in schema and "status = 'waiting' OR" in schema
+        async with engine.begin() as connection:
+            await connection.execute(sa.text("INSERT INTO sessions (id) VALUES ('a')"))
+        for role, refused in (("robot", True), ("tool", False)):
+            statement = (
+                "INSERT INTO messages (id, session_id, seq, role, content)"
+                f" VALUES ('m-{role}', 'a', 1, '{role}', 'x')"
+            )
+            assert await _refuses(engine, statement) is refused
     finally:
         await engine.dispose()

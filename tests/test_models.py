@@ -162,6 +162,27 @@ def test_sqlite_datetimes_read_back_exactly_as_before(dialect: sa.Dialect) -> No
             new(text)
 
 
+def test_binding_one_time_again_gives_its_text_and_another_time_its_own() -> None:
+    """SQLite's bind processor reuses the text of the value it converted last (a send binds
+    one time four times); any other value, equal or not, is converted afresh."""
+    from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
+
+    dialect = sqlite_dialect()
+    bind = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+    assert bind is not None
+    first = datetime(2024, 5, 1, 14, 0, 0, 123456, tzinfo=BERLIN)
+    second = datetime(2024, 5, 1, 12, 0, 0, 5, tzinfo=UTC)
+    texts = [bind(value) for value in (first, first, second, None, first, second)]
+    assert texts == [
+        "2024-05-01 12:00:00.123456",
+        "2024-05-01 12:00:00.123456",
+        "2024-05-01 12:00:00.000005",
+        None,
+        "2024-05-01 12:00:00.123456",
+        "2024-05-01 12:00:00.000005",
+    ]
+
+
 def test_postgresql_binds_through_sqlalchemy_and_reads_aware_datetimes_in_utc() -> None:
     """PostgreSQL stores zones itself: its bind processor is SQLAlchemy's own, and what it
     reads is converted to UTC unless it is in UTC already."""

@@ -14,8 +14,11 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 
+from ccweb_store import conversations, errors, messaging
 from ccweb_store.config import Settings
+from ccweb_store.context import Source
 from ccweb_store.db import migrate
+from ccweb_store.errors import Conflict
 from ccweb_store.sqlite_writer import SAVEPOINT
 from ccweb_store.uow import Store
 
@@ -95,6 +98,72 @@ async def test_a_unit_of_work_failing_inside_a_group_undoes_only_its_own_writes(
     async with store.read_uow() as uow:
         assert [m.content for m in await uow.messages.list_after("last")] == ["hello"]
         assert await uow.messages.list_after("broken") == []
+
+
+async def test_units_of_work_that_refuse_first_share_the_transaction_without_savepoints(
+    traced: tuple[Store, list[str]], tmp_path: Path
+) -> None:
+    store, statements = traced
+
+    async def create(session_id: str) -> None:
+        async with store.uow(refuses_first=True) as uow:
+            await uow.sessions.create(session_id)
+            await uow.commit()
+
+    await asyncio.gather(*(create(f"s{i}") for i in range(5)))
+
+    verbs = _verbs(statements)
+    assert (verbs.count("BEGIN IMMEDIATE"), verbs.count("COMMIT")) == (1, 1)
+    assert not [verb for verb in verbs if verb.startswith(("SAVEPOINT", "RELEASE"))]
+    assert _on_disk(tmp_path / "writer.db") == {f"s{i}" for i in range(5)}
+
+
+async def test_sends_refused_inside_a_group_leave_the_others_sent(
+    traced: tuple[Store, list[str]], tmp_path: Path
+) -> None:
+    store, statements = traced
+    for session_id in ("src", "t1", "t2"):
+        await conversations.create_session(store, {"id": session_id})
+    source = Source("src", 0)
+
+    async def send(target: str) -> dict[str, Any]:
+        args = {"targetConversationId": target, "content": "hi", "replyMode": "one_way"}
+        return await messaging.send_message(store, source, args)
+
+    statements.clear()
+    outcomes = await asyncio.gather(send("t1"), send("t1"), send("t2"), return_exceptions=True)
+
+    assert [type(outcome) for outcome in outcomes] == [dict, Conflict, dict]
+    assert isinstance(outcomes[1], Conflict) and outcomes[1].code == errors.TARGET_BUSY
+    assert _verbs(statements).count("COMMIT") == 1  # the refusal did not end the group
+    async with store.read_uow() as uow:
+        assert [m.content for m in await uow.messages.list_after("t1")] == ["hi"]
+        assert [m.content for m in await uow.messages.list_after("t2")] == ["hi"]
+        assert len(await uow.runs.active_for_session("t1")) == 1
+
+
+async def test_a_unit_of_work_that_refuses_first_yet_fails_after_writing_fails_its_group(
+    traced: tuple[Store, list[str]], tmp_path: Path
+) -> None:
+    store, _ = traced
+
+    async def create(session_id: str, fail: bool = False) -> None:
+        async with store.uow(refuses_first=True) as uow:
+            await uow.sessions.create(session_id)
+            if fail:
+                raise ValueError("broke its promise")
+            await uow.commit()
+
+    outcomes = await asyncio.gather(
+        create("first"), create("broken", fail=True), create("after"), return_exceptions=True
+    )
+
+    # Its write cannot be undone alone: the transaction it shared is rolled back, and the unit
+    # of work waiting for that transaction's COMMIT fails; the next one begins afresh.
+    assert isinstance(outcomes[0], RuntimeError) and "rolled back" in str(outcomes[0])
+    assert isinstance(outcomes[1], ValueError)
+    assert outcomes[2] is None
+    assert _on_disk(tmp_path / "writer.db") == {"after"}
 
 
 async def test_a_failed_commit_fails_every_unit_of_work_in_its_group(

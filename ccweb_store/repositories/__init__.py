@@ -21,7 +21,7 @@ from ccweb_store.repositories.messages import (
 )
 from ccweb_store.repositories.replies import ReplyRepository
 from ccweb_store.repositories.runs import RunRepository
-from ccweb_store.repositories.sessions import SessionRepository
+from ccweb_store.repositories.sessions import Party, SendParties, SessionRepository
 
 __all__ = [
     "LATEST_NONBLANK_BY_ROLE",
@@ -29,9 +29,11 @@ __all__ = [
     "CredentialRepository",
     "MessageRepository",
     "MessageText",
+    "Party",
     "ReplyRepository",
     "RunRepository",
     "SecretRepository",
+    "SendParties",
     "SessionRepository",
     "UnitState",
     "decode_cursor",

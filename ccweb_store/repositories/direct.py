@@ -56,7 +56,7 @@ _S = TypeVar("_S", bound=sa.Executable)
 class Compiled:
     """One statement's SQL for one backend, its parameter order, and its type processors."""
 
-    __slots__ = ("binds", "result_processors", "sql", "width")
+    __slots__ = ("binds", "bound", "defaults", "names", "result_processors", "sql", "width")
 
     def __init__(self, stmt: sa.Executable, compiled: SQLCompiler, dialect: Dialect) -> None:
         self.sql = str(compiled)
@@ -71,6 +71,16 @@ class Compiled:
             )
             for name in compiled.positiontup or ()
         )
+        # What ``parameters`` runs on every call, worked out here once.
+        self.names = tuple(name for name, _, _, _ in self.binds)
+        #: The values of the parameters a caller may leave out (the statement fixes them).
+        self.defaults = {name: fixed for name, required, fixed, _ in self.binds if not required}
+        #: The positions of the parameters whose values need converting, with the converter.
+        self.bound: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
+            (index, processor)
+            for index, (_, _, _, processor) in enumerate(self.binds)
+            if processor is not None
+        )
         processors = [
             column.type.dialect_impl(dialect).result_processor(dialect, None)
             for column in getattr(stmt, "exported_columns", ())
@@ -82,17 +92,21 @@ class Compiled:
         )
 
     def parameters(self, params: Mapping[str, Any] | None) -> list[Any]:
-        params = params or {}
-        converted = []
-        for name, required, fixed, processor in self.binds:
-            if name in params:
-                value = params[name]
-            elif required:
-                raise InvalidRequestError(f"a value is required for bind parameter {name!r}")
-            else:
-                value = fixed
-            converted.append(value if processor is None or value is None else processor(value))
-        return converted
+        """The values to bind, in order, converted by their types (None stays None)."""
+        given: Mapping[str, Any] = params or {}
+        if self.defaults:
+            given = {**self.defaults, **given}
+        try:
+            values = [given[name] for name in self.names]
+        except KeyError as missing:
+            raise InvalidRequestError(
+                f"a value is required for bind parameter {missing.args[0]!r}"
+            ) from None
+        for index, processor in self.bound:
+            value = values[index]
+            if value is not None:
+                values[index] = processor(value)
+        return values
 
     def rows(self, raw: list[Any]) -> list[Any]:
         if not self.result_processors:
@@ -110,12 +124,12 @@ class Compiled:
 #: The statements run here, by id: built once (module level or ``lru_cache``), so they live
 #: as long as the process. Anything else goes through SQLAlchemy, whose cache serves it.
 _PREBUILT: dict[int, sa.Executable] = {}
-#: Their compiled forms, by (statement id, backend, parameter names): None when SQLAlchemy must
-#: run it. The type processors depend only on the dialect's class (every SQLite engine here has
-#: the same JSON serializer, ``db.sqlite_json_dumps``; PostgreSQL's keep SQLAlchemy's), so one
-#: compiled form serves every engine of a backend in the process.
-_COMPILED: dict[tuple[int, str, frozenset[str]], Compiled | None] = {}
-_NO_NAMES: frozenset[str] = frozenset()
+#: Their compiled forms, by (statement id, backend, parameter names in the caller's order: a
+#: tuple costs less to make than a set, and a call site always orders them alike): None when
+#: SQLAlchemy must run it. The type processors depend only on the dialect's class (every
+#: SQLite engine here has the same JSON serializer, ``db.sqlite_json_dumps``; PostgreSQL's keep
+#: SQLAlchemy's), so one compiled form serves every engine of a backend in the process.
+_COMPILED: dict[tuple[int, str, tuple[str, ...]], Compiled | None] = {}
 
 
 def prebuilt(stmt: _S) -> _S:
@@ -129,7 +143,7 @@ def compiled_form(stmt: sa.Executable, dialect: Dialect, params: Any) -> Compile
     when SQLAlchemy must run it (built per call, several parameter sets, …)."""
     if params is not None and type(params) is not dict:
         return None
-    key = (id(stmt), dialect.name, frozenset(params) if params else _NO_NAMES)
+    key = (id(stmt), dialect.name, tuple(params) if params else ())
     try:
         return _COMPILED[key]
     except KeyError:
@@ -139,7 +153,7 @@ def compiled_form(stmt: sa.Executable, dialect: Dialect, params: Any) -> Compile
         return compiled
 
 
-def _compile(stmt: Any, dialect: Dialect, keys: frozenset[str]) -> Compiled | None:
+def _compile(stmt: Any, dialect: Dialect, keys: tuple[str, ...]) -> Compiled | None:
     # The same column keys SQLAlchemy's execution compiles with (they shape INSERT/UPDATE).
     compiled = stmt.compile(dialect=dialect, column_keys=sorted(keys))
     if (

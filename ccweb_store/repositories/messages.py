@@ -139,7 +139,9 @@ class MessageRepository(Repository):
         write lock (SQLite, ``BEGIN IMMEDIATE``), so concurrent appends get gap-free seqs.
         The seq is computed inside the INSERT, which returns the new row.
         """
-        params = await self._append_params(session_id, role, content, metadata, id, created_at)
+        params = await self._append_params(
+            session_id, role, content, metadata, id, created_at, None, False
+        )
         returned = (await self._run_append(_APPEND_MESSAGE, params)).one()
         return self._load(Message, returned)
 
@@ -151,9 +153,15 @@ class MessageRepository(Repository):
         *,
         metadata: dict[str, Any] | None = None,
         id: str | None = None,
+        now: datetime | None = None,
+        session_read: bool = False,
     ) -> str:
-        """``append`` without reading the row back: the new message's id."""
-        params = await self._append_params(session_id, role, content, metadata, id, None)
+        """``append`` without reading the row back: the new message's id. ``now`` is its time
+        and its session's (default: the current time); ``session_read``: this transaction
+        read the session already (``SessionRepository.touch``'s ``known``)."""
+        params = await self._append_params(
+            session_id, role, content, metadata, id, now, now, session_read
+        )
         await self._run_append(_APPEND_MESSAGE_UNREAD, params)
         message_id: str = params["p_id"]
         return message_id
@@ -166,13 +174,17 @@ class MessageRepository(Repository):
         metadata: dict[str, Any] | None,
         id: str | None,
         created_at: datetime | None,
+        now: datetime | None,
+        session_read: bool,
     ) -> dict[str, Any]:
-        """Check the message, bump its session (see ``append``); the INSERT's parameters."""
+        """Check the message, bump its session (see ``append``) to ``now`` (default: the
+        current time); the INSERT's parameters."""
         validate_choice(role, ROLES, errors.INVALID_ROLE, "role")
         if not isinstance(content, str):
             raise InvalidInput("content must be a string")
-        now = utcnow()
-        if not await SessionRepository(self.connection, self.state).touch(session_id, now):
+        now = now or utcnow()
+        sessions = SessionRepository(self.connection, self.state)
+        if not await sessions.touch(session_id, now, known=session_read):
             raise NotFound(
                 f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
             )

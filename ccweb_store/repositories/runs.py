@@ -137,6 +137,22 @@ _FINISH_RUN = prebuilt(
 )
 
 
+#: A queued run, as ``enqueue_id`` writes it: only the columns a new queued run sets, each a
+#: bound parameter (the others keep their defaults: no worker, no lease, no attempt yet).
+_ENQUEUE = prebuilt(
+    sa.insert(RUNS).values(
+        id=bindparam("p_id"),
+        session_id=bindparam("p_session_id"),
+        kind=bindparam("p_kind"),
+        status=constant("queued"),
+        runtime_text=bindparam("p_runtime_text"),
+        reply_request_id=bindparam("p_reply_request_id"),
+        hop_count=bindparam("p_hop_count"),
+        created_at=bindparam("p_created_at"),
+    )
+)
+
+
 def _new_run(
     session_id: str,
     kind: str,
@@ -194,11 +210,25 @@ class RunRepository(Repository):
         runtime_text: str | None = None,
         hop_count: int = 0,
         reply_request_id: str | None = None,
+        now: datetime | None = None,
     ) -> str:
-        """``enqueue`` without reading the row back: the new run's id."""
-        values = _new_run(session_id, kind, "queued", runtime_text, hop_count, reply_request_id)
-        await self._insert_unread(Run, values, _busy(session_id))
-        run_id: str = values["id"]
+        """``enqueue`` without reading the row back: the new run's id (made ``now``, default
+        the current time)."""
+        validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
+        run_id = new_id("run")
+        params = {
+            "p_id": run_id,
+            "p_session_id": session_id,
+            "p_kind": kind,
+            "p_runtime_text": runtime_text,
+            "p_reply_request_id": reply_request_id,
+            "p_hop_count": hop_count,
+            "p_created_at": now or utcnow(),
+        }
+        try:
+            await self._execute(_ENQUEUE, params)
+        except IntegrityError as exc:
+            raise _busy(session_id)() from exc
         return run_id
 
     async def start(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
@@ -18,8 +18,10 @@ from ccweb_store.models import (
     utcnow,
 )
 from ccweb_store.repositories.base import (
+    RUNS,
     SESSIONS,
     Repository,
+    constant,
     decode_cursor,
     prebuilt,
     validate_session_id,
@@ -38,6 +40,77 @@ def _lock_sessions_statement(count: int) -> sa.Select[Any]:
     )
 
 
+@lru_cache(maxsize=32)
+def _read_sessions_statement(count: int) -> sa.Executable:
+    """SQLite's ``_lock_sessions_statement``: no row locks (``BEGIN IMMEDIATE`` holds the whole
+    database), and one index probe per id joined by ``UNION ALL``, because SQLite builds a
+    temporary table of an ``IN`` list of two or more values on every run of a statement whose
+    index lookup it drives (5.1 µs instead of 6.6 for two sessions)."""
+    probes = [
+        sa.select(SESSIONS).where(SESSIONS.c.id == bindparam(f"id_{i}")) for i in range(count)
+    ]
+    return prebuilt(probes[0] if count == 1 else sa.union_all(*probes))
+
+
+#: A run that makes its session busy: a send to it is refused (``target_busy``).
+ACTIVE_RUN_STATUSES = ("queued", "running")
+
+
+class Party(NamedTuple):
+    """A conversation as a send names it: what the rows the send writes copy of it."""
+
+    id: str
+    title: str | None
+
+
+class SendParties(NamedTuple):
+    """The two conversations of a send, None where one does not exist, and whether the
+    target has a queued or running run."""
+
+    source: Party | None
+    target: Party | None
+    target_busy: bool
+
+
+def _has_active_run(session_id: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
+    """Whether the session has a queued or running run: one index probe per status.
+
+    Not ``status IN (…)``: SQLite builds a temporary table of the list's values on every
+    run of a statement whose index lookup an ``IN`` list drives, which costs more than the
+    probes (so does the ``id IN (…)`` of two sessions, hence the ``UNION ALL`` below).
+    """
+    return sa.or_(
+        *(
+            sa.exists().where(RUNS.c.session_id == session_id, RUNS.c.status == constant(status))
+            for status in ACTIVE_RUN_STATUSES
+        )
+    )
+
+
+#: SQLite: both conversations and the target's busy flag in one statement (``BEGIN IMMEDIATE``
+#: already holds every other writer off, so what it reads stays true until the commit): 4.4
+#: µs, where the two statements it replaces took 10.
+_SEND_PARTIES = prebuilt(
+    sa.union_all(
+        sa.select(SESSIONS.c.id, SESSIONS.c.title, sa.false()).where(
+            SESSIONS.c.id == bindparam("source_id")
+        ),
+        sa.select(SESSIONS.c.id, SESSIONS.c.title, _has_active_run(bindparam("target_id"))).where(
+            SESSIONS.c.id == bindparam("target_id")
+        ),
+    )
+)
+#: PostgreSQL: both rows locked in id order, so that concurrent sends to one target queue on
+#: its lock; the busy check must come after, to see what the lock waited for (a statement
+#: reads one snapshot, taken before it waited).
+_LOCK_SEND_PARTIES = prebuilt(
+    sa.select(SESSIONS.c.id, SESSIONS.c.title)
+    .where(SESSIONS.c.id.in_([bindparam("source_id"), bindparam("target_id")]))
+    .order_by(SESSIONS.c.id)
+    .with_for_update()
+)
+_HAS_ACTIVE_RUN = prebuilt(sa.select(_has_active_run(bindparam("session_id"))))
+
 _GET_SESSION = prebuilt(sa.select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id")))
 
 
@@ -46,6 +119,13 @@ _TOUCH_SESSION = prebuilt(
     .where(SESSIONS.c.id == bindparam("session_id"))
     .values(updated_at=bindparam("at"))
     .returning(SESSIONS.c.id)
+)
+#: ``_TOUCH_SESSION`` for a session known to exist: on SQLite, ``RETURNING`` costs as much as
+#: the UPDATE itself (2.3 of 5.3 µs).
+_TOUCH_KNOWN_SESSION = prebuilt(
+    sa.update(SESSIONS)
+    .where(SESSIONS.c.id == bindparam("session_id"))
+    .values(updated_at=bindparam("at"))
 )
 
 
@@ -111,15 +191,48 @@ class SessionRepository(Repository):
         locked = self.state.locked_sessions
         missing = [sid for sid in ids if sid not in locked]
         if missing:
-            stmt = _lock_sessions_statement(len(missing))
+            if self._inline is not None:
+                stmt: sa.Executable = _read_sessions_statement(len(missing))
+            else:
+                stmt = _lock_sessions_statement(len(missing))
             params = {f"id_{i}": sid for i, sid in enumerate(missing)}
             for row in await self._all(Session, stmt, params):
                 locked[row.id] = row
         return {sid: locked[sid] for sid in ids if sid in locked}
 
-    async def touch(self, session_id: str, at: datetime | None = None) -> bool:
-        """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
+    async def send_parties(self, source_id: str, target_id: str) -> SendParties:
+        """The source and target of a send, and whether the target is busy; on PostgreSQL
+        their rows stay locked until the transaction ends (SQLite's writer holds the whole
+        database). Plain tuples: a send copies two titles and needs nothing else of them."""
+        params = {"source_id": source_id, "target_id": target_id}
+        by_id: dict[str, Any]
+        if self._inline is not None:
+            by_id = {row[0]: row for row in await self._execute(_SEND_PARTIES, params)}
+            busy = target_id in by_id and bool(by_id[target_id][2])
+        else:
+            by_id = {row[0]: row for row in await self._execute(_LOCK_SEND_PARTIES, params)}
+            busy = target_id in by_id and bool(
+                (await self._execute(_HAS_ACTIVE_RUN, {"session_id": target_id})).scalar()
+            )
+        source, target = by_id.get(source_id), by_id.get(target_id)
+        return SendParties(
+            source=Party(source[0], source[1]) if source is not None else None,
+            target=Party(target[0], target[1]) if target is not None else None,
+            target_busy=busy,
+        )
+
+    async def touch(
+        self, session_id: str, at: datetime | None = None, *, known: bool = False
+    ) -> bool:
+        """Bump ``updated_at`` (taking the row lock); False when the session does not exist.
+
+        ``known``: this transaction read the session already (SQLite's writer holds the whole
+        database, PostgreSQL's read locked the row), so it exists and is not checked again.
+        """
         params = {"session_id": session_id, "at": at or utcnow()}
+        if known:
+            await self._execute(_TOUCH_KNOWN_SESSION, params)
+            return True
         return (await self._execute(_TOUCH_SESSION, params)).first() is not None
 
     async def list_page(
