@@ -193,15 +193,18 @@ async def existing_signing_key(store: Store) -> bytes | None:
 
 
 async def _signing_key(store: Store, *, make: bool) -> bytes | None:
-    if store.credential_key is None:
-        configured = store.settings.credential_secret
-        if configured is not None:
-            store.credential_key = configured.get_secret_value().encode()
-        else:
-            stored = await _stored_key(store, make=make)
-            if stored is None:
-                return None
-            store.credential_key = bytes.fromhex(stored)
+    if store.credential_key is not None:
+        return store.credential_key
+    async with store.credential_key_lock:  # one request of this process loads or makes it
+        if store.credential_key is None:
+            configured = store.settings.credential_secret
+            if configured is not None:
+                store.credential_key = configured.get_secret_value().encode()
+            else:
+                stored = await _stored_key(store, make=make)
+                if stored is None:
+                    return None
+                store.credential_key = bytes.fromhex(stored)
     return store.credential_key
 
 

@@ -18,6 +18,7 @@ written (``UnitOfWork._first_statement``).
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -214,6 +215,11 @@ class Store:
         #: The key that signs conversation credentials, once ``credentials.signing_key``
         #: has loaded it (from ``CCWEB_CREDENTIAL_SECRET`` or the database).
         self.credential_key: bytes | None = None
+        #: Held while this process loads or makes that key: two requests of one process that
+        #: both find none must not both make one (on SQLite the first one's row is still
+        #: uncommitted in the shared write transaction when the second looks, so the second
+        #: would neither insert its own nor read the first's).
+        self.credential_key_lock = asyncio.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Store:

@@ -3,6 +3,7 @@ real app on both backends; the token format and the signing key as pure logic.""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from datetime import timedelta
@@ -145,6 +146,22 @@ async def trio(pair: Store) -> Store:
         await uow.sessions.create("conv-c", title="Writer")
         await uow.commit()
     return pair
+
+
+async def test_concurrent_first_mints_in_one_process_share_one_signing_key(trio: Store) -> None:
+    """The first mints of a fresh server, at once (two workers starting together): every one
+    succeeds and their tokens verify with the one key kept in the database."""
+    async with app_client(trio, token=OPERATOR) as client:
+        tokens = await asyncio.gather(*(mint(client, f"conv-{c}") for c in "abcabcab"))
+    async with trio.read_uow() as uow:
+        stored = await uow.secrets.get(credentials.SIGNING_KEY_NAME)
+    assert stored is not None
+    key = bytes.fromhex(stored)
+    assert {read_token(key, token).conversation_id for token in tokens} == {
+        "conv-a",
+        "conv-b",
+        "conv-c",
+    }
 
 
 @pytest.mark.parametrize("carried_in", ["query", "header"])
