@@ -56,7 +56,16 @@ _S = TypeVar("_S", bound=sa.Executable)
 class Compiled:
     """One statement's SQL for one backend, its parameter order, and its type processors."""
 
-    __slots__ = ("binds", "bound", "defaults", "names", "result_processors", "sql", "width")
+    __slots__ = (
+        "binds",
+        "bound",
+        "defaults",
+        "names",
+        "ordered",
+        "result_processors",
+        "sql",
+        "width",
+    )
 
     def __init__(self, stmt: sa.Executable, compiled: SQLCompiler, dialect: Dialect) -> None:
         self.sql = str(compiled)
@@ -73,6 +82,9 @@ class Compiled:
         )
         # What ``parameters`` runs on every call, worked out here once.
         self.names = tuple(name for name, _, _, _ in self.binds)
+        #: The values of ``names`` from a mapping, as a tuple: one C call instead of a
+        #: comprehension's loop in Python.
+        self.ordered: Callable[[Mapping[str, Any]], tuple[Any, ...]] = _getter(self.names)
         #: The values of the parameters a caller may leave out (the statement fixes them).
         self.defaults = {name: fixed for name, required, fixed, _ in self.binds if not required}
         #: The positions of the parameters whose values need converting, with the converter.
@@ -91,17 +103,20 @@ class Compiled:
             (index, processor) for index, processor in enumerate(processors) if processor
         )
 
-    def parameters(self, params: Mapping[str, Any] | None) -> list[Any]:
+    def parameters(self, params: Mapping[str, Any] | None) -> Sequence[Any]:
         """The values to bind, in order, converted by their types (None stays None)."""
         given: Mapping[str, Any] = params or {}
         if self.defaults:
             given = {**self.defaults, **given}
         try:
-            values = [given[name] for name in self.names]
+            ordered = self.ordered(given)
         except KeyError as missing:
             raise InvalidRequestError(
                 f"a value is required for bind parameter {missing.args[0]!r}"
             ) from None
+        if not self.bound:
+            return ordered
+        values = list(ordered)
         for index, processor in self.bound:
             value = values[index]
             if value is not None:
@@ -119,6 +134,16 @@ class Compiled:
                     row[index] = processor(row[index])
             converted.append(row)
         return converted
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A function giving the values of ``names`` from a mapping, in order, as a tuple."""
+    if len(names) > 1:
+        return operator.itemgetter(*names)
+    if names:
+        only = operator.itemgetter(names[0])
+        return lambda given: (only(given),)
+    return lambda given: ()
 
 
 #: The statements run here, by id: built once (module level or ``lru_cache``), so they live
@@ -298,7 +323,7 @@ def _run(
     connection: Connection,
     driver: sqlite3.Connection,
     sql: str,
-    parameters: list[Any],
+    parameters: Sequence[Any],
     *,
     many: bool = False,
 ) -> tuple[list[Any], int]:
@@ -330,7 +355,7 @@ async def execute_postgres(connection: AsyncConnection, stmt: sa.Executable, par
         driver = await begin_postgres_transaction(connection)
         raw = await driver.fetch(compiled.sql, *arguments)
     except Exception as error:
-        await raise_as_sqlalchemy_would(connection, error, compiled.sql, arguments)
+        await raise_as_sqlalchemy_would(connection, error, compiled.sql, list(arguments))
     if raw and len(raw[0]) != compiled.width:
         raise InvalidRequestError(f"{compiled.sql!r} returned {len(raw[0])} columns")
     return Rows(compiled.rows(raw), len(raw))
