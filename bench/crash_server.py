@@ -43,8 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import (
@@ -54,6 +52,7 @@ from bench.harness import (
     ServerGone,
     ServerProcess,
     command_line,
+    end_other_connections,
     finish,
     machine,
     on_each_backend,
@@ -69,7 +68,6 @@ from bench.stress_load import (
     conversation_ids,
     read_stored,
 )
-from ccweb_store.db import create_engine
 from ccweb_store.jsonrpc import INTERNAL_ERROR
 
 LEASE_SECONDS = 2
@@ -232,19 +230,8 @@ class Crashing:
     async def end_connections(self) -> None:
         """End every connection to the server's database but this one's, and wait until they
         are gone: what a restart of PostgreSQL does to the server's connections."""
-        engine = create_engine(self.server.database_url, isolation_level="AUTOCOMMIT")
-        try:
-            async with engine.connect() as connection:
-                ended = await connection.execute(
-                    sa.text(
-                        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))"
-                        " FROM pg_stat_activity"
-                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                    )
-                )
-                self.traffic.connections_ended += ended.scalar_one()
-        finally:
-            await engine.dispose()
+        ended = await end_other_connections(self.server.database_url)
+        self.traffic.connections_ended += ended
 
     async def drained(self, client: RpcClient) -> bool:
         """No run queued or running and no reply waiting or ready."""

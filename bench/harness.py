@@ -452,6 +452,25 @@ def serve_ceiling(app_dir: str, port: int) -> subprocess.Popen[bytes]:
     return serve_app(CEILING_APP, app_dir, port)
 
 
+async def end_other_connections(database_url: str) -> int:
+    """End every connection to the database but the one asking (``pg_terminate_backend``,
+    waiting up to 5 s for each to exit): what a restart of PostgreSQL does to a server's
+    connections. How many were ended."""
+    engine = create_engine(database_url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            ended = await connection.execute(
+                sa.text(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))"
+                    " FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+            return int(ended.scalar_one())
+    finally:
+        await engine.dispose()
+
+
 def postgres_database(server_url: str) -> tuple[str, Callable[[], None]]:
     """A scratch database on the server, and a function that drops it."""
     name = f"ccweb_bench_{uuid.uuid4().hex[:8]}"

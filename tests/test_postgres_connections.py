@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
+from bench.harness import end_other_connections
 from ccweb_store import db, jsonrpc
 from ccweb_store.uow import Store
 from tests.http_client import app_client, call_tool, rpc, rpc_result
@@ -63,37 +64,16 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced_before_use(
     assert await _backend_pid(store) != first
 
 
-async def _terminate_every_other_connection(url: str) -> int:
-    """Terminate every server process of the database but this one, and wait until they have
-    exited: what a restart of the server does to the store's connections. The count."""
-    engine = db.create_engine(url)
-    try:
-        async with engine.connect() as connection:
-            ended = await connection.execute(
-                sa.text(
-                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))"
-                    " FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
-            )
-            count: int = ended.scalar_one()
-    finally:
-        await engine.dispose()
-    return count
-
-
 async def _kill_connections(store: Store, *, unnoticed: bool) -> None:
     """Kill every connection the store holds. ``unnoticed``: while this event loop is blocked,
     so asyncpg cannot see the sockets close before the next statement is sent on one (the
     race a restart within the last second leaves); else as the loop runs, so it can."""
     url = store.engine.url.render_as_string(hide_password=False)
     if not unnoticed:
-        assert await _terminate_every_other_connection(url) > 0
+        assert await end_other_connections(url) > 0
         return
     ended: list[int] = []
-    thread = threading.Thread(
-        target=lambda: ended.append(asyncio.run(_terminate_every_other_connection(url)))
-    )
+    thread = threading.Thread(target=lambda: ended.append(asyncio.run(end_other_connections(url))))
     thread.start()
     thread.join()  # blocks this loop: no callback runs until the next statement is sent
     assert ended and ended[0] > 0
