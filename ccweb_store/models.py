@@ -36,6 +36,8 @@ REPLY_STATUSES = ("waiting", "ready", "returned", "failed")
 OPEN_REPLY_STATUSES = ("waiting", "ready", "failed")
 RUN_KINDS = ("user_turn", "cross_conversation", "reply_auto_run")
 RUN_STATUSES = ("queued", "running", "completed", "failed", "cancelled")
+#: A run in one of these makes its conversation busy: a send to it is refused (``target_busy``).
+ACTIVE_RUN_STATUSES = ("queued", "running")
 FINISHED_RUN_STATUSES = ("completed", "failed", "cancelled")
 
 SESSION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")

@@ -14,6 +14,7 @@ from sqlalchemy.sql.expression import bindparam
 from ccweb_store import errors
 from ccweb_store.errors import Conflict, DomainError, NotFound
 from ccweb_store.models import (
+    ACTIVE_RUN_STATUSES,
     RUN_KINDS,
     RUN_STATUSES,
     Run,
@@ -35,7 +36,7 @@ _ACTIVE_RUNS_OF_SESSION = prebuilt(
     sa.select(RUNS)
     .where(
         RUNS.c.session_id == bindparam("session_id"),
-        one_of(RUNS.c.status, ("queued", "running")),
+        one_of(RUNS.c.status, ACTIVE_RUN_STATUSES),
     )
     .order_by(RUNS.c.created_at, RUNS.c.id)
 )
@@ -124,7 +125,7 @@ _FINISH_RUN = prebuilt(
     sa.update(RUNS)
     .where(
         RUNS.c.id == bindparam("p_run_id"),
-        one_of(RUNS.c.status, ("queued", "running")),
+        one_of(RUNS.c.status, ACTIVE_RUN_STATUSES),
     )
     .values(
         status=bindparam("p_status"),
@@ -286,7 +287,7 @@ class RunRepository(Repository):
         stmt = sa.select(RUNS).where(
             Run.reply_request_id == request_id,
             Run.kind == "cross_conversation",
-            Run.status.in_(("queued", "running")),
+            Run.status.in_(ACTIVE_RUN_STATUSES),
         )
         return await self._all(Run, stmt)
 
@@ -313,7 +314,7 @@ class RunRepository(Repository):
             return {}
         stmt = (
             sa.select(RUNS)
-            .where(Run.session_id.in_(ids), Run.status.in_(("queued", "running")))
+            .where(Run.session_id.in_(ids), Run.status.in_(ACTIVE_RUN_STATUSES))
             .order_by(Run.created_at, Run.id)
         )
         active: dict[str, Run] = {}

@@ -13,6 +13,7 @@ from sqlalchemy.sql.expression import bindparam
 from ccweb_store import errors
 from ccweb_store.errors import Conflict, NotFound
 from ccweb_store.models import (
+    ACTIVE_RUN_STATUSES,
     Session,
     new_id,
     utcnow,
@@ -50,10 +51,6 @@ def _read_sessions_statement(count: int) -> sa.Executable:
         sa.select(SESSIONS).where(SESSIONS.c.id == bindparam(f"id_{i}")) for i in range(count)
     ]
     return prebuilt(probes[0] if count == 1 else sa.union_all(*probes))
-
-
-#: A run that makes its session busy: a send to it is refused (``target_busy``).
-ACTIVE_RUN_STATUSES = ("queued", "running")
 
 
 class Party(NamedTuple):
