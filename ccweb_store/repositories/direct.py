@@ -32,10 +32,12 @@ import operator
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from itertools import chain
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import (
     DBAPIError,
@@ -233,16 +235,49 @@ def execute_sqlite(
     connection under ``connection``) when possible.
 
     Returns SQLAlchemy's result, or ``Rows`` with the same reading methods."""
-    compiled = compiled_form(stmt, connection.dialect, params)
+    # compiled_form, its cache's hit inlined: this runs for every statement.
+    if params is None:
+        key: tuple[Any, ...] = (id(stmt), _SQLITE, ())
+    elif type(params) is dict:
+        key = (id(stmt), _SQLITE, tuple(params))
+    else:
+        return connection.execute(stmt, params)
+    compiled = _COMPILED.get(key, _UNKNOWN)
+    if compiled is _UNKNOWN:
+        compiled = compiled_form(stmt, connection.dialect, params)
     if compiled is None:
         return connection.execute(stmt, params)
     if not driver.in_transaction:
         connection.begin()  # BEGIN IMMEDIATE / DEFERRED: the dialect's do_begin
-    parameters = compiled.parameters(params)
-    raw, rowcount = _run(connection, driver, compiled.sql, parameters)
+    values = compiled.parameters(params)
+    cursor = _plain_cursor(driver)
+    try:
+        cursor.execute(compiled.sql, values)
+        raw = cursor.fetchall() if compiled.width else []
+    except sqlite3.Error as error:
+        raise DBAPIError.instance(
+            compiled.sql, values, error, sqlite3.Error, dialect=connection.dialect
+        ) from error
     if raw and len(raw[0]) != compiled.width:
         raise InvalidRequestError(f"{compiled.sql!r} returned {len(raw[0])} columns")
-    return Rows(compiled.rows(raw), rowcount)
+    return Rows(compiled.rows(raw) if compiled.result_processors else raw, cursor.rowcount)
+
+
+_SQLITE = sqlite.dialect.name
+_UNKNOWN: Any = object()
+
+
+def _plain_cursor(driver: sqlite3.Connection) -> sqlite3.Cursor:
+    """The plain ``sqlite3`` cursor statements run on here, one per connection: no greenlet
+    here, so none of ``db.InlineCursor``'s async manners. Every statement is read to its end
+    (``fetchall``) before the next, so one cursor serves them all."""
+    try:
+        cursor: sqlite3.Cursor = driver.plain_cursor  # type: ignore[attr-defined]
+    except AttributeError:
+        cursor = sqlite3.Cursor(driver)
+        with suppress(AttributeError):  # a plain sqlite3.Connection takes no attributes
+            driver.plain_cursor = cursor  # type: ignore[attr-defined]
+    return cursor
 
 
 def execute_many(
