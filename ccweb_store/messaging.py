@@ -225,11 +225,12 @@ async def _deliver_to_target(
     """
     expects_reply = send.reply_mode == RETURN_AND_CONTINUE
     request_id = new_id("req") if expects_reply else None
-    now = utcnow()
-    message_id = await uow.messages.append_id(
-        target.id,
-        "user",
-        send.content,
+    message_id = new_id("msg")
+    run_id = new_id("run")
+    await uow.sends.deliver(
+        source=source,
+        target=target,
+        content=send.content,
         metadata={
             "crossConversation": {
                 "sourceConversationId": source.id,
@@ -240,22 +241,7 @@ async def _deliver_to_target(
                 "replyRequestId": request_id,
             }
         },
-        now=now,
-        session_read=True,
-    )
-    if request_id is not None:
-        await uow.replies.insert_waiting(
-            request_id,
-            message_id=message_id,
-            source=source,
-            target=target,
-            hop_count=send.hop_count,
-            original_request=send.content,
-            created_at=now,
-        )
-    run_id = await uow.runs.enqueue_id(
-        target.id,
-        "cross_conversation",
+        hop_count=send.hop_count,
         runtime_text=target_prompt(
             source_id=source.id,
             source_title=source.title,
@@ -263,9 +249,10 @@ async def _deliver_to_target(
             reply_mode=send.reply_mode,
             request_id=request_id,
         ),
-        hop_count=send.hop_count,
-        reply_request_id=request_id,
-        now=now,
+        message_id=message_id,
+        run_id=run_id,
+        request_id=request_id,
+        now=utcnow(),
     )
     result: dict[str, Any] = {
         "ok": True,

@@ -38,6 +38,7 @@ from ccweb_store.repositories import (
     ReplyRepository,
     RunRepository,
     SecretRepository,
+    SendRepository,
     SessionRepository,
     UnitState,
     direct,
@@ -138,7 +139,8 @@ class UnitOfWork:
         else:
             await self._state.connection.close()
 
-    # Made when asked for: only the few units of work that handle credentials need these.
+    # Made when asked for: only the few units of work that handle credentials or send need
+    # these.
     @property
     def credentials(self) -> CredentialRepository:
         return CredentialRepository(self._state.connection, self._state)
@@ -146,6 +148,10 @@ class UnitOfWork:
     @property
     def secrets(self) -> SecretRepository:
         return SecretRepository(self._state.connection, self._state)
+
+    @property
+    def sends(self) -> SendRepository:
+        return SendRepository(self._state.connection, self._state)
 
     async def commit(self) -> None:
         """Commit. On SQLite's writer this ends the unit of work: it returns once the writes

@@ -21,6 +21,7 @@ from ccweb_store.repositories.messages import (
 )
 from ccweb_store.repositories.replies import ReplyRepository
 from ccweb_store.repositories.runs import RunRepository
+from ccweb_store.repositories.sends import SendRepository
 from ccweb_store.repositories.sessions import Party, SendParties, SessionRepository
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "RunRepository",
     "SecretRepository",
     "SendParties",
+    "SendRepository",
     "SessionRepository",
     "UnitState",
     "decode_cursor",

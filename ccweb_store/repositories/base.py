@@ -230,6 +230,18 @@ class Repository:
             result = await direct.execute_postgres(self.state.connection, stmt, params)
         return result
 
+    async def _execute_batch(self, batch: direct.Batch, values: dict[str, Any]) -> None:
+        """Run ``batch`` with ``values`` in the unit of work's transaction: on SQLite straight
+        on the driver (``direct.Batch``), elsewhere one statement after another."""
+        if self.state.finished:
+            raise RuntimeError("this unit of work has ended; run statements in a new one")
+        if self._inline is not None:
+            assert self._driver is not None
+            direct.execute_batch_sqlite(self._inline, self._driver, batch, values)
+            return
+        for stmt, params in batch.step_values(values):
+            await self._execute(stmt, params)
+
     async def _execute_many(self, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]) -> None:
         """Run ``stmt`` once per parameter set of ``rows`` (one executemany), returning nothing."""
         if self.state.finished:

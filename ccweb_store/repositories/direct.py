@@ -380,6 +380,108 @@ def _run(
         cursor.close()
 
 
+class Batch:
+    """Prebuilt statements that return nothing, run one after another with one set of values:
+    writes of a unit of work that nobody reads back (a send's message, request and run).
+
+    Each step is a statement and the names its bound parameters take their values from
+    (``{"p_id": "run_id"}``: the statement's ``p_id`` is the values' ``run_id``), so that
+    statements written for one repository each can share values. On SQLite the batch is
+    compiled once into each statement's SQL and a getter of its positional values, and each
+    value is converted once per converter it is bound with (one time bound four times is
+    formatted once): a step then costs its ``execute`` on the cursor and little else, where
+    a statement through a repository method and ``execute_sqlite`` costs several Python calls
+    more (a send's four writes: 541,861 -> 481,607 instructions per send in process, 11%).
+    Elsewhere the steps run one by one (``Repository._execute``)."""
+
+    __slots__ = ("_sqlite", "steps")
+
+    def __init__(self, *steps: tuple[sa.Executable, Mapping[str, str]]) -> None:
+        for stmt, _ in steps:
+            prebuilt(stmt)
+        self.steps = steps
+        self._sqlite: _SQLiteBatch | None = None
+
+    def sqlite(self, dialect: Dialect) -> _SQLiteBatch:
+        """The batch compiled for SQLite (once per process, as ``compiled_form``)."""
+        if self._sqlite is None:
+            self._sqlite = _SQLiteBatch(self.steps, dialect)
+        return self._sqlite
+
+    def step_values(
+        self, values: Mapping[str, Any]
+    ) -> Iterator[tuple[sa.Executable, dict[str, Any]]]:
+        """Each statement with its own parameters, taken from ``values``."""
+        for stmt, names in self.steps:
+            yield stmt, {own: values[name] for own, name in names.items()}
+
+
+class _SQLiteBatch:
+    """A ``Batch`` compiled for SQLite: per step its SQL and the getter of its values."""
+
+    __slots__ = ("converters", "fixed", "steps")
+
+    def __init__(
+        self, steps: Sequence[tuple[sa.Executable, Mapping[str, str]]], dialect: Dialect
+    ) -> None:
+        #: The converted values the steps bind: by (batch value, converter), the name each
+        #: is stored under. One converter bound by several steps (a time's) converts once.
+        converted: dict[tuple[str, Callable[[Any], Any]], str] = {}
+        #: The values statements fix themselves (a literal SQLAlchemy binds inside a
+        #: subquery), converted, each under a name of its step's own (``"1.coalesce_1"``).
+        self.fixed: dict[str, Any] = {}
+        self.steps: list[tuple[str, Callable[[Mapping[str, Any]], tuple[Any, ...]]]] = []
+        for index, (stmt, names) in enumerate(steps):
+            compiled = compiled_form(stmt, dialect, dict.fromkeys(names))
+            if compiled is None or compiled.width:
+                raise ValueError(
+                    f"step {index} of a batch must run straight on SQLite and return nothing"
+                )
+            sources = []
+            for name, required, fixed, processor in compiled.binds:
+                if name in names:
+                    source = names[name]
+                    if processor is not None:
+                        key = (source, processor)
+                        source = converted.setdefault(key, f"{source}:{len(converted)}")
+                elif not required:
+                    source = f"{index}.{name}"
+                    convert = processor is not None and fixed is not None
+                    self.fixed[source] = processor(fixed) if convert else fixed  # type: ignore[misc]
+                else:
+                    raise ValueError(f"step {index} of a batch leaves {name!r} unbound")
+                sources.append(source)
+            self.steps.append((compiled.sql, _getter(tuple(sources))))
+        #: (batch value, converter, name of the converted value), once each.
+        self.converters = tuple(
+            (source, converter, name) for (source, converter), name in converted.items()
+        )
+
+
+def execute_batch_sqlite(
+    connection: Connection, driver: sqlite3.Connection, batch: Batch, values: dict[str, Any]
+) -> None:
+    """Run ``batch`` on SQLite straight on ``driver`` with ``values``, to which it adds the
+    values converted by their types (and the statements' own fixed values)."""
+    compiled = batch.sqlite(connection.dialect)
+    for source, converter, name in compiled.converters:
+        value = values[source]
+        values[name] = None if value is None else converter(value)
+    if compiled.fixed:
+        values.update(compiled.fixed)
+    if not driver.in_transaction:
+        connection.begin()
+    cursor = _plain_cursor(driver)
+    for sql, ordered in compiled.steps:
+        parameters = ordered(values)
+        try:
+            cursor.execute(sql, parameters)
+        except sqlite3.Error as error:
+            raise DBAPIError.instance(
+                sql, parameters, error, sqlite3.Error, dialect=connection.dialect
+            ) from error
+
+
 async def execute_postgres(connection: AsyncConnection, stmt: sa.Executable, params: Any) -> Any:
     """Run ``stmt`` on PostgreSQL: compiled once and straight on asyncpg when possible."""
     compiled = compiled_form(stmt, connection.dialect, params)

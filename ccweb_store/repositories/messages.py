@@ -140,7 +140,7 @@ class MessageRepository(Repository):
         The seq is computed inside the INSERT, which returns the new row.
         """
         params = await self._append_params(
-            session_id, role, content, metadata, id, created_at, None, False
+            session_id, role, content, metadata, id, created_at, None
         )
         returned = (await self._run_append(_APPEND_MESSAGE, params)).one()
         return self._load(Message, returned)
@@ -154,14 +154,10 @@ class MessageRepository(Repository):
         metadata: dict[str, Any] | None = None,
         id: str | None = None,
         now: datetime | None = None,
-        session_read: bool = False,
     ) -> str:
         """``append`` without reading the row back: the new message's id. ``now`` is its time
-        and its session's (default: the current time); ``session_read``: this transaction
-        read the session already (``SessionRepository.touch``'s ``known``)."""
-        params = await self._append_params(
-            session_id, role, content, metadata, id, now, now, session_read
-        )
+        and its session's (default: the current time)."""
+        params = await self._append_params(session_id, role, content, metadata, id, now, now)
         await self._run_append(_APPEND_MESSAGE_UNREAD, params)
         message_id: str = params["p_id"]
         return message_id
@@ -175,7 +171,6 @@ class MessageRepository(Repository):
         id: str | None,
         created_at: datetime | None,
         now: datetime | None,
-        session_read: bool,
     ) -> dict[str, Any]:
         """Check the message, bump its session (see ``append``) to ``now`` (default: the
         current time); the INSERT's parameters."""
@@ -184,7 +179,7 @@ class MessageRepository(Repository):
             raise InvalidInput("content must be a string")
         now = now or utcnow()
         sessions = SessionRepository(self.connection, self.state)
-        if not await sessions.touch(session_id, now, known=session_read):
+        if not await sessions.touch(session_id, now):
             raise NotFound(
                 f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
             )

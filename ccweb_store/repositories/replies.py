@@ -8,7 +8,6 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store import errors
@@ -106,25 +105,6 @@ def _transition_statement(
     )
 
 
-#: A send's new ``waiting`` request, as ``insert_waiting`` writes it: only the columns a send
-#: sets, each a bound parameter; the rest keep their defaults.
-_INSERT_WAITING = prebuilt(
-    sa.insert(REPLIES).values(
-        request_id=bindparam("p_request_id"),
-        message_id=bindparam("p_message_id"),
-        source_conversation_id=bindparam("p_source_id"),
-        source_title=bindparam("p_source_title"),
-        target_conversation_id=bindparam("p_target_id"),
-        target_title=bindparam("p_target_title"),
-        status=constant("waiting"),
-        hop_count=bindparam("p_hop_count"),
-        source_auto_run=sa.true(),
-        original_request=bindparam("p_original_request"),
-        created_at=bindparam("p_created_at"),
-    )
-)
-
-
 def _new_request(
     values: dict[str, Any],
 ) -> tuple[dict[str, Any], Callable[[], DomainError]]:
@@ -155,37 +135,6 @@ class ReplyRepository(Repository):
     async def insert(self, values: dict[str, Any]) -> None:
         """``create`` without reading the row back."""
         await self._insert_unread(ReplyRequest, *_new_request(values))
-
-    async def insert_waiting(
-        self,
-        request_id: str,
-        *,
-        message_id: str,
-        source: tuple[str, str | None],
-        target: tuple[str, str | None],
-        hop_count: int,
-        original_request: str,
-        created_at: datetime,
-    ) -> None:
-        """Insert a send's ``waiting`` request with its source's auto-run: ``source`` and
-        ``target`` are (conversation id, title). Like ``insert``, nothing is read back."""
-        params = {
-            "p_request_id": request_id,
-            "p_message_id": message_id,
-            "p_source_id": source[0],
-            "p_source_title": source[1],
-            "p_target_id": target[0],
-            "p_target_title": target[1],
-            "p_hop_count": hop_count,
-            "p_original_request": original_request,
-            "p_created_at": created_at,
-        }
-        try:
-            await self._execute(_INSERT_WAITING, params)
-        except IntegrityError as exc:
-            raise Conflict(
-                f"reply request {request_id!r} already exists", code=errors.REQUEST_EXISTS
-            ) from exc
 
     def from_columns(self, row: Sequence[Any]) -> ReplyRequest:
         """The request whose columns (in table order) lead a row of a wider query."""

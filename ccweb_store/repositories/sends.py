@@ -1,0 +1,128 @@
+"""A send's writes (``messaging``): the target's touch, its message, the reply request and the
+run, as one ``direct.Batch``.
+
+The message and the run are written by the statements ``MessageRepository.append_id`` and
+``RunRepository.enqueue_id`` write them with; the touch and the request only a send writes
+this way (the send read and, on PostgreSQL, locked the target already, so the touch needs no
+``RETURNING``, and a request is ``waiting`` when it is made). A send reads back nothing it
+writes, and on SQLite a batch's statements then cost little more than their ``execute``s:
+~60,000 instructions less per send than a repository call each (callgrind, in process:
+541,861 -> 481,607).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql.expression import bindparam
+
+from ccweb_store.repositories.base import REPLIES, SESSIONS, Repository, constant
+from ccweb_store.repositories.direct import Batch
+from ccweb_store.repositories.messages import _APPEND_MESSAGE_UNREAD
+from ccweb_store.repositories.runs import _ENQUEUE
+
+_TOUCH_TARGET = (
+    sa.update(SESSIONS)
+    .where(SESSIONS.c.id == bindparam("target_id"))
+    .values(updated_at=bindparam("now")),
+    {"target_id": "target_id", "now": "now"},
+)
+_MESSAGE = (
+    _APPEND_MESSAGE_UNREAD,
+    {
+        "p_id": "message_id",
+        "p_session_id": "target_id",
+        "p_role": "role",
+        "p_content": "content",
+        "p_created_at": "now",
+        "p_metadata": "metadata",
+    },
+)
+#: The request: only the columns a send sets; the rest keep their defaults.
+_REQUEST = (
+    sa.insert(REPLIES).values(
+        request_id=bindparam("request_id"),
+        message_id=bindparam("message_id"),
+        source_conversation_id=bindparam("source_id"),
+        source_title=bindparam("source_title"),
+        target_conversation_id=bindparam("target_id"),
+        target_title=bindparam("target_title"),
+        status=constant("waiting"),
+        hop_count=bindparam("hop_count"),
+        source_auto_run=sa.true(),
+        original_request=bindparam("content"),
+        created_at=bindparam("now"),
+    ),
+    {
+        name: name
+        for name in (
+            "request_id",
+            "message_id",
+            "source_id",
+            "source_title",
+            "target_id",
+            "target_title",
+            "hop_count",
+            "content",
+            "now",
+        )
+    },
+)
+_RUN = (
+    _ENQUEUE,
+    {
+        "p_id": "run_id",
+        "p_session_id": "target_id",
+        "p_kind": "kind",
+        "p_runtime_text": "runtime_text",
+        "p_reply_request_id": "request_id",
+        "p_hop_count": "hop_count",
+        "p_created_at": "now",
+    },
+)
+#: ``one_way``: no reply request.
+_ONE_WAY = Batch(_TOUCH_TARGET, _MESSAGE, _RUN)
+#: ``return_and_continue``: the request between the message it answers and the run.
+_RETURN_AND_CONTINUE = Batch(_TOUCH_TARGET, _MESSAGE, _REQUEST, _RUN)
+
+
+class SendRepository(Repository):
+    """The writes of one send, in the send's transaction (which read both parties already)."""
+
+    async def deliver(
+        self,
+        *,
+        source: tuple[str, str | None],
+        target: tuple[str, str | None],
+        content: str,
+        metadata: dict[str, Any],
+        hop_count: int,
+        runtime_text: str,
+        message_id: str,
+        run_id: str,
+        request_id: str | None,
+        now: datetime,
+    ) -> None:
+        """Bump the target (to ``now``), append its ``user`` message, insert the ``waiting``
+        request when ``request_id`` is given, and queue the target's ``cross_conversation``
+        run. ``source`` and ``target`` are (conversation id, title)."""
+        values = {
+            "now": now,
+            "target_id": target[0],
+            "target_title": target[1],
+            "source_id": source[0],
+            "source_title": source[1],
+            "message_id": message_id,
+            "role": "user",
+            "content": content,
+            "metadata": metadata,
+            "request_id": request_id,
+            "hop_count": hop_count,
+            "run_id": run_id,
+            "kind": "cross_conversation",
+            "runtime_text": runtime_text,
+        }
+        batch = _ONE_WAY if request_id is None else _RETURN_AND_CONTINUE
+        await self._execute_batch(batch, values)

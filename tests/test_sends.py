@@ -1,0 +1,131 @@
+"""``SendRepository.deliver``: a send's writes as one ``direct.Batch``, on SQLite and PostgreSQL.
+
+The batch runs the statements the repositories write a message, a reply request and a run with
+one by one; what it writes must be exactly what they write."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from ccweb_store.models import Message, ReplyRequest, Run, Session, new_id
+from ccweb_store.uow import Store
+
+NOW = datetime(2026, 12, 1, 11, 0, 0, 123456, tzinfo=UTC)
+METADATA = {"crossConversation": {"sourceConversationId": "conv-a", "hopCount": 2}}
+
+
+async def _rows(store: Store, target: str) -> dict[str, Any]:
+    """The target's session, messages, requests and runs, without the ids that differ."""
+    async with store.read_uow() as uow:
+        connection = uow.connection
+
+        async def read(model: Any, where: Any, *skip: str) -> list[dict[str, Any]]:
+            columns = [c for c in model.__table__.c if c.name not in skip]
+            result = await connection.execute(sa.select(*columns).where(where))
+            return [dict(row._mapping) for row in result]
+
+        return {
+            "session": await read(Session, Session.id == target, "id", "title", "created_at"),
+            "messages": await read(Message, Message.session_id == target, "id", "session_id"),
+            "requests": await read(
+                ReplyRequest,
+                ReplyRequest.target_conversation_id == target,
+                "request_id",
+                "message_id",
+                "target_conversation_id",
+                "target_title",
+            ),
+            "runs": await read(
+                Run, Run.session_id == target, "id", "session_id", "reply_request_id"
+            ),
+        }
+
+
+async def _by_repositories(store: Store, target: str, *, reply: bool) -> None:
+    """The same writes through the repositories' own methods, one call per table."""
+    request_id = new_id("req") if reply else None
+    async with store.uow() as uow:
+        message_id = await uow.messages.append_id(
+            target, "user", "Run the tests", metadata=METADATA, now=NOW
+        )
+        if request_id is not None:
+            await uow.replies.insert(
+                {
+                    "request_id": request_id,
+                    "message_id": message_id,
+                    "source_conversation_id": "conv-a",
+                    "source_title": "Planner",
+                    "target_conversation_id": target,
+                    "target_title": "Tester",
+                    "status": "waiting",
+                    "hop_count": 2,
+                    "original_request": "Run the tests",
+                    "created_at": NOW,
+                }
+            )
+        await uow.runs.enqueue_id(
+            target,
+            "cross_conversation",
+            runtime_text="[Cross-conversation message] …",
+            hop_count=2,
+            reply_request_id=request_id,
+            now=NOW,
+        )
+        await uow.commit()
+
+
+async def _by_deliver(store: Store, target: str, *, reply: bool) -> str:
+    message_id = new_id("msg")
+    async with store.uow() as uow:
+        await uow.sends.deliver(
+            source=("conv-a", "Planner"),
+            target=(target, "Tester"),
+            content="Run the tests",
+            metadata=METADATA,
+            hop_count=2,
+            runtime_text="[Cross-conversation message] …",
+            message_id=message_id,
+            run_id=new_id("run"),
+            request_id=new_id("req") if reply else None,
+            now=NOW,
+        )
+        await uow.commit()
+    return message_id
+
+
+@pytest.mark.parametrize("reply", [True, False], ids=["return_and_continue", "one_way"])
+async def test_deliver_writes_what_the_repositories_write_one_by_one(
+    pair: Store, reply: bool
+) -> None:
+    async with pair.uow() as uow:
+        await uow.sessions.create("conv-c", title="Tester")
+        await uow.commit()
+    await _by_repositories(pair, "conv-b", reply=reply)
+    await _by_deliver(pair, "conv-c", reply=reply)
+
+    by_repositories, by_deliver = await _rows(pair, "conv-b"), await _rows(pair, "conv-c")
+    assert by_deliver == by_repositories
+    assert by_deliver["session"] == [{**by_deliver["session"][0], "updated_at": NOW}]
+    assert len(by_deliver["messages"]) == len(by_deliver["runs"]) == 1
+    assert len(by_deliver["requests"]) == (1 if reply else 0)
+
+
+async def test_deliver_links_the_request_to_its_message_and_run(pair: Store) -> None:
+    message_id = await _by_deliver(pair, "conv-b", reply=True)
+    second = await _by_deliver(pair, "conv-b", reply=True)
+    async with pair.read_uow() as uow:
+        messages = await uow.messages.list_after("conv-b")
+        [first_request, second_request], _ = await uow.replies.list_page(session_id="conv-b")
+        runs = await uow.runs.list_recent(session_id="conv-b", limit=10)
+    assert [m.id for m in messages] == [message_id, second]
+    assert [m.seq for m in messages] == [1, 2]  # the subquery numbered them in order
+    assert [first_request.message_id, second_request.message_id] == [message_id, second]
+    assert {r.reply_request_id for r in runs} == {
+        first_request.request_id,
+        second_request.request_id,
+    }
+    assert all(r.status == "queued" and r.kind == "cross_conversation" for r in runs)
