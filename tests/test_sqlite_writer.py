@@ -75,6 +75,28 @@ async def test_units_of_work_ready_together_share_one_commit(
     assert all(seen == {f"s{i}" for i in range(5)} for seen in on_disk_after_commit.values())
 
 
+async def test_a_unit_of_work_ready_one_loop_iteration_later_joins_the_group(
+    traced: tuple[Store, list[str]], tmp_path: Path
+) -> None:
+    """The COMMIT waits one more turn of the event loop: what became ready meanwhile (a
+    request read from its socket, here a task that slept through one turn) joins it."""
+    store, statements = traced
+
+    async def create(session_id: str, *, late: bool = False) -> None:
+        if late:
+            await asyncio.sleep(0)  # ready a turn after the first called commit()
+        async with store.uow() as uow:
+            await uow.sessions.create(session_id)
+            await uow.commit()
+
+    await asyncio.gather(create("first"), create("late", late=True))
+
+    verbs = _verbs(statements)
+    assert verbs.count("BEGIN IMMEDIATE") == 1
+    assert verbs.count("COMMIT") == 1
+    assert _on_disk(tmp_path / "writer.db") == {"first", "late"}
+
+
 async def test_a_unit_of_work_failing_inside_a_group_undoes_only_its_own_writes(
     traced: tuple[Store, list[str]], tmp_path: Path
 ) -> None:
