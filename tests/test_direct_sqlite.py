@@ -1,6 +1,6 @@
 """``repositories.direct`` on a real SQLite file: statements on one plain cursor per
-connection, and ``Batch`` (its PostgreSQL side, one statement after another, runs in
-test_sends.py on both engines)."""
+connection, and ``Batch`` (its PostgreSQL side, one statement of CTEs, runs in test_sends.py
+on both engines)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from sqlalchemy.exc import IntegrityError
 
 from ccweb_store.config import Settings
@@ -136,12 +137,13 @@ def test_a_batch_that_cannot_run_straight_is_refused_when_compiled(
         direct.execute_batch_sqlite(connection, _driver(connection), batch, {})
 
 
-def test_step_values_gives_each_statement_its_own_parameters() -> None:
-    steps = list(_ITEM_AND_NOTE.step_values({"item": "a", "label": "x", "unused": 1}))
-    assert steps == [
-        (_ADD_ITEM, {"p_id": "a", "p_label": "x"}),
-        (_ADD_NOTE, {"p_item": "a", "p_label": "x", "p_mirror": "a"}),
-    ]
+def test_on_postgresql_a_batch_is_one_statement_of_ctes_binding_the_values_names() -> None:
+    compiled = _ITEM_AND_NOTE.as_one_statement().compile(dialect=PGDialect_asyncpg())
+    sql = " ".join(str(compiled).split())
+    assert sql.startswith("WITH step_0 AS (INSERT INTO batch_items ")
+    assert ") INSERT INTO batch_notes " in sql
+    assert set(compiled.positiontup or ()) - {"coalesce_1", "coalesce_2"} == {"item", "label"}
+    assert _ITEM_AND_NOTE.names == ("item", "label")
 
 
 async def test_statements_share_one_plain_cursor_and_go_on_after_an_error(

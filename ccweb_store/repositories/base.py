@@ -232,15 +232,15 @@ class Repository:
 
     async def _execute_batch(self, batch: direct.Batch, values: dict[str, Any]) -> None:
         """Run ``batch`` with ``values`` in the unit of work's transaction: on SQLite straight
-        on the driver (``direct.Batch``), elsewhere one statement after another."""
+        on the driver, on PostgreSQL as one statement (``direct.Batch``)."""
         if self.state.finished:
             raise RuntimeError("this unit of work has ended; run statements in a new one")
         if self._inline is not None:
             assert self._driver is not None
             direct.execute_batch_sqlite(self._inline, self._driver, batch, values)
             return
-        for stmt, params in batch.step_values(values):
-            await self._execute(stmt, params)
+        params = {name: values[name] for name in batch.names}
+        await self._execute(batch.as_one_statement(), params)
 
     async def _execute_many(self, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]) -> None:
         """Run ``stmt`` once per parameter set of ``rows`` (one executemany), returning nothing."""

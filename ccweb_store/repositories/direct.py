@@ -34,7 +34,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from itertools import chain
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
@@ -48,6 +48,9 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.visitors import replacement_traverse
 
 from ccweb_store.db import begin_postgres_transaction, raise_as_sqlalchemy_would
 
@@ -381,26 +384,38 @@ def _run(
 
 
 class Batch:
-    """Prebuilt statements that return nothing, run one after another with one set of values:
-    writes of a unit of work that nobody reads back (a send's message, request and run).
+    """Prebuilt statements that return nothing, run with one set of values: writes of a unit
+    of work that nobody reads back (a send's touch, message, request and run).
 
     Each step is a statement and the names its bound parameters take their values from
     (``{"p_id": "run_id"}``: the statement's ``p_id`` is the values' ``run_id``), so that
-    statements written for one repository each can share values. On SQLite the batch is
-    compiled once into each statement's SQL and a getter of its positional values, and each
-    value is converted once per converter it is bound with (one time bound four times is
-    formatted once): a step then costs its ``execute`` on the cursor and little else, where
-    a statement through a repository method and ``execute_sqlite`` costs several Python calls
-    more (a send's four writes: 541,861 -> 481,607 instructions per send in process, 11%).
-    Elsewhere the steps run one by one (``Repository._execute``)."""
+    statements written for one repository each can share values.
 
-    __slots__ = ("_sqlite", "steps")
+    On SQLite the batch is compiled once into each statement's SQL and a getter of its
+    positional values, and each value is converted once per converter it is bound with (one
+    time bound four times is formatted once): a step then costs its ``execute`` on the cursor
+    and little else, where a statement through a repository method and ``execute_sqlite``
+    costs several Python calls more (a send's four writes: 541,861 -> 481,607 instructions per
+    send in process, 11%).
 
-    def __init__(self, *steps: tuple[sa.Executable, Mapping[str, str]]) -> None:
+    On PostgreSQL the steps are one statement: the last step, the others before it as
+    data-modifying CTEs (``WITH step_0 AS (UPDATE …), step_1 AS (INSERT …) INSERT …``), one
+    round trip to the server instead of one per step. PostgreSQL runs every sub-statement of
+    a ``WITH`` exactly once, on one snapshot, in no set order, and checks foreign keys at the
+    statement's end, so the steps must not read each other's rows (a send's do not: its
+    message's ``seq`` reads the target's earlier messages only).
+    """
+
+    __slots__ = ("_postgres", "_sqlite", "names", "steps")
+
+    def __init__(self, *steps: tuple[UpdateBase, Mapping[str, str]]) -> None:
         for stmt, _ in steps:
             prebuilt(stmt)
         self.steps = steps
+        #: The values' names the steps bind.
+        self.names = tuple(sorted({name for _, names in steps for name in names.values()}))
         self._sqlite: _SQLiteBatch | None = None
+        self._postgres: sa.Executable | None = None
 
     def sqlite(self, dialect: Dialect) -> _SQLiteBatch:
         """The batch compiled for SQLite (once per process, as ``compiled_form``)."""
@@ -408,12 +423,25 @@ class Batch:
             self._sqlite = _SQLiteBatch(self.steps, dialect)
         return self._sqlite
 
-    def step_values(
-        self, values: Mapping[str, Any]
-    ) -> Iterator[tuple[sa.Executable, dict[str, Any]]]:
-        """Each statement with its own parameters, taken from ``values``."""
-        for stmt, names in self.steps:
-            yield stmt, {own: values[name] for own, name in names.items()}
+    def as_one_statement(self) -> sa.Executable:
+        """The steps as one statement of data-modifying CTEs, its parameters named as the
+        values are (PostgreSQL)."""
+        if self._postgres is None:
+            *before, last = (_bound_as(stmt, names) for stmt, names in self.steps)
+            ctes = [stmt.cte(f"step_{index}") for index, stmt in enumerate(before)]
+            self._postgres = prebuilt(last.add_cte(*ctes))
+        return self._postgres
+
+
+def _bound_as(stmt: UpdateBase, names: Mapping[str, str]) -> UpdateBase:
+    """``stmt`` with its bound parameters renamed by ``names`` (the others kept)."""
+
+    def rename(element: Any, **_: Any) -> Any:
+        if isinstance(element, BindParameter) and element.key in names:
+            return sa.bindparam(names[element.key], type_=element.type, required=True)
+        return None
+
+    return cast(UpdateBase, replacement_traverse(stmt, {}, rename))
 
 
 class _SQLiteBatch:
@@ -422,7 +450,7 @@ class _SQLiteBatch:
     __slots__ = ("converters", "fixed", "steps")
 
     def __init__(
-        self, steps: Sequence[tuple[sa.Executable, Mapping[str, str]]], dialect: Dialect
+        self, steps: Sequence[tuple[UpdateBase, Mapping[str, str]]], dialect: Dialect
     ) -> None:
         #: The converted values the steps bind: by (batch value, converter), the name each
         #: is stored under. One converter bound by several steps (a time's) converts once.
