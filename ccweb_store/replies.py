@@ -123,11 +123,15 @@ async def deliver_reply(
             original_request=request.original_request,
             error=request.last_error,
         )
-        await _append_to_source(
-            uow, request, message_id, notice, failed=True, delivered_by_run_id=delivered_by_run_id
+        await _return_to_source(
+            uow,
+            request,
+            message_id,
+            notice,
+            auto_run_text=notice,
+            failed=True,
+            delivered_by_run_id=delivered_by_run_id,
         )
-        if request.source_auto_run:
-            await _queue_auto_run(uow, request, notice)
         return True
     return False
 
@@ -230,40 +234,39 @@ async def _send_reply(
 ) -> None:
     """Put the reply of a request just moved to ``returned`` into its source, with the
     source's auto-run when the request asked for one."""
-    await _append_to_source(
+    await _return_to_source(
         uow,
         request,
         message_id,
         reply_message_text(request.reply_text),
+        auto_run_text=source_auto_run_prompt(
+            request_id=request.request_id,
+            target_id=request.target_conversation_id,
+            target_title=request.target_title,
+            original_request=request.original_request,
+            reply_text=request.reply_text or "",
+        ),
         delivered_by_run_id=delivered_by_run_id,
     )
-    if request.source_auto_run:
-        await _queue_auto_run(
-            uow,
-            request,
-            source_auto_run_prompt(
-                request_id=request.request_id,
-                target_id=request.target_conversation_id,
-                target_title=request.target_title,
-                original_request=request.original_request,
-                reply_text=request.reply_text or "",
-            ),
-        )
 
 
 async def _source_is_running(uow: UnitOfWork, source_id: str) -> bool:
     return await uow.runs.has_run_in(source_id, ("running",))
 
 
-async def _append_to_source(
+async def _return_to_source(
     uow: UnitOfWork,
     request: ReplyRequest,
     message_id: str,
     content: str,
     *,
+    auto_run_text: str,
     failed: bool = False,
     delivered_by_run_id: str | None = None,
 ) -> None:
+    """Append ``content`` to the request's source (read and locked by the caller) as the
+    display-only message ``message_id``, and queue the source's ``reply_auto_run`` with
+    ``auto_run_text`` when the request asked for one: one ``SendRepository.return_reply``."""
     metadata: dict[str, Any] = {
         "ccwebDisplayOnly": True,
         "replyToRequestId": request.request_id,
@@ -274,18 +277,14 @@ async def _append_to_source(
         metadata["replyFailed"] = True
     if delivered_by_run_id is not None:
         metadata["deliveredByRunId"] = delivered_by_run_id
-    await uow.messages.append_id(
-        request.source_conversation_id, "assistant", content, metadata=metadata, id=message_id
-    )
-
-
-async def _queue_auto_run(uow: UnitOfWork, request: ReplyRequest, runtime_text: str) -> None:
-    await uow.runs.enqueue_id(
-        request.source_conversation_id,
-        "reply_auto_run",
-        runtime_text=runtime_text,
-        hop_count=request.hop_count,
-        reply_request_id=request.request_id,
+    await uow.sends.return_reply(
+        source_id=request.source_conversation_id,
+        request_id=request.request_id,
+        message_id=message_id,
+        content=content,
+        metadata=metadata,
+        auto_run=(auto_run_text, request.hop_count) if request.source_auto_run else None,
+        now=utcnow(),
     )
 
 

@@ -129,3 +129,44 @@ async def test_deliver_links_the_request_to_its_message_and_run(pair: Store) -> 
         second_request.request_id,
     }
     assert all(r.status == "queued" and r.kind == "cross_conversation" for r in runs)
+
+
+@pytest.mark.parametrize("auto_run", [True, False], ids=["with auto-run", "without"])
+async def test_return_reply_writes_what_the_repositories_write_one_by_one(
+    pair: Store, auto_run: bool
+) -> None:
+    async with pair.uow() as uow:
+        await uow.sessions.create("conv-c", title="Tester")
+        request = {"source_conversation_id": "conv-a", "target_conversation_id": "conv-a"}
+        await uow.replies.insert({**request, "request_id": "req-1", "status": "returned"})
+        await uow.commit()
+    reply_metadata = {"ccwebDisplayOnly": True, "replyToRequestId": "req-1", "processed": True}
+    async with pair.uow() as uow:
+        await uow.messages.append_id(
+            "conv-b", "assistant", "All tests pass", metadata=reply_metadata, now=NOW
+        )
+        if auto_run:
+            await uow.runs.enqueue_id(
+                "conv-b",
+                "reply_auto_run",
+                runtime_text="[Reply] …",
+                hop_count=3,
+                reply_request_id="req-1",
+                now=NOW,
+            )
+        await uow.commit()
+    async with pair.uow() as uow:
+        await uow.sends.return_reply(
+            source_id="conv-c",
+            request_id="req-1",
+            message_id=new_id("msg"),
+            content="All tests pass",
+            metadata=reply_metadata,
+            auto_run=("[Reply] …", 3) if auto_run else None,
+            now=NOW,
+        )
+        await uow.commit()
+
+    by_repositories, by_batch = await _rows(pair, "conv-b"), await _rows(pair, "conv-c")
+    assert by_batch == by_repositories
+    assert len(by_batch["messages"]) == 1 and len(by_batch["runs"]) == (1 if auto_run else 0)

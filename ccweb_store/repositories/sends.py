@@ -1,13 +1,15 @@
-"""A send's writes (``messaging``): the target's touch, its message, the reply request and the
-run, as one ``direct.Batch``.
+"""The writes of a send and of a reply's return, each as one ``direct.Batch``.
 
-The message and the run are written by the statements ``MessageRepository.append_id`` and
-``RunRepository.enqueue_id`` write them with; the touch and the request only a send writes
-this way (the send read and, on PostgreSQL, locked the target already, so the touch needs no
-``RETURNING``, and a request is ``waiting`` when it is made). A send reads back nothing it
-writes, and on SQLite a batch's statements then cost little more than their ``execute``s:
-~60,000 instructions less per send than a repository call each (callgrind, in process:
-541,861 -> 481,607).
+A send (``messaging``): the target's touch, its message, the reply request and its run. A
+reply returned at once (``replies._return_at_once``): the source's touch, the reply message and
+the source's auto-run. The messages and the runs are written by the statements
+``MessageRepository.append_id`` and ``RunRepository.enqueue_id`` write them with; the touch
+and the request only these write this way (the caller read and, on PostgreSQL, locked the
+conversation already, so the touch needs no ``RETURNING``, and a request is ``waiting`` when
+it is made). Neither reads back what it writes, so on SQLite a batch's statements cost little
+more than their ``execute``s (a send: ~60,000 instructions less than a repository call each,
+callgrind in process: 541,861 -> 481,607), and on PostgreSQL they are one statement, one round
+trip to the server instead of three or four.
 """
 
 from __future__ import annotations
@@ -18,17 +20,19 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
+from ccweb_store.models import new_id
 from ccweb_store.repositories.base import REPLIES, SESSIONS, Repository, constant
 from ccweb_store.repositories.direct import Batch
 from ccweb_store.repositories.messages import _APPEND_MESSAGE_UNREAD
 from ccweb_store.repositories.runs import _ENQUEUE
 
-_TOUCH_TARGET = (
+#: A conversation read (and on PostgreSQL locked) in this transaction already, bumped.
+_TOUCH = (
     sa.update(SESSIONS)
-    .where(SESSIONS.c.id == bindparam("target_id"))
-    .values(updated_at=bindparam("now")),
-    {"target_id": "target_id", "now": "now"},
+    .where(SESSIONS.c.id == bindparam("session_id"))
+    .values(updated_at=bindparam("now"))
 )
+_TOUCH_TARGET = (_TOUCH, {"session_id": "target_id", "now": "now"})
 _MESSAGE = (
     _APPEND_MESSAGE_UNREAD,
     {
@@ -87,9 +91,39 @@ _ONE_WAY = Batch(_TOUCH_TARGET, _MESSAGE, _RUN)
 #: ``return_and_continue``: the request between the message it answers and the run.
 _RETURN_AND_CONTINUE = Batch(_TOUCH_TARGET, _MESSAGE, _REQUEST, _RUN)
 
+#: A reply returned to its source: the source bumped, the reply message appended, and (when the
+#: request asked for it) the source's auto-run queued.
+_TOUCH_SOURCE = (_TOUCH, {"session_id": "source_id", "now": "now"})
+_REPLY = (
+    _APPEND_MESSAGE_UNREAD,
+    {
+        "p_id": "message_id",
+        "p_session_id": "source_id",
+        "p_role": "role",
+        "p_content": "content",
+        "p_created_at": "now",
+        "p_metadata": "metadata",
+    },
+)
+_AUTO_RUN = (
+    _ENQUEUE,
+    {
+        "p_id": "run_id",
+        "p_session_id": "source_id",
+        "p_kind": "kind",
+        "p_runtime_text": "runtime_text",
+        "p_reply_request_id": "request_id",
+        "p_hop_count": "hop_count",
+        "p_created_at": "now",
+    },
+)
+_REPLY_ONLY = Batch(_TOUCH_SOURCE, _REPLY)
+_REPLY_AND_AUTO_RUN = Batch(_TOUCH_SOURCE, _REPLY, _AUTO_RUN)
+
 
 class SendRepository(Repository):
-    """The writes of one send, in the send's transaction (which read both parties already)."""
+    """The writes of a send or a reply's return, in a transaction that read (and on
+    PostgreSQL locked) the conversations it writes to already."""
 
     async def deliver(
         self,
@@ -126,3 +160,37 @@ class SendRepository(Repository):
         }
         batch = _ONE_WAY if request_id is None else _RETURN_AND_CONTINUE
         await self._execute_batch(batch, values)
+
+    async def return_reply(
+        self,
+        *,
+        source_id: str,
+        request_id: str,
+        message_id: str,
+        content: str,
+        metadata: dict[str, Any],
+        auto_run: tuple[str, int] | None,
+        now: datetime,
+    ) -> None:
+        """Bump the source (to ``now``), append the reply as its ``assistant`` message
+        ``message_id``, and queue its ``reply_auto_run`` when ``auto_run`` gives its runtime
+        text and hop count."""
+        values: dict[str, Any] = {
+            "now": now,
+            "source_id": source_id,
+            "message_id": message_id,
+            "role": "assistant",
+            "content": content,
+            "metadata": metadata,
+        }
+        if auto_run is None:
+            await self._execute_batch(_REPLY_ONLY, values)
+            return
+        values |= {
+            "run_id": new_id("run"),
+            "kind": "reply_auto_run",
+            "runtime_text": auto_run[0],
+            "hop_count": auto_run[1],
+            "request_id": request_id,
+        }
+        await self._execute_batch(_REPLY_AND_AUTO_RUN, values)
