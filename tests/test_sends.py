@@ -97,13 +97,21 @@ async def _by_deliver(store: Store, target: str, *, reply: bool) -> str:
     return message_id
 
 
-@pytest.mark.parametrize("reply", [True, False], ids=["return_and_continue", "one_way"])
-async def test_deliver_writes_what_the_repositories_write_one_by_one(
-    pair: Store, reply: bool
-) -> None:
+@pytest.fixture
+async def trio(pair: Store) -> Store:
+    """``pair`` and a second target, ``conv-c`` (Tester): the same writes go to ``conv-b``
+    through the repositories' own methods and to ``conv-c`` through a batch."""
     async with pair.uow() as uow:
         await uow.sessions.create("conv-c", title="Tester")
         await uow.commit()
+    return pair
+
+
+@pytest.mark.parametrize("reply", [True, False], ids=["return_and_continue", "one_way"])
+async def test_deliver_writes_what_the_repositories_write_one_by_one(
+    trio: Store, reply: bool
+) -> None:
+    pair = trio
     await _by_repositories(pair, "conv-b", reply=reply)
     await _by_deliver(pair, "conv-c", reply=reply)
 
@@ -133,10 +141,10 @@ async def test_deliver_links_the_request_to_its_message_and_run(pair: Store) -> 
 
 @pytest.mark.parametrize("auto_run", [True, False], ids=["with auto-run", "without"])
 async def test_return_reply_writes_what_the_repositories_write_one_by_one(
-    pair: Store, auto_run: bool
+    trio: Store, auto_run: bool
 ) -> None:
+    pair = trio
     async with pair.uow() as uow:
-        await uow.sessions.create("conv-c", title="Tester")
         request = {"source_conversation_id": "conv-a", "target_conversation_id": "conv-a"}
         await uow.replies.insert({**request, "request_id": "req-1", "status": "returned"})
         await uow.commit()

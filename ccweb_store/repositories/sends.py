@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.models import new_id
@@ -26,26 +27,46 @@ from ccweb_store.repositories.direct import Batch
 from ccweb_store.repositories.messages import _APPEND_MESSAGE_UNREAD
 from ccweb_store.repositories.runs import _ENQUEUE
 
+Step = tuple[UpdateBase, dict[str, str]]
+
 #: A conversation read (and on PostgreSQL locked) in this transaction already, bumped.
 _TOUCH = (
     sa.update(SESSIONS)
     .where(SESSIONS.c.id == bindparam("session_id"))
     .values(updated_at=bindparam("now"))
 )
-_TOUCH_TARGET = (_TOUCH, {"session_id": "target_id", "now": "now"})
-_MESSAGE = (
-    _APPEND_MESSAGE_UNREAD,
-    {
-        "p_id": "message_id",
-        "p_session_id": "target_id",
-        "p_role": "role",
-        "p_content": "content",
+
+
+def _touch(conversation: str) -> Step:
+    """The conversation whose id is the values' ``conversation`` bumped to ``now``."""
+    return _TOUCH, {"session_id": conversation, "now": "now"}
+
+
+def _message(conversation: str) -> Step:
+    """The message ``message_id`` (``role``, ``content``, ``metadata``) appended to it."""
+    names = {"p_id": "message_id", "p_role": "role", "p_content": "content"}
+    return _APPEND_MESSAGE_UNREAD, names | {
+        "p_session_id": conversation,
         "p_created_at": "now",
         "p_metadata": "metadata",
-    },
-)
-#: The request: only the columns a send sets; the rest keep their defaults.
-_REQUEST = (
+    }
+
+
+def _run(conversation: str) -> Step:
+    """Its queued run ``run_id`` of ``kind``, answering ``request_id`` (or nothing)."""
+    return _ENQUEUE, {
+        "p_id": "run_id",
+        "p_session_id": conversation,
+        "p_kind": "kind",
+        "p_runtime_text": "runtime_text",
+        "p_reply_request_id": "request_id",
+        "p_hop_count": "hop_count",
+        "p_created_at": "now",
+    }
+
+
+#: A send's request: only the columns a send sets; the rest keep their defaults.
+_REQUEST: Step = (
     sa.insert(REPLIES).values(
         request_id=bindparam("request_id"),
         message_id=bindparam("message_id"),
@@ -74,51 +95,15 @@ _REQUEST = (
         )
     },
 )
-_RUN = (
-    _ENQUEUE,
-    {
-        "p_id": "run_id",
-        "p_session_id": "target_id",
-        "p_kind": "kind",
-        "p_runtime_text": "runtime_text",
-        "p_reply_request_id": "request_id",
-        "p_hop_count": "hop_count",
-        "p_created_at": "now",
-    },
+#: A ``one_way`` send: no reply request.
+_ONE_WAY = Batch(_touch("target_id"), _message("target_id"), _run("target_id"))
+#: A ``return_and_continue`` send: the request between the message it answers and the run.
+_RETURN_AND_CONTINUE = Batch(
+    _touch("target_id"), _message("target_id"), _REQUEST, _run("target_id")
 )
-#: ``one_way``: no reply request.
-_ONE_WAY = Batch(_TOUCH_TARGET, _MESSAGE, _RUN)
-#: ``return_and_continue``: the request between the message it answers and the run.
-_RETURN_AND_CONTINUE = Batch(_TOUCH_TARGET, _MESSAGE, _REQUEST, _RUN)
-
-#: A reply returned to its source: the source bumped, the reply message appended, and (when the
-#: request asked for it) the source's auto-run queued.
-_TOUCH_SOURCE = (_TOUCH, {"session_id": "source_id", "now": "now"})
-_REPLY = (
-    _APPEND_MESSAGE_UNREAD,
-    {
-        "p_id": "message_id",
-        "p_session_id": "source_id",
-        "p_role": "role",
-        "p_content": "content",
-        "p_created_at": "now",
-        "p_metadata": "metadata",
-    },
-)
-_AUTO_RUN = (
-    _ENQUEUE,
-    {
-        "p_id": "run_id",
-        "p_session_id": "source_id",
-        "p_kind": "kind",
-        "p_runtime_text": "runtime_text",
-        "p_reply_request_id": "request_id",
-        "p_hop_count": "hop_count",
-        "p_created_at": "now",
-    },
-)
-_REPLY_ONLY = Batch(_TOUCH_SOURCE, _REPLY)
-_REPLY_AND_AUTO_RUN = Batch(_TOUCH_SOURCE, _REPLY, _AUTO_RUN)
+#: A reply returned to its source, without and with the source's auto-run.
+_REPLY_ONLY = Batch(_touch("source_id"), _message("source_id"))
+_REPLY_AND_AUTO_RUN = Batch(_touch("source_id"), _message("source_id"), _run("source_id"))
 
 
 class SendRepository(Repository):
