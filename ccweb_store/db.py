@@ -210,15 +210,14 @@ registry.register("sqlite.ccweb_inline", __name__, "InlineSQLiteDialect")
 
 
 _make_encoder = getattr(json_encoder, "c_make_encoder", None)
-#: Containers being encoded by ``_encode`` (its check for circular references).
-_encoding: dict[int, Any] = {}
 #: ``json.dumps``'s own C encoder with its settings (ASCII only, ``": "`` and ``", "``, NaN
-#: allowed, circular references refused), made once.
+#: allowed), made once, without its check for circular references (``markers``, a dict of
+#: the containers it is inside, which cost a third of encoding a message's small metadata).
 _encode = (
     None
     if _make_encoder is None
     else _make_encoder(
-        _encoding,
+        None,
         json.JSONEncoder().default,
         json_encoder.encode_basestring_ascii,
         None,
@@ -236,18 +235,17 @@ def sqlite_json_dumps(value: Any) -> str:
 
     ``json.dumps`` sets up its encoder in Python on every call, which costs more than
     encoding a message's small metadata; this calls the same C encoder, made once
-    (``import-json`` writes one per message). The encoder notes the containers it is inside
-    in ``_encoding`` and removes them as it leaves them: an encode that fails (a value JSON
-    cannot hold) leaves its notes, which are cleared here; while notes are there (that, or
-    another thread's encode waiting in ``JSONEncoder.default``) ``json.dumps`` does the work.
+    (``import-json`` writes one per message), and keeps no state between calls. It does not
+    look for circular references: a circular value recurses until Python's recursion limit,
+    and ``json.dumps`` then refuses it with its own error (``ValueError``), as it refuses a
+    value nested too deeply (``RecursionError``, as before).
     """
-    if _encode is None or _encoding or isinstance(value, str):
+    if _encode is None or isinstance(value, str):
         return json.dumps(value)
     try:
         return "".join(_encode(value, 0))
-    except BaseException:
-        _encoding.clear()
-        raise
+    except RecursionError:
+        return json.dumps(value)
 
 
 def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> AsyncEngine:

@@ -261,9 +261,9 @@ def test_any_json_value_gets_the_text_json_dumps_gives(value: Any) -> None:
     assert sqlite_json_dumps(value) == json.dumps(value)
 
 
-def test_the_encoder_made_once_forgets_what_a_refused_value_left() -> None:
-    """The C encoder notes the containers it is inside; a failed encode leaves its notes, which
-    must not make the same containers look circular later."""
+def test_the_encoder_made_once_keeps_nothing_from_a_refused_value() -> None:
+    """A refused value (circular, or holding what JSON cannot) leaves nothing behind that
+    would make the same containers look circular, or encode differently, later."""
     shared = {"blocks": [{"type": "text", "text": "ok"}]}
     circular: list[Any] = [shared]
     circular.append(circular)
@@ -283,3 +283,21 @@ def test_json_columns_refuse_what_json_dumps_refuses() -> None:
     with pytest.raises(TypeError, match="not JSON serializable"):
         sqlite_json_dumps({"when": object()})
     assert sqlite_json_dumps({"after": "errors"}) == '{"after": "errors"}'
+
+
+def test_json_columns_refuse_values_nested_too_deeply_as_json_dumps_does() -> None:
+    """The encoder keeps no list of the containers it is in: a circular value is found by its
+    recursion, and refused with ``json.dumps``'s error; a deep value still recurses too far."""
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(RecursionError):
+        json.dumps(deep)
+    with pytest.raises(RecursionError):
+        sqlite_json_dumps(deep)
+    circular: dict[str, Any] = {"blocks": []}
+    circular["blocks"].append({"up": circular})
+    with pytest.raises(ValueError, match="Circular reference"):
+        sqlite_json_dumps(circular)
+    nested = [{"a": [1, 2.5, None, "é"]}] * 3
+    assert sqlite_json_dumps([nested, nested]) == json.dumps([nested, nested])
