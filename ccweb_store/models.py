@@ -176,6 +176,14 @@ def _sqlite_bind_datetime(value: datetime | None) -> str | None:
     return text
 
 
+#: Bind processors → the same conversion for a column of values converted one after another
+#: (``repositories.direct.execute_many``): there each value comes once, and a cache of the
+#: last one only costs its check.
+SQLITE_COLUMN_BIND_PROCESSORS: dict[Callable[[Any], Any], Callable[[Any], Any]] = {
+    _sqlite_bind_datetime: _sqlite_datetime_to_text
+}
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """``TIMESTAMP WITH TIME ZONE`` that always hands back aware UTC datetimes.
 

@@ -176,3 +176,67 @@ async def test_statements_share_one_plain_cursor_and_go_on_after_an_error(
             assert (await uow.replies.get("req-1")) is not None
     finally:
         await store.dispose()
+
+
+_INSERT_NOTE = direct.prebuilt(
+    sa.insert(_NOTES).values(
+        id=sa.bindparam("id"),
+        item_id=sa.bindparam("item_id"),
+        label=sa.bindparam("label"),
+        mirror=sa.bindparam("mirror"),
+    )
+)
+
+
+def _note_rows(count: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": i,
+            "item_id": f"item {i}",
+            "label": f"label {i}",
+            "mirror": None if i % 4 == 0 else f"m{i}",
+        }
+        for i in range(count)
+    ]
+
+
+def test_execute_many_converts_every_value_of_each_column_in_row_order(
+    connection: sa.Connection,
+) -> None:
+    """Column by column (``execute_many``), each value converted by its type, None included
+    (``Reversed`` gives None back), as SQLAlchemy's executemany does; rows in groups of
+    ``ROWS_PER_INSERT`` and the rest one by one, in order."""
+    count = 2 * direct.ROWS_PER_INSERT + 7
+    rows = _note_rows(count)
+    conversions.clear()
+    direct.execute_many(connection, _driver(connection), _INSERT_NOTE, rows)
+    connection.commit()
+    assert conversions == [row["label"] for row in rows]  # each once, in order
+    stored = connection.execute(
+        sa.text("SELECT id, item_id, label, mirror FROM batch_notes ORDER BY rowid")
+    ).all()
+    assert stored == [
+        (
+            i,
+            f"item {i}",
+            f"LABEL {i}",
+            None if i % 4 == 0 else f"m{i}"[::-1],
+        )
+        for i in range(count)
+    ]
+
+
+def test_execute_many_reports_a_value_its_type_cannot_convert(
+    connection: sa.Connection,
+) -> None:
+    rows = _note_rows(5)
+    rows[3]["label"] = 42  # no str: Shouted's conversion fails
+    with pytest.raises(sa.exc.StatementError, match="upper"):
+        direct.execute_many(connection, _driver(connection), _INSERT_NOTE, rows)
+    connection.rollback()
+    rows[3]["label"] = "fine"
+    del rows[4]["mirror"]  # every row must have the first row's keys
+    with pytest.raises(sa.exc.StatementError, match="mirror"):
+        direct.execute_many(connection, _driver(connection), _INSERT_NOTE, rows)
+    connection.rollback()
+    assert connection.execute(sa.text("SELECT count(*) FROM batch_notes")).scalar() == 0

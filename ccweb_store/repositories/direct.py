@@ -53,6 +53,7 @@ from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.visitors import replacement_traverse
 
 from ccweb_store.db import begin_postgres_transaction, raise_as_sqlalchemy_would
+from ccweb_store.models import SQLITE_COLUMN_BIND_PROCESSORS
 
 Processor = Callable[[Any], Any] | None
 _S = TypeVar("_S", bound=sa.Executable)
@@ -308,18 +309,17 @@ def execute_many(
         return
     if not driver.in_transaction:
         connection.begin()
-    ordered = operator.itemgetter(*names) if len(names) > 1 else lambda row: (row[names[0]],)
-    processors = [(i, p) for i, (_, _, _, p) in enumerate(compiled.binds) if p is not None]
-    parameters: list[Any] = []
+    # Column by column: each column's values taken out of the rows and converted by maps,
+    # then the rows' tuples made by zip, all iterated in C (no Python loop per row).
     try:
-        for row in rows:
-            values = list(ordered(row))
-            for index, processor in processors:
-                values[index] = processor(values[index])
-            parameters.append(values)
+        columns: list[Any] = [list(map(operator.itemgetter(name), rows)) for name in names]
+        for index, (_, _, _, processor) in enumerate(compiled.binds):
+            if processor is not None:
+                convert = SQLITE_COLUMN_BIND_PROCESSORS.get(processor, processor)
+                columns[index] = list(map(convert, columns[index]))
     except Exception as error:
         raise StatementError(str(error), compiled.sql, None, error) from error
-    _insert_many(connection, driver, compiled.sql, parameters)
+    _insert_many(connection, driver, compiled.sql, list(zip(*columns, strict=True)))
 
 
 #: Rows per statement when ``execute_many`` inserts: an ``INSERT … VALUES (…), (…), …`` of
