@@ -287,6 +287,9 @@ def plan_session(
         plan.update_session = changed or None
 
     session_id = legacy.id
+    if not stored and not owners:
+        plan.new_messages = _rows_of_new_messages(legacy)
+        return plan
     by_id = {row.id: row for row in stored}
     next_seq = max((row.seq for row in stored), default=0) + 1
     used: set[str] = set()
@@ -325,6 +328,38 @@ def plan_session(
         else:
             plan.unchanged_messages += 1
     return plan
+
+
+def _rows_of_new_messages(legacy: LegacySession) -> list[dict[str, Any]]:
+    """``plan_session``'s rows for a session none of whose messages is stored and none of
+    whose ids another session holds (an import into an empty database, or of a new
+    conversation): every message new, numbered from 1, an id taken twice replaced by the
+    message's positional one. The same rows as the general loop, without its lookups."""
+    session_id = legacy.id
+    rows: list[dict[str, Any]] = []
+    append = rows.append
+    used: set[str] = set()
+    for seq, message in enumerate(legacy.messages, 1):
+        message_id = message.wanted_id
+        metadata = message.metadata
+        if message_id is None:
+            message_id = message.positional_id(session_id)
+        elif message_id in used:
+            metadata = message.metadata_with_replaced_id()
+            message_id = message.positional_id(session_id)
+        used.add(message_id)
+        append(
+            {
+                "id": message_id,
+                "session_id": session_id,
+                "seq": seq,
+                "role": message.role,
+                "content": message.content,
+                "created_at": message.created_at,
+                "metadata_": metadata or None,
+            }
+        )
+    return rows
 
 
 async def _apply(uow: UnitOfWork, session_id: str, plan: SessionPlan) -> None:

@@ -87,6 +87,10 @@ ABSENT_KEY = "$absent"
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: Epoch milliseconds as a time: ``_EPOCH + _MILLISECOND * ms``, exact integer arithmetic in
+#: C, 0.57 µs against 0.70 for ``timedelta(0, seconds, microseconds)``, whose constructor
+#: takes any kind of number; ``OverflowError`` out of range, as there.
+_MILLISECOND = timedelta(milliseconds=1)
 #: Numbers below this are epoch seconds, not milliseconds (1e11 ms is March 1973).
 _SECONDS_BELOW = 1e11
 
@@ -99,9 +103,12 @@ class LegacyFileError(Exception):
         self.reason = reason
 
 
-@dataclass
+@dataclass(slots=True)
 class LegacyMessage:
-    """One source message, normalised; ``wanted_id`` is None when it brought no usable id."""
+    """One source message, normalised; ``wanted_id`` is None when it brought no usable id.
+
+    With ``__slots__``: one is made per message, and an instance without a ``__dict__`` costs
+    less to make and to free."""
 
     index: int
     id_key: str | None
@@ -186,7 +193,7 @@ def parse_timestamp(value: Any) -> datetime | None:
     """ISO 8601 text (naive means UTC) or epoch milliseconds (number or numeric text)."""
     if type(value) is int and abs(value) >= _SECONDS_BELOW:  # the usual epoch milliseconds
         try:
-            return _EPOCH + timedelta(0, value // 1000, value % 1000 * 1000)  # exact, and quick
+            return _EPOCH + _MILLISECOND * value  # exact, and quick
         except OverflowError:
             return None
     if isinstance(value, bool):
@@ -268,10 +275,13 @@ def read_session_file(path: Path, *, fallback_time: datetime | None = None) -> L
     agent = _text_column(document, "agent", extra, max_length=64)
     cwd = _text_column(document, "cwd", extra)
 
-    times = [m.created_at for m in messages if m.created_at is not None]
-    mtime = fallback_time or datetime.fromtimestamp(path.stat().st_mtime, UTC)
-    created_at = _time_column(document, "createdAt", extra) or (min(times) if times else mtime)
-    updated_at = _time_column(document, "updatedAt", extra) or (max(times) if times else mtime)
+    created_at = _time_column(document, "createdAt", extra)
+    updated_at = _time_column(document, "updatedAt", extra)
+    if created_at is None or updated_at is None:  # the messages' times, or the file's
+        times = [m.created_at for m in messages if m.created_at is not None]
+        mtime = fallback_time or datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        created_at = created_at or (min(times) if times else mtime)
+        updated_at = updated_at or (max(times) if times else mtime)
     archived_at = _time_column(document, "archivedAt", extra)
     if archived_at is None and document.get("archived") is True:
         archived_at = updated_at
@@ -351,9 +361,18 @@ def normalise_message(index: int, raw: dict[str, Any]) -> LegacyMessage:
     created_at = None
     if time_key is not None:
         stamp = raw[time_key]
-        created_at = parse_timestamp(stamp)
-        if time_key != "timestamp" or not _exact_timestamp(stamp, created_at):
+        if type(stamp) is int and abs(stamp) >= _SECONDS_BELOW:
+            # parse_timestamp's first case, inlined: the usual epoch milliseconds, which no
+            # text of the column gives back exactly, so the source value is kept.
+            try:
+                created_at = _EPOCH + _MILLISECOND * stamp
+            except OverflowError:
+                created_at = None
             legacy[time_key] = stamp
+        else:
+            created_at = parse_timestamp(stamp)
+            if time_key != "timestamp" or not _exact_timestamp(stamp, created_at):
+                legacy[time_key] = stamp
 
     # Most messages hold mapped keys only: count them rather than walk every key.
     mapped = ("metadata" in raw) + ("role" in raw) + ("content" in raw)

@@ -12,15 +12,20 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ccweb_store.cli import app
 from ccweb_store.db import create_engine
+from ccweb_store.importer import plan_session
 from ccweb_store.legacy_json import (
     ABSENT_KEY,
     REPLY_COLUMNS,
     REPLY_TIME_FIELDS,
     RESERVED_METADATA_KEYS,
+    LegacySession,
+    normalise_message,
     parse_timestamp,
 )
 from ccweb_store.repositories.direct import ROWS_PER_INSERT
@@ -580,6 +585,45 @@ def test_epoch_milliseconds_read_as_the_exact_utc_instant(epoch_ms: int) -> None
         expected = None
     assert parse_timestamp(epoch_ms) == expected
     assert parse_timestamp(str(epoch_ms)) == expected
+
+
+@given(st.integers(min_value=-(10**15), max_value=10**15) | st.sampled_from([2**62, -(2**62)]))
+def test_a_message_reads_epoch_milliseconds_as_parse_timestamp_does(epoch_ms: int) -> None:
+    """``normalise_message`` reads integer epoch milliseconds itself (the usual case), the
+    same instant as ``parse_timestamp`` (None out of range), and keeps the source value."""
+    message = normalise_message(0, {"role": "user", "content": "x", "timestamp": epoch_ms})
+    assert message.created_at == parse_timestamp(epoch_ms)
+    if epoch_ms == 0 or abs(epoch_ms) >= 1e11:
+        expected: datetime | None
+        try:
+            expected = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=epoch_ms)
+        except OverflowError:
+            expected = None
+        assert message.created_at == expected
+    assert message.metadata["legacy"] == {"timestamp": epoch_ms}
+
+
+def test_a_new_session_is_planned_as_the_general_loop_plans_it() -> None:
+    """``plan_session``'s path for a session with nothing stored and no ids held elsewhere
+    gives the rows of its general loop (taken here by naming an unrelated id's owner)."""
+    raws: list[dict[str, Any]] = [
+        {"id": "a", "role": "user", "content": "one", "timestamp": 1709287260123},
+        {"role": "assistant", "content": "no id"},
+        {"id": "a", "role": "user", "content": "the same id again"},
+        {"messageId": "b", "role": "user", "content": "under messageId"},
+        {"id": "b", "role": "user", "content": "b again", "metadata": {"k": 1}},
+        {"id": "s:1", "content": "a positional id's text"},
+        {"id": "", "role": "tool", "content": [{"type": "text", "text": "blocks"}]},
+    ]
+    messages = [normalise_message(index, raw) for index, raw in enumerate(raws)]
+    moment = datetime(2024, 1, 1, tzinfo=UTC)
+    legacy = LegacySession("s", None, None, None, moment, moment, None, None, messages)
+    fast = plan_session(legacy, None, [], {})
+    general = plan_session(legacy, None, [], {"elsewhere": "other-session"})
+    assert fast.new_messages == general.new_messages
+    assert [row["id"] for row in fast.new_messages] == ["a", "s:1", "s:2", "b", "s:4", "s:5", "s:6"]
+    assert [row["seq"] for row in fast.new_messages] == list(range(1, 8))
+    assert fast.new_messages[2]["metadata_"] == {"legacy": {"id": "a"}}
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e300, True, None])
