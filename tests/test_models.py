@@ -121,6 +121,29 @@ def test_sqlite_datetimes_are_stored_as_text_exactly_as_before(dialect: sa.Diale
 
 
 @pytest.mark.parametrize("dialect", _sqlite_dialects(), ids=lambda d: type(d).__name__)
+def test_sqlite_datetimes_of_whole_milliseconds_are_stored_exactly_as_before(
+    dialect: sa.Dialect,
+) -> None:
+    """The time part's pieces made once (minute of the day, second, whole millisecond): every
+    one of them, and times between whole milliseconds next to them."""
+    new = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+    old = _old_bind(dialect)
+    assert new is not None
+    day = datetime(2023, 11, 14, tzinfo=UTC)
+    values = [day + timedelta(minutes=m, seconds=m % 60) for m in range(24 * 60)]
+    values += [day + timedelta(seconds=59, milliseconds=ms) for ms in range(1000)]
+    values += [
+        day + timedelta(hours=23, minutes=59, seconds=59, microseconds=us)
+        for us in (1, 999, 999_999)
+    ]
+    values += [v.astimezone(BERLIN) for v in values[::7]] + [
+        v.replace(tzinfo=None) for v in values[::11]
+    ]
+    for value in values:
+        assert new(value) == old(value), value
+
+
+@pytest.mark.parametrize("dialect", _sqlite_dialects(), ids=lambda d: type(d).__name__)
 def test_sqlite_datetimes_of_the_same_dates_are_stored_exactly_as_before(
     dialect: sa.Dialect,
 ) -> None:
