@@ -21,8 +21,12 @@ from ccweb_store.db import (
     create_engine,
     migrate,
     read_only,
+    sqlite_json_bind,
     sqlite_json_dumps,
 )
+from ccweb_store.models import _sqlite_datetime_to_text
+from ccweb_store.repositories import direct
+from ccweb_store.repositories.messages import _insert_statement
 from ccweb_store.uow import Store
 
 
@@ -301,3 +305,59 @@ def test_json_columns_refuse_values_nested_too_deeply_as_json_dumps_does() -> No
         sqlite_json_dumps(circular)
     nested = [{"a": [1, 2.5, None, "é"]}] * 3
     assert sqlite_json_dumps([nested, nested]) == json.dumps([nested, nested])
+
+
+def _sa_json_bind() -> Any:
+    """SQLAlchemy's own bind processor of the JSON columns on this project's SQLite engines."""
+    engine = create_engine("sqlite+aiosqlite:///:memory:")
+    dialect = engine.sync_engine.dialect
+    process = sa.JSON().dialect_impl(dialect).bind_processor(dialect)
+    assert process is not None
+    return process
+
+
+@given(JSON_TREES)
+def test_json_columns_bind_in_one_call_what_sqlalchemys_processor_binds(value: Any) -> None:
+    assert sqlite_json_bind(value) == _sa_json_bind()(value)
+
+
+def test_json_column_binds_of_nulls_and_refused_values_are_sqlalchemys() -> None:
+    process = _sa_json_bind()
+    for value in (None, sa.JSON.NULL, sa.null(), {}, [], "text", 1.5, {"a": {"b": [None]}}):
+        assert sqlite_json_bind(value) == process(value), value
+    assert sqlite_json_bind(sa.null()) is None
+    assert sqlite_json_bind(None) == "null"
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    for bind in (sqlite_json_bind, process):
+        with pytest.raises(ValueError, match="Circular reference"):
+            bind(circular)
+        with pytest.raises(TypeError, match="not JSON serializable"):
+            bind({"when": object()})
+
+
+def test_execute_many_binds_json_and_datetimes_with_their_column_converters() -> None:
+    """The message insert the importer runs: its metadata bound by ``sqlite_json_bind``, its
+    time by ``_sqlite_datetime_to_text`` (the bind processor without its last-value cache),
+    everything else as it is; a JSON type that stores None as SQL NULL keeps SQLAlchemy's."""
+    engine = create_engine("sqlite+aiosqlite:///:memory:")
+    dialect = engine.sync_engine.dialect
+    keys = ("content", "created_at", "id", "metadata_", "role", "seq", "session_id")
+    compiled = direct.compiled_form(_insert_statement(keys), dialect, dict.fromkeys(keys))
+    assert compiled is not None
+    converters = dict(zip(compiled.names, compiled.column_processors, strict=True))
+    assert converters["metadata_"] is sqlite_json_bind
+    assert converters["created_at"] is _sqlite_datetime_to_text
+    assert {name for name, convert in converters.items() if convert is None} == {
+        "content",
+        "id",
+        "role",
+        "seq",
+        "session_id",
+    }
+    table = sa.table("t", sa.column("doc", sa.JSON(none_as_null=True)))
+    stmt = direct.prebuilt(sa.insert(table).values(doc=sa.bindparam("doc")))
+    plain = direct.compiled_form(stmt, dialect, {"doc": None})
+    assert plain is not None
+    assert plain.column_processors[0] is not sqlite_json_bind
+    assert plain.column_processors[0] is plain.binds[0][3]
