@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from contextlib import suppress
 from json import encoder as json_encoder
 from pathlib import Path
 from typing import Any, NoReturn
@@ -21,8 +22,8 @@ from asyncpg.exceptions import InternalClientError
 from sqlalchemy import JSON, event, text
 from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
-from sqlalchemy.engine import URL, Connection, ExceptionContext, make_url
-from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.engine import URL, Connection, Dialect, ExceptionContext, make_url
+from sqlalchemy.exc import DBAPIError, DisconnectionError, StatementError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry, Pool, StaticPool
 from sqlalchemy.sql.elements import Null
@@ -346,11 +347,32 @@ def run_on_sqlite_driver(connection: AsyncConnection, statement: str) -> None:
     on the ``sqlite3`` connection; a driver error comes out as SQLAlchemy's, as from any
     other statement."""
     try:
-        sqlite_driver(connection).execute(statement)
+        plain_cursor(sqlite_driver(connection)).execute(statement)
     except sqlite3.Error as error:
-        raise DBAPIError.instance(
-            statement, (), error, sqlite3.Error, dialect=connection.dialect
-        ) from error
+        raise sqlalchemy_error(error, statement, (), connection.dialect) from error
+
+
+def plain_cursor(driver: sqlite3.Connection) -> sqlite3.Cursor:
+    """The plain ``sqlite3`` cursor that statements run on straight on the driver, one per
+    connection (``run_on_sqlite_driver``, ``repositories.direct``): no greenlet there, so none
+    of ``InlineCursor``'s async manners. Each statement is read to its end, or is one whose
+    row nobody reads (a ``PRAGMA`` setting), before the next resets it, so one cursor serves
+    them all."""
+    try:
+        cursor: sqlite3.Cursor = driver.plain_cursor  # type: ignore[attr-defined]
+    except AttributeError:
+        cursor = sqlite3.Cursor(driver)
+        with suppress(AttributeError):  # a plain sqlite3.Connection takes no attributes
+            driver.plain_cursor = cursor  # type: ignore[attr-defined]
+    return cursor
+
+
+def sqlalchemy_error(
+    error: sqlite3.Error, statement: str, parameters: Any, dialect: Dialect
+) -> StatementError:
+    """A ``sqlite3`` error of a statement run straight on the driver, as the SQLAlchemy
+    exception its execution through SQLAlchemy would raise (``IntegrityError``, …)."""
+    return DBAPIError.instance(statement, parameters, error, sqlite3.Error, dialect=dialect)
 
 
 def _asyncpg_adapter(connection: AsyncConnection) -> Any:

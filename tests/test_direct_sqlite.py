@@ -15,7 +15,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from sqlalchemy.exc import IntegrityError
 
 from ccweb_store.config import Settings
-from ccweb_store.db import migrate
+from ccweb_store.db import migrate, plain_cursor
 from ccweb_store.errors import Conflict
 from ccweb_store.repositories import direct
 from ccweb_store.uow import Store
@@ -165,11 +165,11 @@ async def test_statements_share_one_plain_cursor_and_go_on_after_an_error(
             await uow.replies.insert(request)
             driver = uow.sessions.state.driver
             assert driver is not None
-            cursor = direct._plain_cursor(driver)
+            cursor = plain_cursor(driver)
             with pytest.raises(Conflict, match="req-1"):  # an IntegrityError on the cursor
                 await uow.replies.insert(request)
             await uow.sessions.create("conv-b")
-            assert direct._plain_cursor(driver) is cursor
+            assert plain_cursor(driver) is cursor
             await uow.commit()
         async with store.read_uow() as uow:
             assert {row.id for row in (await uow.sessions.list_page())[0]} == {"conv-a", "conv-b"}

@@ -144,17 +144,23 @@ async def test_every_kept_connection_killed_at_once_recovers(store: Store) -> No
         assert [await uow.sessions.get(f"s{i}") is not None for i in range(3)] == [True] * 3
 
 
-async def test_an_autocommit_write_cut_off_by_a_dead_connection_is_not_run_again(
-    store: Store,
-) -> None:
-    """Its statement commits by itself and might have before the connection died: running
-    it again could write twice, so the caller hears of it."""
+async def _one_message_then_a_dead_connection(store: Store) -> dict[str, object]:
+    """A session ``s``, the kept connection an autocommit unit of work takes killed without
+    asyncpg noticing, and the message the test then writes (once) into ``s``."""
     async with store.uow() as uow:
         await uow.sessions.create("s")
         await uow.commit()
     await _backend_pid(store)  # an autocommit unit of work takes the connection this used
     await _kill_connections(store, unnoticed=True)
-    message = {"id": "m1", "session_id": "s", "seq": 1, "role": "user", "content": "once"}
+    return {"id": "m1", "session_id": "s", "seq": 1, "role": "user", "content": "once"}
+
+
+async def test_an_autocommit_write_cut_off_by_a_dead_connection_is_not_run_again(
+    store: Store,
+) -> None:
+    """Its statement commits by itself and might have before the connection died: running
+    it again could write twice, so the caller hears of it."""
+    message = await _one_message_then_a_dead_connection(store)
     with pytest.raises(DBAPIError) as failed:
         async with store.uow(autocommit=True) as uow:
             await uow.messages.insert_many([message])  # its first statement writes
@@ -171,14 +177,9 @@ async def test_a_write_asyncpg_refused_to_send_runs_again_even_in_autocommit(
     """Between the server's ``FATAL`` and the connection's end, asyncpg refuses to send
     anything on it: nothing reached the server, so even a write that commits by itself runs
     again, once, on a fresh connection."""
-    async with store.uow() as uow:
-        await uow.sessions.create("s")
-        await uow.commit()
-    await _backend_pid(store)
-    await _kill_connections(store, unnoticed=True)
+    message = await _one_message_then_a_dead_connection(store)
     for _ in range(2):  # the event loop reads the server's goodbye, not yet the socket's end
         await asyncio.sleep(0)
-    message = {"id": "m1", "session_id": "s", "seq": 1, "role": "user", "content": "once"}
     async with store.uow(autocommit=True) as uow:
         await uow.messages.insert_many([message])
     async with store.read_uow() as uow:

@@ -32,7 +32,6 @@ import operator
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import suppress
 from itertools import chain
 from typing import Any, TypeVar, cast
 
@@ -40,7 +39,6 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import (
-    DBAPIError,
     InvalidRequestError,
     MultipleResultsFound,
     NoResultFound,
@@ -54,7 +52,9 @@ from sqlalchemy.sql.visitors import replacement_traverse
 
 from ccweb_store.db import (
     begin_postgres_transaction,
+    plain_cursor,
     raise_as_sqlalchemy_would,
+    sqlalchemy_error,
     sqlite_json_bind,
     sqlite_json_dumps,
 )
@@ -286,14 +286,12 @@ def execute_sqlite(
     if not driver.in_transaction:
         connection.begin()  # BEGIN IMMEDIATE / DEFERRED: the dialect's do_begin
     values = compiled.parameters(params)
-    cursor = _plain_cursor(driver)
+    cursor = plain_cursor(driver)
     try:
         cursor.execute(compiled.sql, values)
         raw = cursor.fetchall() if compiled.width else []
     except sqlite3.Error as error:
-        raise DBAPIError.instance(
-            compiled.sql, values, error, sqlite3.Error, dialect=connection.dialect
-        ) from error
+        raise sqlalchemy_error(error, compiled.sql, values, connection.dialect) from error
     if raw and len(raw[0]) != compiled.width:
         raise InvalidRequestError(f"{compiled.sql!r} returned {len(raw[0])} columns")
     return Rows(compiled.rows(raw) if compiled.result_processors else raw, cursor.rowcount)
@@ -301,19 +299,6 @@ def execute_sqlite(
 
 _SQLITE = sqlite.dialect.name
 _UNKNOWN: Any = object()
-
-
-def _plain_cursor(driver: sqlite3.Connection) -> sqlite3.Cursor:
-    """The plain ``sqlite3`` cursor statements run on here, one per connection: no greenlet
-    here, so none of ``db.InlineCursor``'s async manners. Every statement is read to its end
-    (``fetchall``) before the next, so one cursor serves them all."""
-    try:
-        cursor: sqlite3.Cursor = driver.plain_cursor  # type: ignore[attr-defined]
-    except AttributeError:
-        cursor = sqlite3.Cursor(driver)
-        with suppress(AttributeError):  # a plain sqlite3.Connection takes no attributes
-            driver.plain_cursor = cursor  # type: ignore[attr-defined]
-    return cursor
 
 
 def execute_many(
@@ -376,42 +361,27 @@ def _insert_many(
     per_statement = min(ROWS_PER_INSERT, _SQLITE_MIN_VARIABLES // max(1, len(parameters[0])))
     grouped = len(parameters) - len(parameters) % per_statement
     if values is None or per_statement < 2 or not grouped:
-        _run(connection, driver, sql, parameters, many=True)
+        _run_many(connection, driver, sql, parameters)
         return
     group_sql = sql + f", {values.group(1)}" * (per_statement - 1)
     groups = [
         list(chain.from_iterable(parameters[start : start + per_statement]))
         for start in range(0, grouped, per_statement)
     ]
-    _run(connection, driver, group_sql, groups, many=True)
+    _run_many(connection, driver, group_sql, groups)
     if grouped < len(parameters):
-        _run(connection, driver, sql, parameters[grouped:], many=True)
+        _run_many(connection, driver, sql, parameters[grouped:])
 
 
-def _run(
-    connection: Connection,
-    driver: sqlite3.Connection,
-    sql: str,
-    parameters: Sequence[Any],
-    *,
-    many: bool = False,
-) -> tuple[list[Any], int]:
-    """Run ``sql`` on a plain ``sqlite3`` cursor (no greenlet here, so none of
-    ``db.InlineCursor``'s async manners); its rows and row count. Driver errors come out as
+def _run_many(
+    connection: Connection, driver: sqlite3.Connection, sql: str, parameters: Sequence[Any]
+) -> None:
+    """``executemany`` of ``sql`` on the plain cursor; driver errors come out as
     SQLAlchemy's."""
-    cursor = sqlite3.Cursor(driver)
     try:
-        if many:
-            cursor.executemany(sql, parameters)
-        else:
-            cursor.execute(sql, parameters)
-        return (cursor.fetchall() if cursor.description else []), cursor.rowcount
+        plain_cursor(driver).executemany(sql, parameters)
     except sqlite3.Error as error:
-        raise DBAPIError.instance(
-            sql, parameters, error, sqlite3.Error, dialect=connection.dialect
-        ) from error
-    finally:
-        cursor.close()
+        raise sqlalchemy_error(error, sql, parameters, connection.dialect) from error
 
 
 class Batch:
@@ -530,15 +500,13 @@ def execute_batch_sqlite(
         values.update(compiled.fixed)
     if not driver.in_transaction:
         connection.begin()
-    cursor = _plain_cursor(driver)
+    cursor = plain_cursor(driver)
     for sql, ordered in compiled.steps:
         parameters = ordered(values)
         try:
             cursor.execute(sql, parameters)
         except sqlite3.Error as error:
-            raise DBAPIError.instance(
-                sql, parameters, error, sqlite3.Error, dialect=connection.dialect
-            ) from error
+            raise sqlalchemy_error(error, sql, parameters, connection.dialect) from error
 
 
 async def execute_postgres(connection: AsyncConnection, stmt: sa.Executable, params: Any) -> Any:
