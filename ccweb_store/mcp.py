@@ -21,6 +21,8 @@ import binascii
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+import orjson
+
 from ccweb_store import __version__, jsonrpc, tools
 from ccweb_store.context import Source
 from ccweb_store.errors import DomainError
@@ -72,10 +74,16 @@ INSTRUCTIONS = (
 
 
 def tool_result(payload: Mapping[str, Any], *, is_error: bool = False) -> dict[str, Any]:
-    """A ``tools/call`` result (SPEC §2.1): the payload as text and as structured content."""
+    """A ``tools/call`` result (SPEC §2.1): the payload as text and as structured content.
+
+    The payload is encoded once: its JSON is the text, and goes into the answer as it is
+    (``orjson.Fragment``) rather than being encoded a second time, which cost a list of
+    inputs a tenth of its CPU. Whatever writes an answer uses ``jsonrpc.dumps``.
+    """
+    encoded = jsonrpc.dumps(payload)
     return {
-        "content": [{"type": "text", "text": jsonrpc.dumps(payload).decode()}],
-        "structuredContent": payload,
+        "content": [{"type": "text", "text": encoded.decode()}],
+        "structuredContent": orjson.Fragment(encoded),
         "isError": is_error,
     }
 

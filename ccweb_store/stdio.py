@@ -7,7 +7,6 @@ Two ways to answer: straight on the database (the same ``handle_mcp_payload`` as
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable
@@ -43,7 +42,7 @@ async def serve_lines(answer: Answer, stdin: BinaryIO, stdout: BinaryIO) -> None
         else:
             response = await answer(payload)
         if response is not None:
-            stdout.write(json.dumps(response, ensure_ascii=False).encode() + b"\n")
+            stdout.write(jsonrpc.dumps(response) + b"\n")
             stdout.flush()
 
 
