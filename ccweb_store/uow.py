@@ -43,7 +43,19 @@ from ccweb_store.repositories import (
     UnitState,
     direct,
 )
+from ccweb_store.repositories.base import Repository
 from ccweb_store.sqlite_writer import SQLiteWriter
+
+#: The repositories of a unit of work by attribute name (``UnitOfWork.__getattr__``).
+REPOSITORIES: dict[str, type[Repository]] = {
+    "sessions": SessionRepository,
+    "messages": MessageRepository,
+    "replies": ReplyRepository,
+    "runs": RunRepository,
+    "sends": SendRepository,
+    "credentials": CredentialRepository,
+    "secrets": SecretRepository,
+}
 
 
 class UnitOfWork:
@@ -53,6 +65,9 @@ class UnitOfWork:
     messages: MessageRepository
     replies: ReplyRepository
     runs: RunRepository
+    sends: SendRepository
+    credentials: CredentialRepository
+    secrets: SecretRepository
 
     def __init__(
         self,
@@ -77,10 +92,6 @@ class UnitOfWork:
         state = self._state = UnitState(connection)
         if isinstance(self._kept, PostgresConnections):
             state.first_statement = self._first_statement
-        self.sessions = SessionRepository(connection, state)
-        self.messages = MessageRepository(connection, state)
-        self.replies = ReplyRepository(connection, state)
-        self.runs = RunRepository(connection, state)
         return self
 
     @property
@@ -139,19 +150,19 @@ class UnitOfWork:
         else:
             await self._state.connection.close()
 
-    # Made when asked for: only the few units of work that handle credentials or send need
-    # these.
-    @property
-    def credentials(self) -> CredentialRepository:
-        return CredentialRepository(self._state.connection, self._state)
-
-    @property
-    def secrets(self) -> SecretRepository:
-        return SecretRepository(self._state.connection, self._state)
-
-    @property
-    def sends(self) -> SendRepository:
-        return SendRepository(self._state.connection, self._state)
+    def __getattr__(self, name: str) -> Any:
+        """A repository, made the first time the unit of work uses it (most use one or two
+        of them) and kept as an attribute from then on."""
+        try:
+            repository_class = REPOSITORIES[name]
+        except KeyError:
+            raise AttributeError(name) from None
+        state = self.__dict__.get("_state")
+        if state is None:
+            raise RuntimeError(f"uow.{name}: the unit of work has not begun (use `async with`)")
+        repository = repository_class(state.connection, state)
+        setattr(self, name, repository)
+        return repository
 
     async def commit(self) -> None:
         """Commit. On SQLite's writer this ends the unit of work: it returns once the writes
