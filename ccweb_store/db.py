@@ -338,18 +338,25 @@ def end_sqlite_transaction(connection: AsyncConnection, *, commit: bool) -> None
             sync.commit()
         else:
             sync.rollback()
-    if sqlite_driver(connection).in_transaction:
-        run_on_sqlite_driver(connection, "COMMIT" if commit else "ROLLBACK")
+    driver: sqlite3.Connection = sync.connection.dbapi_connection  # type: ignore[assignment]
+    if driver.in_transaction:
+        _run_on_driver(driver, "COMMIT" if commit else "ROLLBACK", sync.dialect)
 
 
 def run_on_sqlite_driver(connection: AsyncConnection, statement: str) -> None:
     """Run a statement that returns nothing (``BEGIN``, ``COMMIT``, ``SAVEPOINT`` …) straight
     on the ``sqlite3`` connection; a driver error comes out as SQLAlchemy's, as from any
     other statement."""
+    sync = connection.sync_connection
+    assert sync is not None, "the connection is closed"
+    _run_on_driver(sync.connection.dbapi_connection, statement, sync.dialect)  # type: ignore[arg-type]
+
+
+def _run_on_driver(driver: sqlite3.Connection, statement: str, dialect: Dialect) -> None:
     try:
-        plain_cursor(sqlite_driver(connection)).execute(statement)
+        plain_cursor(driver).execute(statement)
     except sqlite3.Error as error:
-        raise sqlalchemy_error(error, statement, (), connection.dialect) from error
+        raise sqlalchemy_error(error, statement, (), dialect) from error
 
 
 def plain_cursor(driver: sqlite3.Connection) -> sqlite3.Cursor:

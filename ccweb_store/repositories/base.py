@@ -19,7 +19,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import QueryableAttribute
 
 from ccweb_store import errors
-from ccweb_store.db import sqlite_driver
 from ccweb_store.errors import DomainError, InvalidInput
 from ccweb_store.models import (
     FROM_DATABASE,
@@ -177,12 +176,15 @@ class UnitState:
         #: (``db.InlineSQLiteDialect``), and SQLAlchemy's asyncio layer (a greenlet per
         #: statement, the switches in and out, the result's re-wrapping) costs more than the
         #: statement itself. None on PostgreSQL.
+        sync = connection.sync_connection
         self.inline: Connection | None = (
-            connection.sync_connection if connection.dialect.name == "sqlite" else None
+            sync if sync is not None and sync.dialect.name == "sqlite" else None
         )
         #: The ``sqlite3`` connection under ``inline``, which runs the prebuilt statements.
         self.driver: sqlite3.Connection | None = (
-            sqlite_driver(connection) if self.inline is not None else None
+            self.inline.connection.dbapi_connection  # type: ignore[assignment]
+            if self.inline is not None
+            else None
         )
         #: The object standing for each row read so far, by (mapped class, primary key).
         self.loaded: dict[tuple[type[Base], Any], Any] = {}
