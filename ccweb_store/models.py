@@ -154,18 +154,20 @@ def _sqlite_text_to_datetime(value: str | None) -> datetime | None:
     """A stored SQLite datetime as an aware UTC datetime (text without an offset is UTC)."""
     if value is None:
         return None
-    parsed = _fromisoformat(value)  # what SQLAlchemy's DATETIME result processor does
-    if parsed.tzinfo is not None:
-        return parsed.astimezone(UTC)
-    # Appending the offset and parsing again costs a fraction of ``replace(tzinfo=UTC)``. The text
-    # has no offset of its own (it parsed naive), so this can only add UTC; whatever does not
-    # come back as UTC (a date alone, where "+" reads as the date-time separator) is
-    # converted the slow way.
+    # Parsing the text with a UTC offset appended costs a fraction of parsing it and then
+    # ``replace(tzinfo=UTC)``, and text the store wrote has no offset of its own. Text with
+    # one does not parse with another appended, and whatever does not come back in UTC (a
+    # date alone, where "+" reads as the date-time separator) is converted the slow way.
     try:
         utc = _fromisoformat(value + "+00:00")
     except ValueError:
-        return parsed.replace(tzinfo=UTC)
-    return utc if utc.tzinfo is UTC else parsed.replace(tzinfo=UTC)
+        utc = None
+    if utc is not None and utc.tzinfo is UTC:
+        return utc
+    parsed = _fromisoformat(value)  # what SQLAlchemy's DATETIME result processor does
+    if parsed.tzinfo is not None:
+        return parsed.astimezone(UTC)
+    return parsed.replace(tzinfo=UTC)
 
 
 def _aware_to_utc(value: datetime | None) -> datetime | None:

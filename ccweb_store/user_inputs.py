@@ -24,7 +24,6 @@ from ccweb_store.content import text_of
 from ccweb_store.context import Source, refuse_other_conversation
 from ccweb_store.errors import InvalidInput
 from ccweb_store.repositories import MessageText, validate_session_id
-from ccweb_store.schemas import iso
 from ccweb_store.uow import Store, UnitOfWork
 
 DEFAULT_LIMIT = 15
@@ -143,7 +142,7 @@ async def list_user_inputs(store: Store, source: Source, args: Mapping[str, Any]
         inputs.append(
             {
                 "messageId": row.id,
-                "createdAt": iso(row.created_at),
+                "createdAt": row.created_at,
                 "content": item.content,
                 "contentChars": chars,
                 "originalChars": item.original_chars,

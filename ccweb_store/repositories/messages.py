@@ -29,6 +29,7 @@ from ccweb_store.repositories.base import (
     validate_choice,
 )
 from ccweb_store.repositories.sessions import SessionRepository
+from ccweb_store.schemas import IsoText
 
 _APPEND_MESSAGE_UNREAD = prebuilt(
     sa.insert(MESSAGES).values(
@@ -376,12 +377,13 @@ def _prompt_id_of(row: Message) -> object:
 
 
 class MessageText(NamedTuple):
-    """The columns a reader of message text needs (no metadata, no ORM identity)."""
+    """The columns a reader of message text needs (no metadata, no ORM identity), its time
+    as the text ``schemas.iso`` makes of it."""
 
     id: str
     seq: int
     content: str
-    created_at: datetime | None
+    created_at: str | None
 
 
 #: Above every ``seq``: the largest BIGINT.
@@ -394,7 +396,12 @@ def _latest_nonblank_by_role(
     """The newest ``limit`` messages of ``role`` below ``before_seq`` whose content is
     ``not_blank``, newest first, each parameter given by ``value(name, type)``."""
     return (
-        sa.select(MESSAGES.c.id, MESSAGES.c.seq, MESSAGES.c.content, MESSAGES.c.created_at)
+        sa.select(
+            MESSAGES.c.id,
+            MESSAGES.c.seq,
+            MESSAGES.c.content,
+            sa.type_coerce(MESSAGES.c.created_at, IsoText()).label("created_at"),
+        )
         .where(
             MESSAGES.c.session_id == value("session_id", sa.String()),
             MESSAGES.c.role == value("role", sa.String()),
