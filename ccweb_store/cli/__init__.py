@@ -76,6 +76,11 @@ def serve(
         # uvicorn formats each request's access line before its logger drops it; above info,
         # where none would print, the lines are not made at all.
         access_log=settings.log_level.lower() in ACCESS_LOG_LEVELS,
+        # Nothing but the access log reads the client's address or scheme, which uvicorn's
+        # proxy-headers middleware would rewrite from X-Forwarded-* on every request (behind
+        # a proxy, the access log shows the proxy's); no answer needs to name the server.
+        proxy_headers=False,
+        server_header=False,
     )
     # After Config, which sets up uvicorn's loggers: the access log would show the token of a
     # request to /mcp?credential=….
