@@ -177,9 +177,10 @@ class UnitState:
         #: statement, the switches in and out, the result's re-wrapping) costs more than the
         #: statement itself. None on PostgreSQL.
         sync = connection.sync_connection
-        self.inline: Connection | None = (
-            sync if sync is not None and sync.dialect.name == "sqlite" else None
-        )
+        assert sync is not None, "the connection is closed"
+        #: The dialect's name ("sqlite", "postgresql"), which repositories ask often.
+        self.dialect: str = sync.dialect.name
+        self.inline: Connection | None = sync if self.dialect == "sqlite" else None
         #: The ``sqlite3`` connection under ``inline``, which runs the prebuilt statements.
         self.driver: sqlite3.Connection | None = (
             self.inline.connection.dbapi_connection  # type: ignore[assignment]
@@ -261,7 +262,7 @@ class Repository:
 
     @property
     def dialect(self) -> str:
-        return self.connection.dialect.name
+        return self.state.dialect
 
     def _load(self, model: type[_B], row: Sequence[Any], into: _B | None = None) -> _B:
         """The unit of work's object for ``row`` (every column, in table order), refreshed.
