@@ -52,6 +52,25 @@ async def test_reads_reuse_one_kept_connection_and_run_only_their_own_statements
     assert verbs == ["BEGIN", "SELECT", "ROLLBACK"] * 3  # no pool reset, no connection setup
 
 
+async def test_an_invalidated_kept_reader_is_dropped_for_a_fresh_one(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    try:
+        async with store.uow() as uow:
+            await uow.sessions.create("s1", title="One")
+            await uow.commit()
+        async with store.read_uow() as uow:
+            first = uow.connection
+        await first.invalidate()  # kept idle, but no longer usable
+        async with store.read_uow() as uow:
+            second = uow.connection
+            assert (await uow.sessions.require("s1")).title == "One"
+        async with store.read_uow() as uow:
+            assert uow.connection is second  # the fresh one is kept in its place
+    finally:
+        await store.dispose()
+    assert second is not first
+
+
 async def test_a_read_sees_one_snapshot_and_never_holds_up_a_writer(tmp_path: Path) -> None:
     store = await _store(tmp_path)
     try:
