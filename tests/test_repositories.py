@@ -13,7 +13,15 @@ from sqlalchemy.exc import IntegrityError
 from ccweb_store import errors, runs
 from ccweb_store.config import Settings
 from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
-from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX, Message, ReplyRequest, new_id, utcnow
+from ccweb_store.models import (
+    ACTIVE_RUN_STATUSES,
+    REPLY_TO_REQUEST_ID_INDEX,
+    RUN_STATUSES,
+    Message,
+    ReplyRequest,
+    new_id,
+    utcnow,
+)
 from ccweb_store.repositories import SessionRepository
 from ccweb_store.repositories import messages as messages_module
 from ccweb_store.repositories import replies as replies_module
@@ -270,6 +278,37 @@ async def test_busy_running_and_expired_lease_probes_follow_the_runs_state(
         assert not await uow.runs.has_run_in("p", ("queued", "running"))
         assert await uow.runs.earliest_lease_expiry() is None
         await uow.commit()
+
+
+async def test_a_sends_target_is_busy_exactly_while_it_has_a_queued_or_running_run(
+    store: Store,
+) -> None:
+    await _make_sessions(store, "src", "idle", *(f"t-{status}" for status in RUN_STATUSES))
+    async with store.uow() as uow:
+        for status in RUN_STATUSES:
+            await uow.runs._add(f"t-{status}", "user_turn", status, None, 0, None)
+        await uow.commit()
+    async with store.uow() as uow:
+        busy = {
+            target: (await uow.sessions.send_parties("src", target)).target_busy
+            for target in ["idle", *(f"t-{status}" for status in RUN_STATUSES)]
+        }
+        parties = await uow.sessions.send_parties("src", "t-queued")
+    assert busy == {"idle": False} | {
+        f"t-{status}": status in ACTIVE_RUN_STATUSES for status in RUN_STATUSES
+    }
+    assert parties.source == ("src", "Title src")
+    assert parties.target == ("t-queued", "Title t-queued")
+    if store.dialect == "sqlite":  # one range of the runs' session index, not one per status
+        params = {"source_id": "src", "target_id": "idle"}
+        plan = await query_plan(store, sessions_module._SEND_PARTIES, params)
+        probe = "ix_runs_session_id_status (session_id=? AND status>? AND status<?)"
+        assert plan.count("ix_runs_session_id_status") == plan.count(probe) == 1
+
+
+def test_the_active_run_statuses_are_one_range_of_the_run_statuses() -> None:
+    low, high = sessions_module.ACTIVE_RUN_STATUS_RANGE
+    assert {status for status in RUN_STATUSES if low <= status <= high} == set(ACTIVE_RUN_STATUSES)
 
 
 async def test_reply_transitions_are_conditional_on_the_current_status(store: Store) -> None:

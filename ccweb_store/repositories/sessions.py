@@ -84,6 +84,25 @@ def _has_active_run(session_id: sa.ColumnElement[str]) -> sa.ColumnElement[bool]
     )
 
 
+#: The run statuses ``_has_active_run_sqlite`` finds: every status from the first active one
+#: to the last, in SQLite's order (``BINARY``: byte by byte). No other run status lies between
+#: them (a test holds ``RUN_STATUSES`` to that).
+ACTIVE_RUN_STATUS_RANGE = (min(ACTIVE_RUN_STATUSES), max(ACTIVE_RUN_STATUSES))
+
+
+def _has_active_run_sqlite(session_id: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
+    """``_has_active_run`` on SQLite in one index probe instead of one per status: the
+    active statuses, ``queued`` and ``running``, are the only run statuses from the one to the
+    other (the ``status`` CHECK admits no other value), so one range of
+    ``ix_runs_session_id_status`` holds exactly the session's active runs (a send's busy
+    check: ~3,900 instructions less). Not on PostgreSQL, whose text order is its collation's."""
+    return sa.exists().where(
+        RUNS.c.session_id == session_id,
+        RUNS.c.status >= constant(ACTIVE_RUN_STATUS_RANGE[0]),
+        RUNS.c.status <= constant(ACTIVE_RUN_STATUS_RANGE[1]),
+    )
+
+
 #: SQLite: both conversations and the target's busy flag in one statement (``BEGIN IMMEDIATE``
 #: already holds every other writer off, so what it reads stays true until the commit): 4.4
 #: µs, where the two statements it replaces took 10.
@@ -92,9 +111,9 @@ _SEND_PARTIES = prebuilt(
         sa.select(SESSIONS.c.id, SESSIONS.c.title, sa.false()).where(
             SESSIONS.c.id == bindparam("source_id")
         ),
-        sa.select(SESSIONS.c.id, SESSIONS.c.title, _has_active_run(bindparam("target_id"))).where(
-            SESSIONS.c.id == bindparam("target_id")
-        ),
+        sa.select(
+            SESSIONS.c.id, SESSIONS.c.title, _has_active_run_sqlite(bindparam("target_id"))
+        ).where(SESSIONS.c.id == bindparam("target_id")),
     )
 )
 #: PostgreSQL: both rows locked in id order, so that concurrent sends to one target queue on
