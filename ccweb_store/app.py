@@ -7,7 +7,7 @@ import contextlib
 import gc
 import hmac
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -27,6 +27,7 @@ from ccweb_store.mcp_http import OPERATOR_SCOPE_KEY, mcp_app
 from ccweb_store.rpc import rpc_app
 from ccweb_store.runs import sweep_expired_leases
 from ccweb_store.uow import Store
+from ccweb_store.vacuum import keep_vacuumed, vacuum_interval
 
 log = logging.getLogger("ccweb_store")
 
@@ -56,7 +57,11 @@ def create_app(
             if freeze_gc_after_startup:
                 freeze_startup_objects()
             log.info("ccweb-store %s ready on %s", __version__, active.dialect)
-            async with _lease_sweeper(active, settings.lease_sweep_seconds):
+            vacuum_every = await vacuum_interval(active, settings.postgres_vacuum_seconds)
+            async with (
+                _in_background(sweep_expired_leases, active, settings.lease_sweep_seconds),
+                _in_background(keep_vacuumed, active, vacuum_every),
+            ):
                 yield
         finally:
             if owned:
@@ -153,12 +158,15 @@ class AnyMethod:
 
 
 @asynccontextmanager
-async def _lease_sweeper(store: Store, interval: float) -> AsyncIterator[None]:
-    """Run ``sweep_expired_leases`` in the background while the app serves (0 disables it)."""
+async def _in_background(
+    job: Callable[[Store, float], Coroutine[Any, Any, None]], store: Store, interval: float
+) -> AsyncIterator[None]:
+    """Run ``job(store, interval)`` (``sweep_expired_leases``, ``keep_vacuumed``) in the
+    background while the app serves; an interval of 0 runs nothing."""
     if interval <= 0:
         yield
         return
-    task = asyncio.create_task(sweep_expired_leases(store, interval), name="lease-sweeper")
+    task = asyncio.create_task(job(store, interval), name=job.__name__)
     try:
         yield
     finally:

@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     lease_seconds: int = Field(default=300, ge=1, le=MAX_LEASE_SECONDS)
     max_attempts: int = Field(default=3, ge=1)
     lease_sweep_seconds: float = Field(default=5.0, ge=0)  # 0 disables the sweeper
+    # PostgreSQL: how often the service vacuums the tables it updates (``vacuum.py``); unset,
+    # every second when the server's autovacuum is off, else never; 0, never.
+    postgres_vacuum_seconds: float | None = Field(default=None, ge=0)
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
     log_level: str = "info"
 
