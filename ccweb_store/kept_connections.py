@@ -108,9 +108,6 @@ class SQLiteReaders(KeptConnections):
             raise
         return connection
 
-    async def begin(self, connection: AsyncConnection) -> None:
-        db.run_on_sqlite_driver(connection, "BEGIN")
-
     async def end(self, connection: AsyncConnection, *, commit: bool) -> None:
         db.end_sqlite_transaction(connection, commit=commit)
 
