@@ -220,7 +220,7 @@ async def _after_close(
     )
     message = None
     if output and output.strip():
-        message = await uow.messages.append(
+        message = await uow.sends.append_read(
             run.session_id, "assistant", output, metadata={"runId": run.id}
         )
     replies: list[ReplyRequest] = []

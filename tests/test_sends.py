@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from ccweb_store.models import Message, ReplyRequest, Run, Session, new_id
+from ccweb_store.repositories.sends import _APPEND_READ
 from ccweb_store.uow import Store
 
 NOW = datetime(2026, 12, 1, 11, 0, 0, 123456, tzinfo=UTC)
@@ -178,3 +180,40 @@ async def test_return_reply_writes_what_the_repositories_write_one_by_one(
     by_repositories, by_batch = await _rows(pair, "conv-b"), await _rows(pair, "conv-c")
     assert by_batch == by_repositories
     assert len(by_batch["messages"]) == 1 and len(by_batch["runs"]) == (1 if auto_run else 0)
+
+
+async def test_append_read_writes_and_returns_what_append_does(store: Store) -> None:
+    """A run's output appended to its locked conversation (``append_read``, one statement on
+    PostgreSQL) is the row and the touch ``MessageRepository.append`` makes."""
+    async with store.uow() as uow:
+        for conversation in ("by-append", "by-append-read"):
+            await uow.sessions.create(conversation, title="Output")
+            await uow.messages.append(conversation, "user", "Run the tests")
+        await uow.commit()
+    async with store.uow() as uow:
+        await uow.sessions.lock_many(["by-append", "by-append-read"])
+        plain = await uow.messages.append(
+            "by-append", "assistant", "All 42 tests pass.", metadata={"runId": "run_1"}
+        )
+        read = await uow.sends.append_read(
+            "by-append-read", "assistant", "All 42 tests pass.", metadata={"runId": "run_1"}
+        )
+        await uow.commit()
+    fields = ("seq", "role", "content", "metadata_")
+    assert [getattr(read, name) for name in fields] == [getattr(plain, name) for name in fields]
+    assert (read.session_id, read.seq) == ("by-append-read", 2)
+    assert read.id.startswith("msg_") and read.created_at is not None
+    async with store.read_uow() as uow:
+        session = await uow.sessions.require("by-append-read")
+        stored = await uow.messages.get(read.id)
+    assert session.updated_at == read.created_at
+    assert stored is not None
+    assert [getattr(stored, name) for name in (*fields, "created_at")] == [
+        getattr(read, name) for name in (*fields, "created_at")
+    ]
+
+
+def test_append_read_is_one_statement_on_postgresql() -> None:
+    sql = str(_APPEND_READ.as_one_statement().compile(dialect=postgresql.dialect()))
+    assert sql.startswith("WITH step_0 AS \n(UPDATE sessions SET updated_at=")
+    assert "INSERT INTO messages" in sql and "RETURNING messages.id" in sql
