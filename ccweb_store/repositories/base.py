@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import QueryableAttribute
 
 from ccweb_store import errors
+from ccweb_store.db import driver_of
 from ccweb_store.errors import DomainError, InvalidInput
 from ccweb_store.models import (
     FROM_DATABASE,
@@ -183,9 +184,7 @@ class UnitState:
         self.inline: Connection | None = sync if self.dialect == "sqlite" else None
         #: The ``sqlite3`` connection under ``inline``, which runs the prebuilt statements.
         self.driver: sqlite3.Connection | None = (
-            self.inline.connection.dbapi_connection  # type: ignore[assignment]
-            if self.inline is not None
-            else None
+            driver_of(self.inline) if self.inline is not None else None
         )
         #: The object standing for each row read so far, by (mapped class, primary key).
         self.loaded: dict[tuple[type[Base], Any], Any] = {}
