@@ -150,7 +150,7 @@ def _sqlite_datetime_to_text(value: datetime | None) -> str | None:
 _fromisoformat = datetime.fromisoformat
 
 
-def _sqlite_text_to_datetime(value: str | None) -> datetime | None:
+def sqlite_text_to_datetime(value: str | None) -> datetime | None:
     """A stored SQLite datetime as an aware UTC datetime (text without an offset is UTC)."""
     if value is None:
         return None
@@ -229,7 +229,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Callable[[Any], Any] | None:
         if dialect.name == "sqlite":
-            return _sqlite_text_to_datetime
+            return sqlite_text_to_datetime
         if dialect.driver == "asyncpg":
             return _aware_to_utc
         return super().result_processor(dialect, coltype)

@@ -20,6 +20,7 @@ from ccweb_store.models import (
     Run,
     Session,
     UTCDateTime,
+    sqlite_text_to_datetime,
 )
 
 #: The fields of ``iso`` of a UTC datetime, looked up rather than formatted: a quarter of the
@@ -54,20 +55,22 @@ class IsoText(TypeDecorator[str]):
     cache_ok = True
 
     def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Callable[[Any], Any]:
+        if dialect.name == "sqlite":
+            return iso_of_sqlite_text
         as_datetime = UTCDateTime().result_processor(dialect, coltype)
 
         def read(value: Any) -> str | None:
             return iso(as_datetime(value) if as_datetime is not None else value)
 
-        if dialect.name != "sqlite":
-            return read
+        return read
 
-        def read_sqlite(value: str | None) -> str | None:
-            if value is not None and len(value) == 26 and value[10] == " " and value[19] == ".":
-                return f"{value[:10]}T{value[11:23]}Z"
-            return read(value)
 
-        return read_sqlite
+def iso_of_sqlite_text(value: str | None) -> str | None:
+    """``iso`` of a timestamp as SQLite stores it (``IsoText``): the characters rearranged when
+    it has the store's shape, else parsed (``UTCDateTime``'s reading) and formatted."""
+    if value is not None and len(value) == 26 and value[10] == " " and value[19] == ".":
+        return f"{value[:10]}T{value[11:23]}Z"
+    return iso(sqlite_text_to_datetime(value))
 
 
 def session_out(row: Session, *, active_run: Run | None = None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from ccweb_store.arguments import bounded_int
 from ccweb_store.content import text_of
 from ccweb_store.context import Source, refuse_other_conversation
 from ccweb_store.errors import InvalidInput
-from ccweb_store.repositories import MessageText, validate_session_id
+from ccweb_store.repositories import validate_session_id
 from ccweb_store.uow import Store, UnitOfWork
 
 DEFAULT_LIMIT = 15
@@ -32,9 +32,35 @@ DEFAULT_MAX_CHARS = 1000
 MAX_MAX_CHARS = 1000
 
 
+class Budget:
+    """``maxChars`` code points shared by the inputs, spent from the newest one on.
+
+    Each input that fits is returned whole. The first that does not keeps its beginning and
+    ends the list: every older input is dropped (``cut``). When the budget is already spent
+    exactly, that input is dropped rather than returned empty. Python ``str`` length counts
+    code points, so no code point is ever split.
+    """
+
+    __slots__ = ("cut", "remaining")
+
+    def __init__(self, max_chars: int) -> None:
+        self.remaining = max_chars
+        self.cut = False
+
+    def spend(self, text: str) -> str | None:
+        """What of ``text`` is returned (None: nothing); once ``cut`` is set, no older input
+        is."""
+        if len(text) <= self.remaining:
+            self.remaining -= len(text)
+            return text
+        self.cut = True
+        kept, self.remaining = text[: self.remaining] or None, 0
+        return kept
+
+
 class Budgeted(NamedTuple):
-    """One input after the budget: what is returned of it and how long it was (a tuple:
-    made once per returned input, at a fraction of a frozen dataclass's cost)."""
+    """One input after the budget (``apply_budget``): what is returned of it and how long it
+    was."""
 
     content: str
     original_chars: int
@@ -42,23 +68,16 @@ class Budgeted(NamedTuple):
 
 
 def apply_budget(texts_newest_first: Sequence[str], max_chars: int) -> tuple[list[Budgeted], bool]:
-    """Spend ``max_chars`` code points from the newest text on; return the kept ones and a cut flag.
-
-    The first text that does not fit keeps its beginning (``truncated``) and every older one
-    is dropped. When the budget is already spent exactly, that text is dropped rather than
-    returned empty. Python ``str`` length counts code points, so no code point is ever split.
-    """
+    """The ``Budget`` spent on ``texts_newest_first``: the kept ones and whether it cut."""
+    budget = Budget(max_chars)
     kept: list[Budgeted] = []
-    remaining = max_chars
     for text in texts_newest_first:
-        if len(text) <= remaining:
-            kept.append(Budgeted(text, len(text), False))
-            remaining -= len(text)
-            continue
-        if remaining > 0:
-            kept.append(Budgeted(text[:remaining], len(text), True))
-        return kept, True
-    return kept, False
+        content = budget.spend(text)
+        if content is not None:
+            kept.append(Budgeted(content, len(text), len(content) < len(text)))
+        if budget.cut:
+            break
+    return kept, budget.cut
 
 
 def target_conversation(source: Source, args: Mapping[str, Any]) -> str:
@@ -80,37 +99,6 @@ def target_conversation(source: Source, args: Mapping[str, Any]) -> str:
     return validate_session_id(source.session_id)
 
 
-async def newest_inputs(
-    uow: UnitOfWork, session_id: str, count: int, max_chars: int
-) -> list[tuple[MessageText, str]]:
-    """Up to ``count`` newest user messages with non-blank text, newest first, with that text.
-
-    Reading stops early once their text exceeds ``max_chars``: the budget cuts there, so no
-    older input is returned and ``hasMore`` is already true. The first batch is what a
-    budget of that size usually spends (``first_batch``), the next ones the rest of
-    ``count``: with inputs of a few hundred characters the default budget reads 4 rows, not 16.
-    """
-    found: list[tuple[MessageText, str]] = []
-    chars = 0
-    before_seq: int | None = None
-    batch_size = first_batch(max_chars)
-    while len(found) < count and chars <= max_chars:
-        wanted = min(count - len(found), batch_size)
-        batch = await uow.messages.latest_nonblank_by_role(
-            session_id, "user", limit=wanted, before_seq=before_seq
-        )
-        for row in batch:
-            text = text_of(row.content)
-            if text and not text.isspace():  # what ``text.strip()`` tells, without a copy
-                found.append((row, text))
-                chars += len(text)
-        if len(batch) < wanted:
-            break
-        before_seq = batch[-1].seq
-        batch_size = count
-    return found
-
-
 #: The length of a typical input, to guess how many rows a budget spends (``first_batch``).
 TYPICAL_INPUT_CHARS = 250
 
@@ -127,35 +115,62 @@ async def list_user_inputs(store: Store, source: Source, args: Mapping[str, Any]
     limit = bounded_int(args, "limit", DEFAULT_LIMIT, MAX_LIMIT)
     max_chars = bounded_int(args, "maxChars", DEFAULT_MAX_CHARS, MAX_MAX_CHARS)
     session_id = target_conversation(source, args)
+    budget = Budget(max_chars)
     async with store.read_uow() as uow:
-        candidates = await newest_inputs(uow, session_id, limit + 1, max_chars)
-        if not candidates:  # an input proves the conversation exists; no input proves nothing
+        inputs, older = await newest_inputs(uow, session_id, limit, budget)
+        if not inputs and not older:  # an input proves the conversation exists; none, nothing
             await uow.sessions.require(session_id)
-    older_beyond_limit = len(candidates) > limit
-    candidates = candidates[:limit]
-    kept, cut = apply_budget([text for _, text in candidates], max_chars)
-    inputs = []
-    total_chars = 0
-    for (row, _), item in zip(candidates, kept, strict=False):
-        chars = len(item.content)
-        total_chars += chars
-        inputs.append(
-            {
-                "messageId": row.id,
-                "createdAt": row.created_at,
-                "content": item.content,
-                "contentChars": chars,
-                "originalChars": item.original_chars,
-                "truncated": item.truncated,
-            }
-        )
     inputs.reverse()
     return {
         "conversationId": session_id,
         "limit": limit,
         "maxChars": max_chars,
-        "totalChars": total_chars,
+        "totalChars": max_chars - budget.remaining,
         "returned": len(inputs),
-        "hasMore": older_beyond_limit or cut,
+        "hasMore": older,
         "inputs": inputs,
     }
+
+
+async def newest_inputs(
+    uow: UnitOfWork, session_id: str, limit: int, budget: Budget
+) -> tuple[list[dict[str, Any]], bool]:
+    """The newest ``limit`` user inputs with non-blank text that ``budget`` keeps, newest
+    first, and whether an older input exists beyond them.
+
+    Reading stops at the input the budget cuts, or at one input more than ``limit`` (which
+    tells that older ones exist). The first read asks for what a budget of that size usually
+    spends (``first_batch``), the next ones for the rest: with inputs of a few hundred
+    characters the default budget reads 4 rows, not 16.
+    """
+    inputs: list[dict[str, Any]] = []
+    wanted = min(limit + 1, first_batch(budget.remaining))
+    before_seq: int | None = None
+    while True:
+        batch = await uow.messages.latest_nonblank_by_role(
+            session_id, "user", limit=wanted, before_seq=before_seq
+        )
+        for message_id, _, content, created_at in batch:
+            text = text_of(content)
+            if not text or text.isspace():  # what ``text.strip()`` tells, without a copy
+                continue
+            if len(inputs) == limit:
+                return inputs, True
+            kept = budget.spend(text)
+            if kept is not None:
+                inputs.append(
+                    {
+                        "messageId": message_id,
+                        "createdAt": created_at,
+                        "content": kept,
+                        "contentChars": len(kept),
+                        "originalChars": len(text),
+                        "truncated": len(kept) < len(text),
+                    }
+                )
+            if budget.cut:
+                return inputs, True
+        if len(batch) < wanted:
+            return inputs, False
+        before_seq = batch[-1][1]
+        wanted = limit + 1 - len(inputs)

@@ -15,8 +15,12 @@ from ccweb_store.arguments import bounded_int
 from ccweb_store.context import Source
 from ccweb_store.errors import DomainError
 from ccweb_store.models import Base, Message, utcnow
-from ccweb_store.repositories import MessageRepository
-from ccweb_store.repositories.messages import NO_SEQ_ABOVE, latest_nonblank_by_role_statement
+from ccweb_store.repositories import MessageRepository, direct
+from ccweb_store.repositories.messages import (
+    LATEST_NONBLANK_BY_ROLE_SQLITE,
+    NO_SEQ_ABOVE,
+    latest_nonblank_by_role_statement,
+)
 from ccweb_store.uow import Store
 from ccweb_store.user_inputs import apply_budget, first_batch, list_user_inputs
 from tests.plans import query_plan
@@ -238,6 +242,62 @@ async def test_messages_without_a_timestamp_have_a_null_created_at(store: Store)
     assert item["createdAt"] is None
 
 
+async def test_the_read_returns_the_rows_of_the_portable_statement(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite the repository runs the query's text straight on the driver
+    (``LATEST_NONBLANK_BY_ROLE_SQLITE``); on either engine it returns, row for row, what the
+    prebuilt statement returns through SQLAlchemy: blanks of every kind left out, other roles
+    and conversations too, timestamps of every stored shape read alike, at every bound."""
+    texts = ["first", "", " ", "\t\n\r\f\v", "\u3000", " x ", "[]", "last"]
+    ids = await conversation(
+        store, "src", *[(role, text) for text in texts for role in ("user", "assistant")]
+    )
+    await conversation(store, "other", ("user", "elsewhere"))
+    async with store.uow() as uow:
+        missing = sa.update(Message).where(Message.id == ids[0]).values(created_at=None)
+        await uow.connection.execute(missing)
+        if store.dialect == "sqlite":  # as an older tool or CURRENT_TIMESTAMP writes it
+            for message_id, stored in ((ids[10], "2026-01-02 03:04:05"), (ids[14], "2026-01-02")):
+                await uow.connection.execute(
+                    sa.update(Message)
+                    .where(Message.id == message_id)
+                    .values(created_at=sa.literal_column(f"'{stored}'"))
+                )
+        await uow.commit()
+    queries: list[str] = []
+    fetch = direct.fetch_sqlite
+
+    def recorded(*args: Any) -> list[Any]:
+        queries.append(args[2])
+        return fetch(*args)
+
+    monkeypatch.setattr(direct, "fetch_sqlite", recorded)
+    reads = []
+    for before_seq, limit in [(None, 50), (None, 2), (11, 3), (3, 5), (1, 5)]:
+        params = {
+            "session_id": "src",
+            "role": "user",
+            "before_seq": NO_SEQ_ABOVE if before_seq is None else before_seq,
+            "limit": limit,
+        }
+        async with store.read_uow() as uow:
+            read = await uow.messages.latest_nonblank_by_role(
+                "src", "user", limit=limit, before_seq=before_seq
+            )
+            statement = latest_nonblank_by_role_statement(store.dialect)
+            portable = [tuple(row) for row in await uow.connection.execute(statement, params)]
+        assert read == portable
+        reads.append(read)
+    newest = [row[0] for row in reads[0]]
+    assert newest == [ids[14], ids[12], ids[10], ids[8], ids[0]]  # "\u3000" is Python's to drop
+    assert reads[-1] == [] and reads[0][-1][3] is None
+    if store.dialect == "sqlite":
+        assert reads[0][0][3] == "2026-01-02T00:00:00.000Z"
+        assert reads[0][2][3] == "2026-01-02T03:04:05.000Z"
+    assert queries == ([LATEST_NONBLANK_BY_ROLE_SQLITE] * 5 if store.dialect == "sqlite" else [])
+
+
 # --- the budget through the tool ----------------------------------------------------------------
 
 
@@ -417,8 +477,14 @@ async def test_on_a_hundred_thousand_messages_the_query_reads_the_index(
     statement = latest_nonblank_by_role_statement(store.dialect)
     plan = await query_plan(store, statement, params, only_indexes=False)
     if store.dialect == "sqlite":
-        assert f"SEARCH messages USING INDEX {INDEX} (session_id=? AND role=? AND seq<?)" in plan
-        assert "SCAN" not in plan and "TEMP B-TREE" not in plan
+        async with store.engine.connect() as connection:
+            text_plan = await connection.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {LATEST_NONBLANK_BY_ROLE_SQLITE}", tuple(params.values())
+            )
+        search = f"SEARCH messages USING INDEX {INDEX} (session_id=? AND role=? AND seq<?)"
+        for shown in (plan, " ".join(str(row) for row in text_plan)):
+            assert search in shown
+            assert "SCAN" not in shown and "TEMP B-TREE" not in shown
     else:
         assert f"Index Scan Backward using {INDEX} on messages" in plan
         assert "Seq Scan" not in plan and "Sort" not in plan

@@ -232,6 +232,18 @@ class Repository:
             result = await direct.execute_postgres(self.state.connection, stmt, params)
         return result
 
+    def _fetch_sqlite(self, sql: str, values: tuple[Any, ...]) -> list[Any] | None:
+        """The rows of ``sql``, a query written for SQLite, run straight on the driver
+        (``direct.fetch_sqlite``); None when the unit of work cannot run it so (PostgreSQL, or
+        no transaction begun yet): the caller then runs its portable statement."""
+        driver = self._driver
+        if driver is None or not driver.in_transaction:
+            return None
+        if self.state.finished:
+            raise RuntimeError("this unit of work has ended; run statements in a new one")
+        assert self._inline is not None
+        return direct.fetch_sqlite(self._inline, driver, sql, values)
+
     async def _execute_batch(self, batch: direct.Batch, values: dict[str, Any]) -> None:
         """Run ``batch`` with ``values`` in the unit of work's transaction: on SQLite straight
         on the driver, on PostgreSQL as one statement (``direct.Batch``)."""

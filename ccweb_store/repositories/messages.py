@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import cache, lru_cache
-from typing import Any, NamedTuple
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -29,7 +29,7 @@ from ccweb_store.repositories.base import (
     validate_choice,
 )
 from ccweb_store.repositories.sessions import SessionRepository
-from ccweb_store.schemas import IsoText
+from ccweb_store.schemas import IsoText, iso_of_sqlite_text
 
 _APPEND_MESSAGE_UNREAD = prebuilt(
     sa.insert(MESSAGES).values(
@@ -268,15 +268,17 @@ class MessageRepository(Repository):
         self, session_id: str, role: str, *, limit: int, before_seq: int | None = None
     ) -> list[MessageText]:
         """The newest ``limit`` non-blank ``role`` messages below ``before_seq``, newest first
-        (``LATEST_NONBLANK_BY_ROLE``)."""
-        params = {
-            "session_id": session_id,
-            "role": role,
-            "before_seq": NO_SEQ_ABOVE if before_seq is None else before_seq,
-            "limit": limit,
-        }
-        rows = (await self._execute(latest_nonblank_by_role_statement(self.dialect), params)).all()
-        return [MessageText._make(row) for row in rows]
+        (``LATEST_NONBLANK_BY_ROLE``; on SQLite its text, ``LATEST_NONBLANK_BY_ROLE_SQLITE``)."""
+        below = NO_SEQ_ABOVE if before_seq is None else before_seq
+        rows = self._fetch_sqlite(LATEST_NONBLANK_BY_ROLE_SQLITE, (session_id, role, below, limit))
+        if rows is not None:
+            return [
+                (message_id, seq, content, iso_of_sqlite_text(created_at))
+                for message_id, seq, content, created_at in rows
+            ]
+        params = {"session_id": session_id, "role": role, "before_seq": below, "limit": limit}
+        result = await self._execute(latest_nonblank_by_role_statement(self.dialect), params)
+        return [cast(MessageText, tuple(row)) for row in result.all()]
 
     async def find_prompt_card(self, prompt_id: str) -> Message | None:
         """The assistant message carrying ``metadata.ccwebPrompt.promptId == prompt_id``.
@@ -376,14 +378,10 @@ def _prompt_id_of(row: Message) -> object:
     return prompt.get("promptId") if isinstance(prompt, dict) else None
 
 
-class MessageText(NamedTuple):
-    """The columns a reader of message text needs (no metadata, no ORM identity), its time
-    as the text ``schemas.iso`` makes of it."""
-
-    id: str
-    seq: int
-    content: str
-    created_at: str | None
+#: The columns a reader of message text needs, ``(id, seq, content, created_at)``: no
+#: metadata, no ORM identity, the time as the text ``schemas.iso`` makes of it; a plain tuple,
+#: as the driver returns a row.
+MessageText = tuple[str, int, str, str | None]
 
 
 #: Above every ``seq``: the largest BIGINT.
@@ -452,4 +450,16 @@ LATEST_NONBLANK_BY_ROLE = prebuilt(
 )
 LATEST_NONBLANK_BY_ROLE_POSTGRES = prebuilt(
     _latest_nonblank_by_role(_planned_once, _NOT_BLANK_POSTGRES)
+)
+
+#: ``LATEST_NONBLANK_BY_ROLE`` as SQLite's driver runs it (``Repository._fetch_sqlite``): the
+#: same query with its constants written in, so that only the four values are bound, in this
+#: order: session id, role, the seq to stay below, limit. Through the prebuilt statement the
+#: parameters by name, their ordering and the rows' conversion cost as much as the query
+#: itself. ``tests/test_user_inputs.py`` checks that both return the same rows, and the plan.
+LATEST_NONBLANK_BY_ROLE_SQLITE = (
+    "SELECT id, seq, content, created_at FROM messages"
+    " WHERE session_id = ? AND role = ?"
+    f" AND trim(content, '{_BLANK_CHARACTERS}') != '' AND seq < ?"
+    " ORDER BY seq DESC LIMIT ?"
 )
