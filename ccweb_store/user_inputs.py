@@ -54,7 +54,8 @@ class Budget:
             self.remaining -= len(text)
             return text
         self.cut = True
-        kept, self.remaining = text[: self.remaining] or None, 0
+        kept = text[: self.remaining] or None  # none left: dropped rather than returned empty
+        self.remaining = 0
         return kept
 
 
