@@ -19,7 +19,8 @@ class KeptConnections:
     each, the pool's events, a reset) and for SQLAlchemy's transaction object: ~100 µs around
     a 10 µs read on SQLite, ~250 µs of CPU around a unit of work on PostgreSQL. Here a unit of
     work takes an idle connection off a list and gives it back, its transaction begun and
-    ended on the driver (``begin``, ``end``). Up to ``keep`` connections stay open between
+    ended on the driver (SQLite's ``BEGIN`` when it is taken, PostgreSQL's with its first
+    statement; ``end``). Up to ``keep`` connections stay open between
     units of work, their caches warm (SQLite's pages, asyncpg's prepared statements); units of
     work that overlap beyond that open more, which are closed afterwards.
     """
@@ -40,11 +41,6 @@ class KeptConnections:
                 break
         else:
             connection = await self.engine.connect()
-        try:
-            await self.begin(connection)
-        except BaseException:
-            await connection.close()
-            raise
         return connection
 
     async def release(self, connection: AsyncConnection) -> None:
@@ -67,9 +63,6 @@ class KeptConnections:
         idle, self._idle = self._idle, []
         for connection, _ in idle:
             await connection.close()
-
-    async def begin(self, connection: AsyncConnection) -> None:
-        """Begin a unit of work's transaction (or prepare for it to begin)."""
 
     async def end(self, connection: AsyncConnection, *, commit: bool) -> None:
         """COMMIT or ROLLBACK the unit of work's transaction, if one began."""

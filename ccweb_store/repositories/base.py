@@ -213,6 +213,11 @@ class Repository:
         self._inline = self.state.inline
         self._driver = self.state.driver
 
+    def _require_open(self) -> None:
+        """Refuse a statement once the unit of work has ended (``UnitState.finished``)."""
+        if self.state.finished:
+            raise RuntimeError("this unit of work has ended; run statements in a new one")
+
     async def _execute(
         self,
         stmt: sa.Executable,
@@ -220,8 +225,7 @@ class Repository:
     ) -> sa.CursorResult[Any]:
         """Run ``stmt`` in the unit of work's transaction, prebuilt ones straight on the
         driver (``direct``)."""
-        if self.state.finished:
-            raise RuntimeError("this unit of work has ended; run statements in a new one")
+        self._require_open()
         result: sa.CursorResult[Any]
         if self._inline is not None:
             assert self._driver is not None
@@ -239,16 +243,14 @@ class Repository:
         driver = self._driver
         if driver is None or not driver.in_transaction:
             return None
-        if self.state.finished:
-            raise RuntimeError("this unit of work has ended; run statements in a new one")
+        self._require_open()
         assert self._inline is not None
         return direct.fetch_sqlite(self._inline, driver, sql, values)
 
     async def _execute_batch(self, batch: direct.Batch, values: dict[str, Any]) -> None:
         """Run ``batch`` with ``values`` in the unit of work's transaction: on SQLite straight
         on the driver, on PostgreSQL as one statement (``direct.Batch``)."""
-        if self.state.finished:
-            raise RuntimeError("this unit of work has ended; run statements in a new one")
+        self._require_open()
         if self._inline is not None:
             assert self._driver is not None
             direct.execute_batch_sqlite(self._inline, self._driver, batch, values)
@@ -258,8 +260,7 @@ class Repository:
 
     async def _execute_many(self, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]) -> None:
         """Run ``stmt`` once per parameter set of ``rows`` (one executemany), returning nothing."""
-        if self.state.finished:
-            raise RuntimeError("this unit of work has ended; run statements in a new one")
+        self._require_open()
         if self._inline is not None:
             assert self._driver is not None
             direct.execute_many(self._inline, self._driver, stmt, rows)
