@@ -6,20 +6,28 @@ CLI exit codes); nothing below the service layer lets a raw database error escap
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DomainError(Exception):
     """A failure the caller can understand and act on."""
 
     code: str = "domain_error"
+    #: The JSON-RPC error code this failure is answered with on ``/rpc`` and ``/mcp``.
+    rpc_code: int = -32000
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: str | None = None, data: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        #: Details a client can act on (a path, a limit, ``retryAfter``), sent beside ``code``.
+        self.data = data or {}
 
-    def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, **self.data}
 
 
 class InvalidInput(DomainError):

@@ -2,7 +2,8 @@
 
 It parses, validates the envelope, dispatches to an async handler and maps failures to
 error objects. Notifications get no response; a batch gets an array (an empty one is an
-invalid request). A handler's ``DomainError`` becomes ``-32000`` with ``data.code``; any
+invalid request). A handler's ``DomainError`` becomes its ``rpc_code`` (``-32000`` unless it says
+otherwise) with ``data.code`` and its ``data``; any
 other exception becomes ``-32603`` with the traceback logged, never sent. The HTTP side of
 ``/mcp`` and ``/rpc`` (headers, body, answers) is ``asgi.py``.
 """
@@ -105,7 +106,7 @@ async def handle_message(message: Any, dispatch: Dispatch) -> dict[str, Any] | N
     except RpcError as error:
         return None if is_notification else error_response(request_id, error)
     except DomainError as exc:
-        failure = RpcError(DOMAIN_ERROR, exc.message, {"code": exc.code})
+        failure = RpcError(exc.rpc_code, exc.message, {"code": exc.code, **exc.data})
         return None if is_notification else error_response(request_id, failure)
     except Exception:
         log.exception("internal error in JSON-RPC method %r", method)
