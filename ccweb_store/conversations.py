@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ccweb_store import json_values
 from ccweb_store.arguments import (
     bounded_int,
     optional_bool,
@@ -116,6 +117,8 @@ async def append_message(store: Store, params: Mapping[str, Any]) -> dict[str, A
         content = text_of(content)
     if not isinstance(content, str):
         raise InvalidInput("content is required: a string or a list of {type: 'text', text} blocks")
+    if metadata is not None:
+        json_values.require_storable(metadata, "metadata")
     async with store.uow() as uow:
         row = await uow.messages.append(
             session_id, role, content, metadata=metadata, id=message_id or None

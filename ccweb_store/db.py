@@ -18,6 +18,7 @@ from json import encoder as json_encoder
 from pathlib import Path
 from typing import Any, NoReturn
 
+import orjson
 from asyncpg.exceptions import InternalClientError
 from sqlalchemy import JSON, event, text
 from sqlalchemy.dialects import registry
@@ -30,6 +31,7 @@ from sqlalchemy.sql.elements import Null
 from sqlalchemy.util import await_only
 from sqlalchemy.util.concurrency import in_greenlet
 
+from ccweb_store import json_values
 from ccweb_store.config import database_kind, normalize_database_url
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +54,7 @@ def create_engine(url: str, *, busy_timeout_ms: int = 30_000, **kwargs: Any) -> 
         return _create_sqlite_engine(url, busy_timeout_ms, **kwargs)
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 10)
+    kwargs.setdefault("json_deserializer", loads_postgres_json)
     engine = create_async_engine(url, **kwargs)
     if not kwargs.get("pool_pre_ping"):
         _ping_after_idle(engine)
@@ -62,6 +65,16 @@ def create_engine(url: str, *, busy_timeout_ms: int = 30_000, **kwargs: Any) -> 
             context.is_disconnect = True  # SQLAlchemy invalidates the connection
 
     return engine
+
+
+def loads_postgres_json(text: str) -> Any:
+    """A PostgreSQL JSON column's value. ``jsonb`` keeps numbers as ``numeric``, so a float
+    such as ``1e20`` comes back written as an integer; orjson reads an integer beyond 64 bits
+    as the float it was. Text orjson refuses takes ``json_values.loads_stored``."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json_values.loads_stored(text)
 
 
 #: A pooled PostgreSQL connection idle for longer than this is pinged before it is used.
@@ -273,6 +286,7 @@ def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Asyn
     sqlite_url = make_url(url).set(drivername="sqlite+ccweb_inline")
     # Every SQLite engine the same: repositories.direct compiles a statement once per process.
     kwargs["json_serializer"] = sqlite_json_dumps
+    kwargs.setdefault("json_deserializer", json_values.loads_stored)
     if InlineSQLiteDialect._is_url_file_db(sqlite_url):
         # The most recently returned connection first: one connection stays in use (its page
         # cache warm) unless several units of work overlap.

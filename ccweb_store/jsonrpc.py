@@ -10,12 +10,15 @@ other exception becomes ``-32603`` with the traceback logged, never sent. The HT
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
 
+from ccweb_store import json_values
 from ccweb_store.errors import DomainError
 
 log = logging.getLogger("ccweb_store.jsonrpc")
@@ -58,19 +61,99 @@ def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON, as Starlette writes it, but by orjson: several times faster than
     the ``json`` module on the service's answers, which every request pays for. A key that is
     not a string (which ``json`` writes as one) takes a second pass with orjson's option for
-    it, which would slow down every other answer by a tenth."""
+    it, which would slow down every other answer by a tenth. What orjson cannot write at all
+    (an id beyond 64 bits, a stored value that breaks the JSON rule) takes ``_dumps_rare``."""
     try:
         return orjson.dumps(value)
     except TypeError:
+        pass
+    try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return _dumps_rare(value)
+
+
+def _dumps_rare(value: Any) -> bytes:
+    """``dumps`` of an answer orjson refused: a response's integer id beyond 64 bits is written
+    exactly, as it came; a value that breaks the JSON rule (a row stored before it) is
+    answered kept as text, and logged (``json_values.readable``)."""
+    if type(value) is list:
+        return b"[" + b",".join(dumps(item) for item in value) + b"]"
+    if type(value) is dict and type(value.get("id")) is int:
+        rest = dumps({key: item for key, item in value.items() if key != "id"})
+        exact_id = b'{"id":' + str(value["id"]).encode()
+        return exact_id + (b"}" if rest == b"{}" else b"," + rest[1:])
+    kept = json_values.readable(value, "an answer")
+    return orjson.dumps(kept, option=orjson.OPT_NON_STR_KEYS)
+
+
+#: How deep a JSON-RPC message may nest: the message, its params and a tool's arguments
+#: around a value of ``json_values.MAX_DEPTH`` levels.
+MESSAGE_DEPTH = json_values.MAX_DEPTH + 3
+#: A run of 19 digits: the text may hold an integer beyond 64 bits, which orjson reads as a
+#: float (so it is read again by the ``json`` module, which keeps it exact).
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
 def parse(body: bytes | str) -> Any:
-    """Decode a JSON-RPC payload, or raise ``-32700``."""
+    """Decode a JSON-RPC payload, or raise ``-32700`` (not JSON) or ``-32600`` (nested
+    deeper than ``MESSAGE_DEPTH``).
+
+    A message whose members break the JSON rule (``json_values``) comes back as a
+    ``Refused`` message, which ``handle_message`` answers with its error and its id; every
+    id comes back exactly as it was written, integers beyond 64 bits included.
+    """
     try:
-        return orjson.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if "recursion" in str(exc).lower():
+            raise too_deep() from exc
         raise RpcError(PARSE_ERROR, f"parse error: the body is not valid JSON ({exc})") from exc
+    raw = body if isinstance(body, bytes) else body.encode()
+    long_digits = _LONG_DIGITS.search(raw) is not None
+    if not long_digits and raw.count(b"[") + raw.count(b"{") <= MESSAGE_DEPTH:
+        return payload  # too few brackets to nest too deep, and no integer beyond 64 bits
+    if long_digits:
+        try:
+            payload = json.loads(raw)
+        except RecursionError:
+            raise too_deep() from None
+    if type(payload) is list:
+        return [_screened(message) for message in payload]
+    return _screened(payload)
+
+
+def too_deep() -> RpcError:
+    """``-32600`` for a body nested too deep to be read as a message."""
+    return RpcError(
+        INVALID_REQUEST,
+        f"invalid request: the message nests deeper than {MESSAGE_DEPTH} levels of arrays "
+        f"and objects (a stored value may nest {json_values.MAX_DEPTH})",
+        {"code": json_values.INVALID_JSON_VALUE, "limit": f"{MESSAGE_DEPTH} levels"},
+    )
+
+
+class Refused(dict[str, Any]):
+    """A message refused while it was parsed: ``handle_message`` answers ``error`` to its
+    id. It is the message's envelope (``jsonrpc``, ``id``), so that whatever looks at a
+    message before it is answered sees an ordinary one."""
+
+    def __init__(self, message: dict[str, Any], error: RpcError) -> None:
+        super().__init__({key: message[key] for key in ("jsonrpc", "id") if key in message})
+        self.error = error
+
+
+def _screened(message: Any) -> Any:
+    """``message``, or a ``Refused`` one when a member but its id breaks the JSON rule."""
+    if type(message) is not dict:
+        return message
+    members = {key: value for key, value in message.items() if key != "id"}
+    problem = json_values.find_problem(members, "", max_depth=MESSAGE_DEPTH)
+    if problem is None:
+        return message
+    code = INVALID_PARAMS if problem.path.startswith("params") else INVALID_REQUEST
+    error = problem.error()
+    return Refused(message, RpcError(code, error.message, {"code": error.code, **error.data}))
 
 
 async def handle_payload(payload: Any, dispatch: Dispatch) -> Any | None:
@@ -96,11 +179,12 @@ async def handle_message(message: Any, dispatch: Dispatch) -> dict[str, Any] | N
         return None  # a response from the client: nothing to answer
     is_notification = "id" not in message
     request_id = message.get("id")
+    if type(message) is Refused:
+        return None if is_notification else error_response(_usable(request_id), message.error)
     try:
         method, params = _validate(message)
     except RpcError as error:  # a malformed message is answered even without an id
-        valid_id = isinstance(request_id, str | int) and not isinstance(request_id, bool)
-        return error_response(request_id if valid_id else None, error)
+        return error_response(_usable(request_id), error)
     try:
         result = await dispatch(method, params)
     except RpcError as error:
@@ -115,6 +199,13 @@ async def handle_message(message: Any, dispatch: Dispatch) -> dict[str, Any] | N
     if is_notification:
         return None
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _usable(request_id: Any) -> str | int | None:
+    """A refused message's id, when it is one an answer can carry (else null)."""
+    if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+        return request_id
+    return None
 
 
 def _validate(message: dict[str, Any]) -> tuple[str, Mapping[str, Any]]:

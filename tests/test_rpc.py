@@ -283,7 +283,6 @@ async def test_a_body_that_is_not_json_is_a_parse_error(store: Store) -> None:
     [
         ("run.claim", {"workerId": "w", "leaseSeconds": 2**63 - 1}, "leaseSeconds"),
         ("run.heartbeat", {"runId": "run_x", "workerId": "w", "leaseSeconds": 10**18}, "lease"),
-        ("message.list", {"sessionId": "conv-a", "afterSeq": 2**64 - 1}, "afterSeq"),
         ("reply.expire", {"olderThanSeconds": 1e308}, "olderThanSeconds"),
         ("credential.mint", {"sessionId": "conv-a", "expiresInSeconds": 2**63 - 1}, "100 years"),
         ("credential.mint", {"sessionId": "conv-a", "hopCount": 2**31}, "hopCount"),
