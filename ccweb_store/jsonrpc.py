@@ -106,7 +106,8 @@ def parse(body: bytes | str) -> Any:
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        if "recursion" in str(exc).lower():
+        reason = str(exc).lower()
+        if "depth" in reason or "recursion" in reason:  # orjson reads 1,024 levels at most
             raise too_deep() from exc
         raise RpcError(PARSE_ERROR, f"parse error: the body is not valid JSON ({exc})") from exc
     raw = body if isinstance(body, bytes) else body.encode()

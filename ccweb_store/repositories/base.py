@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import QueryableAttribute
 
-from ccweb_store import errors
+from ccweb_store import errors, json_values
 from ccweb_store.db import driver_of
 from ccweb_store.errors import DomainError, InvalidInput
 from ccweb_store.models import (
@@ -78,11 +78,13 @@ def decode_cursor(cursor: str, kinds: Sequence[type]) -> list[Any]:
         parts = json.loads(base64.urlsafe_b64decode(padded.encode()))
         if not isinstance(parts, list) or len(parts) != len(kinds):
             raise ValueError
+        if json_values.find_problem(parts, "cursor") is not None:
+            raise ValueError
         return [
             datetime.fromisoformat(p) if k is datetime else k(p)
             for p, k in zip(parts, kinds, strict=True)
         ]
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise InvalidInput(f"invalid cursor {cursor!r}", code=errors.INVALID_CURSOR) from exc
 
 
