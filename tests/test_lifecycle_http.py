@@ -76,9 +76,16 @@ async def claim(client: httpx.AsyncClient, worker: str = "worker-1", **params: A
 
 
 async def complete(
-    client: httpx.AsyncClient, run_id: str, output: str | None = ANSWER, status: str = "completed"
+    client: httpx.AsyncClient,
+    run_id: str,
+    output: str | None = ANSWER,
+    status: str = "completed",
+    worker: str | None = "worker-1",
 ) -> dict[str, Any]:
+    """``run.complete`` by ``worker`` (the run's lease holder; None for a run none holds)."""
     params: dict[str, Any] = {"runId": run_id, "status": status, "output": output}
+    if worker is not None:
+        params["workerId"] = worker
     result: dict[str, Any] = await rpc_result(client, "run.complete", params)
     return result
 
@@ -283,7 +290,9 @@ async def test_a_reply_for_a_busy_source_waits_in_ready_until_the_sources_run_co
     ready = await rpc_result(client, "reply.list", {"status": "ready"})
     assert [r["requestId"] for r in ready["replies"]] == [sent["requestId"]]
 
-    finished = await complete(client, source_run["id"], output="Planned the next step.")
+    finished = await complete(
+        client, source_run["id"], output="Planned the next step.", worker=None
+    )
     assert [(r["requestId"], r["status"]) for r in finished["replies"]] == [
         (sent["requestId"], "returned")
     ]
@@ -301,7 +310,12 @@ async def test_a_failed_target_run_reaches_the_source_as_a_notice(
     done = await rpc_result(
         client,
         "run.complete",
-        {"runId": run["id"], "status": "failed", "error": "the sandbox ran out of disk"},
+        {
+            "runId": run["id"],
+            "status": "failed",
+            "error": "the sandbox ran out of disk",
+            "workerId": "worker-1",
+        },
     )
     assert done["run"]["status"] == "failed"
     [failed] = done["replies"]
