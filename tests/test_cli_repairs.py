@@ -180,6 +180,37 @@ async def _cancel_open_runs(store: Store, session_id: str) -> None:
         await uow.commit()
 
 
+def test_retry_while_the_target_run_still_answers_exits_1_naming_it_and_changes_nothing(
+    database_url: str,
+) -> None:
+    request_id = waiting_request(database_url)
+    assert ccweb_store(database_url, "replies", "fail", request_id, "--reason", "x").exit_code == 0
+    [target_run] = on_store(database_url, lambda store: runs_of(store, "reviewer"))
+    before = on_store(database_url, row_counts)
+    reply_before = on_store(database_url, lambda store: reply_row(store, request_id))
+
+    result = ccweb_store(database_url, "replies", "retry", request_id)
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.strip() == (
+        f"ccweb-store: reply request {request_id!r} is still being answered: run "
+        f"{target_run.id!r} in the target 'reviewer' is queued. Nothing was changed: retry "
+        "after that run ends (its end answers or fails the request), or end it first "
+        "(run.complete with status failed)"
+    )
+    assert on_store(database_url, row_counts) == before
+    after = on_store(database_url, lambda store: reply_row(store, request_id))
+    assert (after.status, after.last_error, after.reply_message_id) == (
+        reply_before.status,
+        reply_before.last_error,
+        reply_before.reply_message_id,
+    )
+    on_store(database_url, lambda store: _answer_late(store, "Reviewed after all"))
+    reply = as_json(ccweb_store(database_url, "replies", "retry", request_id, "--json"))
+    assert (reply["status"], reply["replyText"]) == ("returned", "Reviewed after all")
+
+
 def test_python_m_ccweb_store_replies_retry_delivers_from_ccweb_database_url(
     database_url: str,
 ) -> None:

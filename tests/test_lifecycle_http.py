@@ -386,8 +386,12 @@ async def test_reply_fail_fails_a_waiting_request_and_notifies_the_source(
     assert failed["status"] == "failed" and failed["lastError"] == "cancelled by the user"
     [notice] = await messages(client, "planner")
     assert notice["metadata"]["replyFailed"] is True
-    again = await rpc(client, "reply.retry", {"requestId": sent["requestId"]})
-    assert again["result"]["status"] == "waiting"  # asks the target again
+    busy = await rpc(client, "reply.retry", {"requestId": sent["requestId"]})
+    assert error_code(busy) == "target_busy"  # its target run is still queued: it ends first
+    run = await claim(client, kinds=["cross_conversation"])
+    await complete(client, run["id"], output=None, status="failed")
+    again = await rpc_result(client, "reply.retry", {"requestId": sent["requestId"]})
+    assert again["status"] == "waiting"  # asks the target again
 
 
 async def test_reply_retry_of_a_returned_request_is_an_invalid_state(

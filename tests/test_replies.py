@@ -308,11 +308,20 @@ async def test_retry_delivers_a_ready_reply_once_the_source_is_idle(pair: Store)
     assert len(await runs_of(pair, "conv-a", "reply_auto_run")) == 1
 
 
-async def test_retry_of_a_waiting_request_with_its_run_still_queued_changes_nothing(
+async def test_retry_of_a_waiting_request_with_its_run_still_queued_is_target_busy(
     pair: Store,
 ) -> None:
     request_id = (await ask(pair, "conv-a", "conv-b", "q"))["requestId"]
-    assert (await replies.retry_reply(pair, {"requestId": request_id}))["status"] == "waiting"
+    [run] = await runs_of(pair, "conv-b")
+    with pytest.raises(DomainError) as caught:
+        await replies.retry_reply(pair, {"requestId": request_id})
+    assert caught.value.code == errors.TARGET_BUSY
+    assert caught.value.data == {
+        "runId": run.id,
+        "runStatus": "queued",
+        "targetConversationId": "conv-b",
+    }
+    assert (await reply_row(pair, request_id)).status == "waiting"
     assert len(await runs_of(pair, "conv-b")) == 1
 
 
