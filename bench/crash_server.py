@@ -73,6 +73,13 @@ from ccweb_store.jsonrpc import INTERNAL_ERROR
 LEASE_SECONDS = 2
 
 
+def _is_lease_lost(failure: RpcFailure) -> bool:
+    """Whether ``run.complete`` was refused because this worker no longer holds the run."""
+    error = failure.error
+    data = error.get("data") if isinstance(error, dict) else None
+    return isinstance(data, dict) and data.get("code") == "lease_lost"
+
+
 class CutOff(Exception):
     """A request answered an internal error: its database connection was ended under it."""
 
@@ -102,6 +109,7 @@ class CrashTraffic:
     cut_completions: int = 0
     abandoned_runs: int = 0  # a worker that died with the server left its run leased
     completed_again: int = 0  # a worker that survived completed its run after the restart
+    lease_lost_completions: int = 0  # refused: the run was requeued and claimed by another
     completions: int = 0
     refused_busy: int = 0
     kills: int = 0
@@ -200,18 +208,31 @@ class Crashing:
             if run is None:
                 await asyncio.sleep(0.02)
                 continue
-            params = {"runId": run["id"], "status": "completed", "output": f"done {run['id']}"}
+            params = {
+                "runId": run["id"],
+                "workerId": worker_id,
+                "status": "completed",
+                "output": f"done {run['id']}",
+            }
             try:
-                await self.answer(client.rpc("run.complete", params))
-            except (ServerGone, CutOff) as cut:
-                self.traffic.cut_completions += 1
-                await self.up.wait()
-                if isinstance(cut, ServerGone) and self.rng.random() < 0.5:
-                    self.traffic.abandoned_runs += 1
-                    continue  # this worker died with the server: its lease will expire
-                complete = functools.partial(self.rpc_answer, client, "run.complete", params)
-                await self.until_up(complete)
-                self.traffic.completed_again += 1
+                try:
+                    await self.answer(client.rpc("run.complete", params))
+                except (ServerGone, CutOff) as cut:
+                    self.traffic.cut_completions += 1
+                    await self.up.wait()
+                    if isinstance(cut, ServerGone) and self.rng.random() < 0.5:
+                        self.traffic.abandoned_runs += 1
+                        continue  # this worker died with the server: its lease will expire
+                    complete = functools.partial(self.rpc_answer, client, "run.complete", params)
+                    await self.until_up(complete)
+                    self.traffic.completed_again += 1
+            except RpcFailure as failure:
+                if not _is_lease_lost(failure):
+                    raise
+                # The lease passed meanwhile (a restart, a slow moment): the run was requeued
+                # and is another worker's now; this completion was refused, as it must be.
+                self.traffic.lease_lost_completions += 1
+                continue
             self.traffic.completions += 1
         await client.close()
 
@@ -294,6 +315,10 @@ def crash_report(title: str, traffic: CrashTraffic, stored: Stored) -> Report:
         "claims / completions cut off",
         f"{traffic.cut_claims} / {traffic.cut_completions} ({traffic.abandoned_runs} runs "
         f"abandoned, {traffic.completed_again} completed again after the restart)",
+    )
+    report.add(
+        "late completions refused as lease_lost (the run was another worker's by then)",
+        traffic.lease_lost_completions,
     )
     report.add(
         "runs requeued after an expired lease", sum(1 for run in runs if run["attempts"] > 0)

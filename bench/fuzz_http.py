@@ -256,7 +256,7 @@ RPC_PARAMS: dict[str, tuple[str, ...]] = {
     "run.enqueue": ("sessionId", "kind", "runtimeText"),
     "run.claim": ("workerId", "leaseSeconds", "kinds"),
     "run.heartbeat": ("runId", "workerId", "leaseSeconds"),
-    "run.complete": ("runId", "status", "output", "error"),
+    "run.complete": ("runId", "workerId", "status", "output", "error"),
     "run.list": ("sessionId", "status", "limit"),
     "run.requeue": ("runId",),
     "reply.list": ("status", "sessionId", "limit", "cursor"),

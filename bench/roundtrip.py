@@ -120,7 +120,12 @@ async def round_trips(port: int, server_pid: int, seconds: float, clients: int) 
             completed = await rpc.call(
                 "/rpc",
                 "run.complete",
-                {"runId": run["id"], "status": "completed", "output": "All 42 tests pass."},
+                {
+                    "runId": run["id"],
+                    "workerId": f"w{worker}",
+                    "status": "completed",
+                    "output": "All 42 tests pass.",
+                },
             )
             if [reply["status"] for reply in completed["replies"]] != ["returned"]:
                 raise RuntimeError(f"reply not returned: {completed['replies']}")

@@ -168,7 +168,12 @@ async def generate_traffic(ports: Sequence[int], options: LoadOptions) -> Traffi
                         return
                     await asyncio.sleep(0.005)
                     continue
-                params = {"runId": run["id"], "status": "completed", "output": f"done {run['id']}"}
+                params = {
+                    "runId": run["id"],
+                    "workerId": f"worker-{number}",
+                    "status": "completed",
+                    "output": f"done {run['id']}",
+                }
                 first, second = await asyncio.gather(
                     *(client.rpc("run.complete", params) for client in completers)
                 )

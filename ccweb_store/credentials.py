@@ -107,8 +107,8 @@ def read_token(key: bytes, token: str) -> Claims:
         raise malformed
     _, conversation_id, credential_id, expires_at, hop_count, signature = parts
     if not (
-        SESSION_ID_PATTERN.match(conversation_id)
-        and SESSION_ID_PATTERN.match(credential_id)
+        SESSION_ID_PATTERN.fullmatch(conversation_id)
+        and SESSION_ID_PATTERN.fullmatch(credential_id)
         and expires_at.isascii()
         and expires_at.isdigit()
         and hop_count.isascii()

@@ -40,7 +40,9 @@ RUN_STATUSES = ("queued", "running", "completed", "failed", "cancelled")
 ACTIVE_RUN_STATUSES = ("queued", "running")
 FINISHED_RUN_STATUSES = ("completed", "failed", "cancelled")
 
-SESSION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+#: A whole conversation id (``\A…\Z``: ``$`` would also match before a trailing newline, so
+#: ``"abc\n"`` would pass); use it with ``fullmatch``.
+SESSION_ID_PATTERN = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_-]*\Z")
 SESSION_ID_MAX_LENGTH = 128
 #: The longest message id, reply request id and worker id the columns hold.
 ID_MAX_LENGTH = 128
@@ -417,7 +419,7 @@ class ServerSecret(Base):
 
 # --- the expression index on metadata.replyToRequestId (migration 0006) ---------------------
 
-_JSON_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_JSON_KEY_PATTERN = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class JsonKeyText(sa.ColumnElement[str]):
@@ -437,7 +439,7 @@ class JsonKeyText(sa.ColumnElement[str]):
     type = sa.Text()
 
     def __init__(self, column: sa.ColumnElement[Any], key: str) -> None:
-        if not _JSON_KEY_PATTERN.match(key):
+        if not _JSON_KEY_PATTERN.fullmatch(key):
             raise ValueError(f"not a plain JSON key: {key!r}")
         self.column = column
         self.key = key

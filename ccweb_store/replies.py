@@ -27,9 +27,11 @@ Retry (``reply.retry``) by state:
   the answer arrived after the request expired): back to ``ready``, then delivered.
 - ``failed`` without reply text, and ``waiting`` whose target run is gone: ask the target
   again, i.e. queue a new ``cross_conversation`` run on it with the same target prompt
-  (``failed`` goes back to ``waiting``, unsettled, so a new failure is notified). A ``waiting``
-  request whose run is still queued or running is left alone.
+  (``failed`` goes back to ``waiting``, unsettled, so a new failure is notified).
 - ``returned``: nothing to retry (``invalid_state``).
+- In any other state, while a target run for the request is still queued or running (the
+  request was failed by hand or expired under it): ``target_busy``, nothing changed. That
+  run's end answers the request; retrying then delivers its answer once.
 
 Fail (``reply.fail``) moves ``waiting`` or ``ready`` to ``failed`` with the given reason and
 delivers the notice; a ``failed`` request is left as it is; ``returned`` is ``invalid_state``.
@@ -326,6 +328,7 @@ async def retry_reply(store: Store, params: Mapping[str, Any]) -> dict[str, Any]
                 f"reply request {request_id!r} was already returned; there is nothing to retry",
                 code=errors.INVALID_STATE,
             )
+        await _refuse_while_answering(uow, request)
         if request.status == "failed" and request.reply_text is not None:
             await uow.replies.transition(
                 request_id,
@@ -350,10 +353,39 @@ async def _lock_request(uow: UnitOfWork, request_id: str) -> ReplyRequest:
     return await uow.replies.require(request_id, for_update=True)
 
 
-async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
-    """Queue a new target run for a ``waiting`` request without one, or an unanswered failed one."""
-    if request.status == "waiting" and await uow.runs.open_for_request(request.request_id):
+async def _refuse_while_answering(uow: UnitOfWork, request: ReplyRequest) -> None:
+    """``target_busy`` while a target run for the request is still queued or running.
+
+    That run's end answers (or fails) the request; a retry now would queue a second run, and
+    the two ends would race: a second notice and auto-run at the source, and the retry's
+    answer lost. The caller holds the request's lock, so no retry queues a run meanwhile.
+    """
+    open_runs = await uow.runs.open_for_request(request.request_id)
+    if not open_runs:
         return
+    run = open_runs[0]
+    if run.worker_id is None:
+        held, end = "", "run.complete with status failed"
+    else:
+        held = f", held by worker {run.worker_id!r}"
+        end = f"run.complete with status failed and workerId {run.worker_id!r}"
+    raise Conflict(
+        f"reply request {request.request_id!r} is still being answered: run {run.id!r} in the "
+        f"target {request.target_conversation_id!r} is {run.status}{held}. Nothing was "
+        "changed: retry after that run ends (its end answers or fails the request), or end "
+        f"it first ({end})",
+        code=errors.TARGET_BUSY,
+        data={
+            "runId": run.id,
+            "runStatus": run.status,
+            "targetConversationId": request.target_conversation_id,
+        },
+    )
+
+
+async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
+    """Queue a new target run for a ``waiting`` request or an unanswered failed one (the
+    caller made sure no target run for it is open)."""
     if await uow.sessions.get(request.target_conversation_id) is None:
         raise NotFound(
             f"the target conversation {request.target_conversation_id!r} no longer exists; "

@@ -27,7 +27,15 @@ from ccweb_store.arguments import (
 )
 from ccweb_store.config import MAX_LEASE_SECONDS
 from ccweb_store.errors import Conflict
-from ccweb_store.models import ID_MAX_LENGTH, RUN_KINDS, Message, ReplyRequest, Run, utcnow
+from ccweb_store.models import (
+    FINISHED_RUN_STATUSES,
+    ID_MAX_LENGTH,
+    RUN_KINDS,
+    Message,
+    ReplyRequest,
+    Run,
+    utcnow,
+)
 from ccweb_store.replies import deliver_ready_replies, record_target_answer
 from ccweb_store.repositories import MAX_PAGE, validate_choice, validate_session_id
 from ccweb_store.repositories.runs import ClaimRace
@@ -158,12 +166,7 @@ async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> dict[str, An
     async with store.uow() as uow:
         run = await uow.runs.require(run_id)
         if not await uow.runs.heartbeat(run_id, worker_id, lease_seconds=lease):
-            raise Conflict(
-                f"worker {worker_id!r} no longer holds run {run_id!r} (it is {run.status}"
-                f"{', held by ' + repr(run.worker_id) if run.worker_id else ''}); "
-                "stop working on it and claim another",
-                code=errors.LEASE_LOST,
-            )
+            raise _lease_lost(run, worker_id)
         await uow.commit()
     return run_out(run)
 
@@ -171,8 +174,12 @@ async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> dict[str, An
 async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     """``run.complete``: close the run, append its output, answer and deliver replies.
 
-    One transaction. Calling it again for a finished run changes nothing and returns the same
-    run, message and replies (in their current state).
+    One transaction. Only the run's lease holder closes it: ``workerId`` must name the worker
+    that holds it, and be left out for a run no worker holds (``run.start`` without one, a
+    queued run); anyone else gets ``lease_lost`` and nothing changes, so a worker whose run
+    was requeued and claimed again cannot drop the new holder's output. Calling it again for
+    a finished run, as its holder, changes nothing and returns the same run, message and
+    replies (in their current state).
     """
     params = require_mapping(params, "params")
     run_id = require_str(params, "runId")
@@ -181,15 +188,61 @@ async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any
     )
     output = optional_str(params, "output")
     error = optional_str(params, "error")
+    worker_id = optional_str(params, "workerId", max_length=ID_MAX_LENGTH)
     async with store.uow() as uow:
-        # The conditional UPDATE locks and closes the run in one statement; only a run that
-        # is already finished (or unknown) needs reading.
-        run = await uow.runs.finish(run_id, status, output=output, error=error)
+        # The conditional UPDATE locks and closes the run in one statement, if this caller
+        # holds it; only a run it could not close (finished, held by another, unknown) needs
+        # reading.
+        run = await uow.runs.finish(run_id, status, worker_id=worker_id, output=output, error=error)
         if run is None:
-            return await _completion_result(uow, await uow.runs.require(run_id))
+            current = await uow.runs.require(run_id)
+            if current.status in FINISHED_RUN_STATUSES and current.worker_id == worker_id:
+                return await _completion_result(uow, current)
+            raise _lease_lost(current, worker_id)
         message, replies = await _after_close(uow, run, status, output=output, error=error)
         await uow.commit()
     return _completion_out(run, message, replies)
+
+
+def _lease_lost(run: Run, worker_id: str | None) -> Conflict:
+    """``lease_lost`` for a caller (``worker_id``, None: it named none) that does not hold
+    ``run``: what happened to the run and what to do, with ``runId``, ``runStatus`` and
+    ``heldBy`` (the current holder, or None) in the error's data."""
+    caller = f"worker {worker_id!r}" if worker_id is not None else "a caller without workerId"
+    holder = repr(run.worker_id)
+    stop = "stop working on it; nothing was recorded (claim another run)"
+    if run.status == "queued":
+        what = (
+            f"run {run.id!r} was requeued (a lease expired or an operator requeued it) and "
+            f"waits for a worker, so {caller} no longer holds it"
+        )
+    elif run.status == "running" and run.worker_id is not None and worker_id is not None:
+        what = (
+            f"the lease of run {run.id!r} moved to worker {holder}: {caller} no longer holds "
+            "it (the run was requeued, after its lease expired or by an operator, and claimed "
+            "again)"
+        )
+    elif run.status == "running" and run.worker_id is not None:
+        what = f"run {run.id!r} is leased to worker {holder} and only its holder completes it"
+        stop = (
+            f"nothing was recorded: pass workerId {holder}, or requeue the run (run.requeue) "
+            "to take it from that worker"
+        )
+    elif run.status == "running":
+        what = f"run {run.id!r} has no lease holder (run.start without workerId)"
+        stop = "nothing was recorded: complete it without workerId"
+    elif run.worker_id is not None:
+        what = f"run {run.id!r} already ended ({run.status}) under worker {holder}, not {caller}"
+    else:
+        what = (
+            f"run {run.id!r} already ended ({run.status}) with no lease holder (requeued, then "
+            f"failed after its leases expired or closed by an operator), not under {caller}"
+        )
+    return Conflict(
+        f"{what}; {stop}",
+        code=errors.LEASE_LOST,
+        data={"runId": run.id, "runStatus": run.status, "heldBy": run.worker_id},
+    )
 
 
 def _completion_out(
@@ -307,7 +360,7 @@ async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[
                 continue
             if attempts >= max_attempts:
                 error = f"the run's lease expired {attempts} times; giving up"
-                await uow.runs.finish(run_id, "failed", error=error)
+                await uow.runs.finish(run_id, "failed", worker_id=None, error=error)
                 await _after_close(uow, run, "failed", output=None, error=error)
                 failed += 1
                 log.warning("run %s failed after %d expired leases", run_id, attempts)

@@ -19,10 +19,13 @@ once: the server leases each run to one of them. For each run it:
 6. revokes the credential.
 
 A lost lease (``lease_lost``: the run was requeued meanwhile) kills the command and leaves the
-run to whoever holds it. A worker killed outright leaves its run ``running`` until the lease
-expires; the server then requeues it and another worker claims it. The first SIGINT/SIGTERM
-stops claiming and lets the current run finish (exit 0); a second kills the command and puts
-its run back in the queue (``run.requeue``; exit 130).
+run to whoever holds it; ``run.complete`` names this worker (``workerId``), so a completion
+that comes after the lease moved is refused (``lease_lost``), logged in one line and not
+retried: the run's new holder's output is the one that counts. A worker killed outright
+leaves its run ``running`` until the lease expires; the server then requeues it and another
+worker claims it. The first SIGINT/SIGTERM stops claiming and lets the current run finish
+(exit 0); a second kills the command and puts its run back in the queue (``run.requeue``;
+exit 130).
 """
 
 from __future__ import annotations
@@ -412,6 +415,7 @@ class Worker:
         """``run.complete``, retried with backoff while the server cannot be reached."""
         params = {
             "runId": run_id,
+            "workerId": self.worker_id,
             "status": outcome.status,
             "output": outcome.output,
             "error": outcome.error,
@@ -421,7 +425,16 @@ class Worker:
                 await self.client.call("run.complete", params)
                 return True
             except HostError as exc:
-                log.error("run %s: the server refused its completion: %s", run_id, exc)
+                # Never retried: a refusal stays a refusal. ``lease_lost``: the run is another
+                # worker's now (or ended without us), and our output was not recorded.
+                if exc.code == "lease_lost":
+                    log.warning(
+                        "run %s: lease lost, its end is not recorded and not retried; this "
+                        "worker's output is dropped and the run left to its holder (%s)",
+                        run_id, exc,
+                    )  # fmt: skip
+                else:
+                    log.error("run %s: the server refused its completion: %s", run_id, exc)
                 return False
             except httpx.TransportError as exc:
                 delay = 2.0**attempt

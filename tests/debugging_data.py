@@ -81,7 +81,7 @@ async def seed(database_url: str) -> dict[str, str]:
 
             await request(WAITING, "alpha", "beta", "waiting", age=timedelta(hours=2), hop_count=3)
             old = await uow.runs.enqueue("beta", "cross_conversation", reply_request_id=WAITING)
-            await uow.runs.finish(old.id, "cancelled")
+            await uow.runs.finish(old.id, "cancelled", worker_id=None)
             retried = await uow.runs.start(
                 "beta", "cross_conversation", reply_request_id=WAITING, worker_id="w-dead"
             )
@@ -90,7 +90,9 @@ async def seed(database_url: str) -> dict[str, str]:
 
             await request(READY, "gamma", "delta", "ready", age=timedelta(minutes=30))
             done = await uow.runs.start("delta", "cross_conversation", reply_request_id=READY)
-            await uow.runs.finish(done.id, "completed", output="Release notes written")
+            await uow.runs.finish(
+                done.id, "completed", worker_id=None, output="Release notes written"
+            )
             queued = await uow.runs.enqueue("gamma", "user_turn")
             running = await uow.runs.start("gamma", "user_turn", worker_id="w-gamma")
             runs["ready_target"], runs["gamma_queued"], runs["gamma_running"] = (
@@ -109,7 +111,7 @@ async def seed(database_url: str) -> dict[str, str]:
                 last_error="target run failed: boom",
             )
             broken = await uow.runs.start("eps", "cross_conversation", reply_request_id=FAILED)
-            await uow.runs.finish(broken.id, "failed", error="boom")
+            await uow.runs.finish(broken.id, "failed", worker_id=None, error="boom")
             runs["failed_target"] = broken.id
 
             await request(
@@ -125,7 +127,7 @@ async def seed(database_url: str) -> dict[str, str]:
             answered = await uow.runs.start(
                 "alpha", "cross_conversation", reply_request_id=RETURNED
             )
-            await uow.runs.finish(answered.id, "completed", output="All reviewed")
+            await uow.runs.finish(answered.id, "completed", worker_id=None, output="All reviewed")
             await uow.messages.append(
                 "delta",
                 "assistant",
@@ -134,7 +136,7 @@ async def seed(database_url: str) -> dict[str, str]:
                 metadata={"ccwebDisplayOnly": True, "replyToRequestId": RETURNED},
             )
             follow_up = await uow.runs.start("delta", "reply_auto_run", reply_request_id=RETURNED)
-            await uow.runs.finish(follow_up.id, "completed")
+            await uow.runs.finish(follow_up.id, "completed", worker_id=None)
             runs["returned_target"], runs["returned_follow_up"] = answered.id, follow_up.id
 
             await request(

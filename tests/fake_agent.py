@@ -15,7 +15,8 @@ It refuses to run (exit 9) when its environment holds ``CCWEB_TOKEN`` or ``CCWEB
 the worker must never hand those to an agent.
 
 Options (before the prompt): ``--sleep SECONDS`` first, ``--exit CODE`` (with a line on
-stderr) instead of answering, ``--pid-file PATH``. Each run appends its run id to
+stderr) instead of answering, ``--pid-file PATH``, ``--wait-for PATH`` (answer only once that
+file exists, so a test decides when the command ends). Each run appends its run id to
 ``$FAKE_AGENT_LOG`` when set. Standard library only.
 """
 
@@ -30,6 +31,9 @@ import time
 import urllib.error
 import urllib.request
 from typing import Any
+
+#: ``--wait-for`` gives up after this long: a test that failed never leaves an agent behind.
+WAIT_FOR_AT_MOST = 120.0
 
 
 def call_tool(url: str, name: str, arguments: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -90,6 +94,7 @@ def main() -> int:
     parser.add_argument("--sleep", type=float, default=0)
     parser.add_argument("--exit", type=int, default=0)
     parser.add_argument("--pid-file")
+    parser.add_argument("--wait-for")
     parser.add_argument("prompt", nargs="?")
     options = parser.parse_args()
     leaked = [name for name in ("CCWEB_TOKEN", "CCWEB_DATABASE_URL") if name in os.environ]
@@ -104,6 +109,10 @@ def main() -> int:
         with open(os.environ["FAKE_AGENT_LOG"], "a") as file:
             file.write(os.environ["CCWEB_RUN_ID"] + "\n")
     time.sleep(options.sleep)
+    if options.wait_for:
+        deadline = time.monotonic() + WAIT_FOR_AT_MOST
+        while not os.path.exists(options.wait_for) and time.monotonic() < deadline:
+            time.sleep(0.05)
     if options.exit:
         print(f"fake agent failing on purpose with {options.exit}", file=sys.stderr)
         return options.exit

@@ -84,7 +84,9 @@ def ready_behind_a_dead_source_run(database_url: str) -> str:
         ]
         target_run = await claim(store, "w-2")
         assert target_run is not None and target_run["sessionId"] == "reviewer"
-        await complete(store, target_run["id"], "Looks good; two nits")
+        await complete(
+            store, target_run["id"], "Looks good; two nits", workerId=target_run["workerId"]
+        )
         assert (await reply_row(store, request_id)).status == "ready"
         await runs.requeue_run(store, {"runId": planner_run["id"]})
         return request_id
@@ -112,7 +114,7 @@ def returned_request(database_url: str) -> str:
         request_id: str = (await ask(store, "planner", "reviewer", "Review it"))["requestId"]
         target_run = await claim(store)
         assert target_run is not None
-        await complete(store, target_run["id"], "Reviewed")
+        await complete(store, target_run["id"], "Reviewed", workerId=target_run["workerId"])
         return request_id
 
     return on_store(database_url, build)
@@ -174,8 +176,39 @@ def test_retry_of_a_failed_request_without_an_answer_asks_the_target_again(
 async def _cancel_open_runs(store: Store, session_id: str) -> None:
     async with store.uow() as uow:
         for run in await uow.runs.active_for_session(session_id):
-            await uow.runs.finish(run.id, "cancelled")
+            await uow.runs.finish(run.id, "cancelled", worker_id=run.worker_id)
         await uow.commit()
+
+
+def test_retry_while_the_target_run_still_answers_exits_1_naming_it_and_changes_nothing(
+    database_url: str,
+) -> None:
+    request_id = waiting_request(database_url)
+    assert ccweb_store(database_url, "replies", "fail", request_id, "--reason", "x").exit_code == 0
+    [target_run] = on_store(database_url, lambda store: runs_of(store, "reviewer"))
+    before = on_store(database_url, row_counts)
+    reply_before = on_store(database_url, lambda store: reply_row(store, request_id))
+
+    result = ccweb_store(database_url, "replies", "retry", request_id)
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.strip() == (
+        f"ccweb-store: reply request {request_id!r} is still being answered: run "
+        f"{target_run.id!r} in the target 'reviewer' is queued. Nothing was changed: retry "
+        "after that run ends (its end answers or fails the request), or end it first "
+        "(run.complete with status failed)"
+    )
+    assert on_store(database_url, row_counts) == before
+    after = on_store(database_url, lambda store: reply_row(store, request_id))
+    assert (after.status, after.last_error, after.reply_message_id) == (
+        reply_before.status,
+        reply_before.last_error,
+        reply_before.reply_message_id,
+    )
+    on_store(database_url, lambda store: _answer_late(store, "Reviewed after all"))
+    reply = as_json(ccweb_store(database_url, "replies", "retry", request_id, "--json"))
+    assert (reply["status"], reply["replyText"]) == ("returned", "Reviewed after all")
 
 
 def test_python_m_ccweb_store_replies_retry_delivers_from_ccweb_database_url(
@@ -304,7 +337,7 @@ async def _answer_late(store: Store, output: str) -> None:
     """The reviewer's run finishes after its request was failed by hand."""
     target_run = await claim(store, kinds=["cross_conversation"])
     assert target_run is not None
-    await complete(store, target_run["id"], output)
+    await complete(store, target_run["id"], output, workerId=target_run["workerId"])
 
 
 # --- replies expire -------------------------------------------------------------------------
@@ -318,7 +351,7 @@ def three_requests_of_different_ages(database_url: str) -> dict[str, str]:
         answered = (await ask(store, "lead", "docs", "Document it"))["requestId"]
         docs_run = await claim(store)
         assert docs_run is not None and docs_run["sessionId"] == "docs"
-        await complete(store, docs_run["id"], "Documented")
+        await complete(store, docs_run["id"], "Documented", workerId=docs_run["workerId"])
         old = (await ask(store, "planner", "reviewer", "Review it"))["requestId"]
         fresh = (await ask(store, "tester", "writer", "Write it"))["requestId"]
         await backdate(store, old, timedelta(hours=3))

@@ -182,7 +182,9 @@ async def test_retrying_an_imported_failure_asks_the_target_again_and_a_new_fail
     retried = await replies.retry_reply(store, {"requestId": "req-failed-long-ago"})
     asked = await claim(store, kinds=["cross_conversation"])
     assert asked is not None
-    await complete(store, asked["id"], status="failed", error="crashed again")
+    await complete(
+        store, asked["id"], status="failed", error="crashed again", workerId=asked["workerId"]
+    )
 
     assert retried["status"] == "waiting"
     assert (asked["sessionId"], asked["replyRequestId"]) == ("tester", "req-failed-long-ago")

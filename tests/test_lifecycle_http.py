@@ -76,9 +76,16 @@ async def claim(client: httpx.AsyncClient, worker: str = "worker-1", **params: A
 
 
 async def complete(
-    client: httpx.AsyncClient, run_id: str, output: str | None = ANSWER, status: str = "completed"
+    client: httpx.AsyncClient,
+    run_id: str,
+    output: str | None = ANSWER,
+    status: str = "completed",
+    worker: str | None = "worker-1",
 ) -> dict[str, Any]:
+    """``run.complete`` by ``worker`` (the run's lease holder; None for a run none holds)."""
     params: dict[str, Any] = {"runId": run_id, "status": status, "output": output}
+    if worker is not None:
+        params["workerId"] = worker
     result: dict[str, Any] = await rpc_result(client, "run.complete", params)
     return result
 
@@ -283,7 +290,9 @@ async def test_a_reply_for_a_busy_source_waits_in_ready_until_the_sources_run_co
     ready = await rpc_result(client, "reply.list", {"status": "ready"})
     assert [r["requestId"] for r in ready["replies"]] == [sent["requestId"]]
 
-    finished = await complete(client, source_run["id"], output="Planned the next step.")
+    finished = await complete(
+        client, source_run["id"], output="Planned the next step.", worker=None
+    )
     assert [(r["requestId"], r["status"]) for r in finished["replies"]] == [
         (sent["requestId"], "returned")
     ]
@@ -301,7 +310,12 @@ async def test_a_failed_target_run_reaches_the_source_as_a_notice(
     done = await rpc_result(
         client,
         "run.complete",
-        {"runId": run["id"], "status": "failed", "error": "the sandbox ran out of disk"},
+        {
+            "runId": run["id"],
+            "status": "failed",
+            "error": "the sandbox ran out of disk",
+            "workerId": "worker-1",
+        },
     )
     assert done["run"]["status"] == "failed"
     [failed] = done["replies"]
@@ -372,8 +386,12 @@ async def test_reply_fail_fails_a_waiting_request_and_notifies_the_source(
     assert failed["status"] == "failed" and failed["lastError"] == "cancelled by the user"
     [notice] = await messages(client, "planner")
     assert notice["metadata"]["replyFailed"] is True
-    again = await rpc(client, "reply.retry", {"requestId": sent["requestId"]})
-    assert again["result"]["status"] == "waiting"  # asks the target again
+    busy = await rpc(client, "reply.retry", {"requestId": sent["requestId"]})
+    assert error_code(busy) == "target_busy"  # its target run is still queued: it ends first
+    run = await claim(client, kinds=["cross_conversation"])
+    await complete(client, run["id"], output=None, status="failed")
+    again = await rpc_result(client, "reply.retry", {"requestId": sent["requestId"]})
+    assert again["status"] == "waiting"  # asks the target again
 
 
 async def test_reply_retry_of_a_returned_request_is_an_invalid_state(

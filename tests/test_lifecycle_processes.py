@@ -92,6 +92,7 @@ async def _run_the_workload(hosts: list[Host]) -> None:
                 return
             params = {
                 "runId": run["id"],
+                "workerId": f"w{number}",
                 "status": "completed",
                 "output": f"done {run['sessionId']}",
             }

@@ -274,7 +274,12 @@ async def test_a_return_and_continue_round_trip_with_the_official_client(server:
             worked_on[run["id"]] = run
             server.rpc(
                 "run.complete",
-                {"runId": run["id"], "status": "completed", "output": "All 42 tests pass."},
+                {
+                    "runId": run["id"],
+                    "workerId": "w1",
+                    "status": "completed",
+                    "output": "All 42 tests pass.",
+                },
             )
         assert sent["requestId"] in worked_on[sent["runId"]]["runtimeText"]
 

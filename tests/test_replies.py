@@ -36,7 +36,12 @@ async def _answer(store: Store, output: str = "All tests pass", status: str = "c
     run = await claim(store, "target-worker", kinds=["cross_conversation"])
     assert run is not None and run["sessionId"] == "conv-b"
     return await complete(
-        store, run["id"], output, status, error="boom" if status == "failed" else None
+        store,
+        run["id"],
+        output,
+        status,
+        error="boom" if status == "failed" else None,
+        workerId="target-worker",
     )
 
 
@@ -93,7 +98,9 @@ async def test_completing_a_finished_run_again_changes_nothing_and_returns_the_s
 ) -> None:
     await ask(pair, "conv-a", "conv-b", "Report")
     first = await _answer(pair, "Report: fine")
-    again = await complete(pair, first["run"]["id"], "different output", "failed")
+    again = await complete(
+        pair, first["run"]["id"], "different output", "failed", workerId="target-worker"
+    )
     assert again == first
     assert len(await messages_of(pair, "conv-a")) == 1
     assert len(await runs_of(pair, "conv-a")) == 1
@@ -139,7 +146,7 @@ async def test_a_failed_target_run_reaches_the_source_as_a_notice(pair: Store) -
     # Later completions in the source do not deliver the notice again.
     run = await claim(pair, "source-worker")
     assert run is not None
-    await complete(pair, run["id"], "noted")
+    await complete(pair, run["id"], "noted", workerId="source-worker")
     assert len(_reply_messages(await messages_of(pair, "conv-a"), request_id)) == 1
     assert (await reply_row(pair, request_id)).status == "failed"
 
@@ -241,7 +248,7 @@ async def test_expire_fails_only_waiting_requests_older_than_the_cutoff(pair: St
     run = await claim(pair, kinds=["cross_conversation"])
     run = run if run and run["sessionId"] == "conv-c" else await claim(pair, "w2")
     assert run is not None and run["sessionId"] == "conv-c"
-    await complete(pair, run["id"], "answer")
+    await complete(pair, run["id"], "answer", workerId=run["workerId"])
 
     later = utcnow() + timedelta(hours=1)
     assert await replies.expire_replies(pair, {"olderThanSeconds": 7200}, now=later) == {
@@ -254,7 +261,8 @@ async def test_expire_fails_only_waiting_requests_older_than_the_cutoff(pair: St
     assert len(_reply_messages(await messages_of(pair, "conv-a"), old)) == 1
 
     # The late answer is kept, and a retry delivers it.
-    await complete(pair, (await runs_of(pair, "conv-b"))[0].id, "late answer")
+    [late] = await runs_of(pair, "conv-b")
+    await complete(pair, late.id, "late answer", workerId=late.worker_id)
     assert (await reply_row(pair, old)).reply_text == "late answer"
     retried = await replies.retry_reply(pair, {"requestId": old})
     assert retried["status"] == "returned"
@@ -291,7 +299,7 @@ async def test_retry_delivers_a_ready_reply_once_the_source_is_idle(pair: Store)
     await _answer(pair, "a")
     assert (await replies.retry_reply(pair, {"requestId": request_id}))["status"] == "ready"
     async with pair.uow() as uow:  # the source's worker dies and the run is cancelled
-        await uow.runs.finish(source_run["id"], "cancelled")
+        await uow.runs.finish(source_run["id"], "cancelled", worker_id=None)
         await uow.commit()
     assert (await replies.retry_reply(pair, {"requestId": request_id}))["status"] == "returned"
     with pytest.raises(DomainError) as caught:
@@ -300,11 +308,20 @@ async def test_retry_delivers_a_ready_reply_once_the_source_is_idle(pair: Store)
     assert len(await runs_of(pair, "conv-a", "reply_auto_run")) == 1
 
 
-async def test_retry_of_a_waiting_request_with_its_run_still_queued_changes_nothing(
+async def test_retry_of_a_waiting_request_with_its_run_still_queued_is_target_busy(
     pair: Store,
 ) -> None:
     request_id = (await ask(pair, "conv-a", "conv-b", "q"))["requestId"]
-    assert (await replies.retry_reply(pair, {"requestId": request_id}))["status"] == "waiting"
+    [run] = await runs_of(pair, "conv-b")
+    with pytest.raises(DomainError) as caught:
+        await replies.retry_reply(pair, {"requestId": request_id})
+    assert caught.value.code == errors.TARGET_BUSY
+    assert caught.value.data == {
+        "runId": run.id,
+        "runStatus": "queued",
+        "targetConversationId": "conv-b",
+    }
+    assert (await reply_row(pair, request_id)).status == "waiting"
     assert len(await runs_of(pair, "conv-b")) == 1
 
 
@@ -371,7 +388,7 @@ async def test_a_legacy_request_without_original_request_is_delivered_with_the_p
         ] is None
         run = await claim(legacy)
         assert run is not None and run["id"] == "run_legacy"
-        result = await complete(legacy, "run_legacy", "legacy answer")
+        result = await complete(legacy, "run_legacy", "legacy answer", workerId="worker-1")
         assert result["replies"][0]["status"] == "returned"
         [auto_run] = await runs_of(legacy, "conv-a", "reply_auto_run")
         prompt = auto_run.runtime_text or ""
@@ -403,7 +420,12 @@ async def test_concurrent_workers_return_every_reply_exactly_once(
                 twice = [Store.from_settings(settings) for _ in range(2)]
                 try:
                     results = await asyncio.gather(
-                        *(complete(s, run["id"], f"done {run['sessionId']}") for s in twice)
+                        *(
+                            complete(
+                                s, run["id"], f"done {run['sessionId']}", workerId=f"w{number}"
+                            )
+                            for s in twice
+                        )
                     )
                 finally:
                     for s in twice:
@@ -459,7 +481,9 @@ async def test_crossed_replies_completing_at_once_are_both_delivered(
         try:
             await asyncio.gather(
                 *(
-                    complete(s, run["id"], f"answer in {run['sessionId']}")
+                    complete(
+                        s, run["id"], f"answer in {run['sessionId']}", workerId=run["workerId"]
+                    )
                     for s, run in zip(workers, claimed, strict=True)
                     if run
                 )

@@ -204,8 +204,8 @@ async def test_claims_take_the_oldest_run_of_an_idle_session_with_a_lease(store:
     assert claimed.status == "running" and claimed.worker_id == "w1"
     assert claimed.lease_expires_at is not None and claimed.started_at is not None
     async with store.uow() as uow:
-        assert await uow.runs.finish(first.id, "completed", output="done")
-        assert not await uow.runs.finish(first.id, "failed")  # already closed
+        assert await uow.runs.finish(first.id, "completed", worker_id="w1", output="done")
+        assert not await uow.runs.finish(first.id, "failed", worker_id="w1")  # already closed
         nxt = await uow.runs.claim("w1", lease_seconds=60, kinds=["cross_conversation"])
         await uow.commit()
     assert nxt is not None and nxt.id == second.id
@@ -273,7 +273,7 @@ async def test_busy_running_and_expired_lease_probes_follow_the_runs_state(
         earliest = await uow.runs.earliest_lease_expiry()
         assert earliest is not None
         assert utcnow() + timedelta(seconds=50) < earliest < utcnow() + timedelta(seconds=61)
-        closed = await uow.runs.finish(run.id, "completed", output="done")
+        closed = await uow.runs.finish(run.id, "completed", worker_id="w1", output="done")
         assert closed is run and (run.status, run.output) == ("completed", "done")
         assert not await uow.runs.has_run_in("p", ("queued", "running"))
         assert await uow.runs.earliest_lease_expiry() is None
@@ -388,7 +388,7 @@ async def test_reply_pages_filter_by_status_and_session(store: Store) -> None:
         lambda uow: uow.replies.transition("x", ["waiting"], "done"),
         lambda uow: uow.replies.list_page(statuses=["pending"]),
         lambda uow: uow.runs.list_recent(statuses=["sleeping"]),
-        lambda uow: uow.runs.finish("x", "queued"),
+        lambda uow: uow.runs.finish("x", "queued", worker_id=None),
     ],
     ids=["reply-transition", "reply-filter", "run-filter", "run-finish"],
 )
@@ -442,7 +442,9 @@ async def test_one_object_per_row_in_a_unit_of_work_refreshed_by_each_statement(
         claimed = await uow.runs.claim("worker-1", lease_seconds=60)
         assert claimed is queued
         assert (queued.status, queued.worker_id) == ("running", "worker-1")
-        finished = await uow.runs.finish(queued.id, "completed", output="done")
+        finished = await uow.runs.finish(
+            queued.id, "completed", worker_id="worker-1", output="done"
+        )
         assert finished is queued
         assert (queued.status, queued.output) == ("completed", "done")
         await uow.commit()

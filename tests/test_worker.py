@@ -396,6 +396,43 @@ def test_a_killed_workers_run_is_requeued_and_finished_by_another(
     assert rescuer.finish()[0] == 0
 
 
+def test_a_worker_whose_run_moved_to_another_drops_its_answer_and_does_not_retry(
+    bench: Bench, tmp_path: Path
+) -> None:
+    bench.conversation("conv-a")
+    run_id = bench.person_writes("conv-a", "slow work")
+    pid_file, go = tmp_path / "agent.pid", tmp_path / "go"
+    stale = bench.worker(
+        "--worker-id", "stale", "--once", "--lease-seconds", "600",  # no heartbeat meanwhile
+        command=f"{AGENT} --pid-file {pid_file} --wait-for {go} {{prompt}}",
+    )  # fmt: skip
+    bench.wait_until("the agent started", lambda: pid_in(pid_file))
+    # The stale worker's lease is gone (an operator requeued the run), and another claims it.
+    bench.rpc("run.requeue", {"runId": run_id})
+    assert bench.rpc("run.claim", {"workerId": "new-holder"})["run"]["id"] == run_id
+    go.touch()  # now the stale worker's command answers, and the worker reports its end
+
+    code, log = stale.finish()
+
+    assert code == 0, log
+    refusals = [line for line in log.splitlines() if run_id in line and "lease lost" in line]
+    assert len(refusals) == 1, log  # one clear line, no retry
+    assert "moved to worker 'new-holder'" in refusals[0]
+    assert "trying again" not in log and " completed in " not in log
+    [run] = bench.runs()
+    assert (run["status"], run["workerId"], run["output"]) == ("running", "new-holder", None)
+    done = bench.rpc(
+        "run.complete",
+        {"runId": run_id, "workerId": "new-holder", "status": "completed", "output": "mine"},
+    )
+    assert done["run"]["output"] == "mine"
+    listed = bench.rpc("message.list", {"sessionId": "conv-a"})["messages"]
+    assert [(m["role"], m["content"]) for m in listed] == [
+        ("user", "slow work"),
+        ("assistant", "mine"),
+    ]
+
+
 def test_a_command_that_runs_too_long_is_killed_and_its_run_fails(
     bench: Bench, tmp_path: Path
 ) -> None:

@@ -409,7 +409,8 @@ def replies_retry(
     """Try a request again (the host API's reply.retry).
 
     ready: deliver it now. failed with reply text: ready again, then delivered. failed without
-    reply text, or waiting with no run left: queue a new run on the target. returned: exit 1.
+    reply text, or waiting with no run left: queue a new run on the target. returned, or a
+    target run for it still queued or running (target_busy): exit 1, nothing changed.
     """
     from ccweb_store.replies import retry_reply
 

@@ -46,7 +46,7 @@ def validate_session_id(value: object, *, code: str = errors.INVALID_CONVERSATIO
         not isinstance(value, str)
         or not value
         or len(value) > SESSION_ID_MAX_LENGTH
-        or not SESSION_ID_PATTERN.match(value)
+        or not SESSION_ID_PATTERN.fullmatch(value)
     ):
         raise InvalidInput(
             f"invalid conversation id {value!r}: use 1-{SESSION_ID_MAX_LENGTH} letters, "
@@ -96,7 +96,7 @@ def decode_cursor(cursor: str, kinds: Sequence[type]) -> list[Any]:
 # column names there.
 
 
-_CONSTANT = re.compile(r"^[a-z_]+$")
+_CONSTANT = re.compile(r"\A[a-z_]+\Z")
 
 
 def constant(value: str) -> sa.ColumnElement[str]:
@@ -107,7 +107,7 @@ def constant(value: str) -> sa.ColumnElement[str]:
     instead of 5 against ``uq_runs_session_id_running``); a literal is planned once, and
     PostgreSQL matches it to partial indexes too. Only plain lowercase words pass.
     """
-    if not _CONSTANT.match(value):
+    if not _CONSTANT.fullmatch(value):
         raise ValueError(f"not an enum value: {value!r}")
     return sa.literal_column(f"'{value}'", sa.String())
 

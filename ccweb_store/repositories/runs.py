@@ -126,6 +126,9 @@ _FINISH_RUN = prebuilt(
     .where(
         RUNS.c.id == bindparam("p_run_id"),
         one_of(RUNS.c.status, ACTIVE_RUN_STATUSES),
+        # The lease holder (None: a run no worker holds), so a worker whose run was requeued
+        # and claimed by another cannot close it: ``IS NOT DISTINCT FROM`` (SQLite ``IS``).
+        RUNS.c.worker_id.is_not_distinct_from(bindparam("p_worker_id")),
     )
     .values(
         status=bindparam("p_status"),
@@ -383,12 +386,15 @@ class RunRepository(Repository):
         run_id: str,
         status: str,
         *,
+        worker_id: str | None,
         output: str | None = None,
         error: str | None = None,
         now: datetime | None = None,
     ) -> Run | None:
-        """Close the run as ``completed``/``failed``/``cancelled`` if it is still open; the
-        closed run, or None if it was not open."""
+        """Close the run as ``completed``/``failed``/``cancelled`` if it is still open and
+        ``worker_id`` holds it (None: no worker holds it); the closed run, or None if it was
+        not open or another worker holds it (one conditional UPDATE: two callers cannot both
+        close it)."""
         validate_choice(
             status, ("completed", "failed", "cancelled"), errors.INVALID_STATUS, "run status"
         )
@@ -398,6 +404,7 @@ class RunRepository(Repository):
             "p_output": output,
             "p_error": error,
             "p_now": now or utcnow(),
+            "p_worker_id": worker_id,
         }
         return await self._first(Run, _FINISH_RUN, params)
 
