@@ -22,7 +22,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ccweb_store import __version__, credentials, jsonrpc
 from ccweb_store.asgi import http_error
 from ccweb_store.config import Settings
-from ccweb_store.db import current_revision, migrate
+from ccweb_store.db import migrate
+from ccweb_store.errors import DatabaseUnavailable
 from ccweb_store.mcp_http import OPERATOR_SCOPE_KEY, mcp_app
 from ccweb_store.rpc import rpc_app
 from ccweb_store.runs import sweep_expired_leases
@@ -176,20 +177,34 @@ async def _in_background(
 
 
 async def healthz(request: Request) -> JSONResponse:
-    """Liveness and schema state: ``{"status": "ok", "database": …, "revision": …}``."""
+    """Liveness and schema state: ``{"status": "ok", "database": …, "revision": …}``, or 503
+    with ``{"status": "error", "database": …, "error": {"code", "message"}}`` when the database
+    cannot serve. The answer needs no token, so it names neither the database's host nor its
+    path: the server log does."""
     store: Store = request.app.store
     try:
-        async with store.engine.connect() as connection:
-            revision = await current_revision(connection)
-    except Exception as exc:  # the database is down: say so instead of a bare 500
-        log.warning("health check failed: %s", exc)
-        return JSONResponse(
-            {"status": "error", "database": store.dialect, "error": "database unreachable"},
-            status_code=503,
-        )
+        revision = await store.health()
+    except DatabaseUnavailable as exc:
+        log.warning("health check failed: %s", exc.message)
+        error: dict[str, Any] = {"code": exc.code, "message": exc.summary}
+        error["retryAfter"] = exc.retry_after
+        headers = {"Retry-After": str(exc.retry_after)}
+        return _unhealthy(store, error, headers)
+    except Exception:
+        log.exception("health check failed")
+        error = {
+            "code": "health_check_failed",
+            "message": "the database did not answer the health check: the server logged why",
+        }
+        return _unhealthy(store, error, {})
     return JSONResponse(
         {"status": "ok", "database": store.dialect, "revision": revision, "version": __version__}
     )
+
+
+def _unhealthy(store: Store, error: dict[str, Any], headers: dict[str, str]) -> JSONResponse:
+    body = {"status": "error", "database": store.dialect, "error": error}
+    return JSONResponse(body, status_code=503, headers=headers)
 
 
 class BearerAuth:

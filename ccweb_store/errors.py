@@ -82,3 +82,25 @@ CREDENTIAL_REQUIRED = "credential_required"
 CREDENTIAL_CONVERSATION_MISMATCH = "credential_conversation_mismatch"
 CREDENTIAL_NOT_FOUND = "credential_not_found"
 CONVERSATION_FORBIDDEN = "conversation_forbidden"
+
+# The database, not the request (``DatabaseUnavailable``).
+DATABASE_UNAVAILABLE = "database_unavailable"
+
+
+#: Seconds a client is told to wait before retrying a request the database could not serve.
+RETRY_AFTER_SECONDS = 2
+
+
+class DatabaseUnavailable(DomainError):
+    """The database could not serve the request (unreachable, restarting, an I/O error): the
+    request itself was fine, and the same request may succeed after ``retryAfter`` seconds."""
+
+    code = DATABASE_UNAVAILABLE
+    #: What ``/healthz`` says, which names neither the database's host nor its path.
+    summary = "the database is unavailable: retry later; the server log says why"
+
+    def __init__(self, reason: str, *, retry_after: int = RETRY_AFTER_SECONDS) -> None:
+        super().__init__(
+            f"{reason}; retry after {retry_after} seconds", data={"retryAfter": retry_after}
+        )
+        self.retry_after = retry_after
