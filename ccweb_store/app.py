@@ -23,7 +23,7 @@ from ccweb_store import __version__, credentials, jsonrpc
 from ccweb_store.asgi import http_error
 from ccweb_store.config import Settings
 from ccweb_store.db import migrate
-from ccweb_store.errors import DatabaseUnavailable
+from ccweb_store.errors import DatabaseFileMissing, DatabaseUnavailable
 from ccweb_store.mcp_http import OPERATOR_SCOPE_KEY, mcp_app
 from ccweb_store.rpc import rpc_app
 from ccweb_store.runs import sweep_expired_leases
@@ -184,11 +184,13 @@ async def healthz(request: Request) -> JSONResponse:
     store: Store = request.app.store
     try:
         revision = await store.health()
-    except DatabaseUnavailable as exc:
+    except (DatabaseUnavailable, DatabaseFileMissing) as exc:
         log.warning("health check failed: %s", exc.message)
         error: dict[str, Any] = {"code": exc.code, "message": exc.summary}
-        error["retryAfter"] = exc.retry_after
-        headers = {"Retry-After": str(exc.retry_after)}
+        headers = {}
+        if isinstance(exc, DatabaseUnavailable):
+            error["retryAfter"] = exc.retry_after
+            headers["Retry-After"] = str(exc.retry_after)
         return _unhealthy(store, error, headers)
     except Exception:
         log.exception("health check failed")

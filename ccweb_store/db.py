@@ -32,6 +32,7 @@ from sqlalchemy.util.concurrency import in_greenlet
 
 from ccweb_store.config import database_kind, normalize_database_url
 from ccweb_store.errors import DatabaseUnavailable
+from ccweb_store.sqlite_file_watch import SQLiteFileWatch
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ALEMBIC_INI = PROJECT_ROOT / "alembic.ini"
@@ -237,6 +238,9 @@ class InlineSQLiteDialect(SQLiteDialect_pysqlite):
     driver = "ccweb_inline"
     is_async = True
     supports_statement_cache = True
+    #: Whether the engine's path still names the file it opened (``create_engine`` sets it
+    #: for a file on disk); every engine has a dialect of its own.
+    file_watch: SQLiteFileWatch | None = None
 
     @classmethod
     def get_pool_class(cls, url: URL) -> type[Pool]:
@@ -335,9 +339,28 @@ def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Asyn
         kwargs.setdefault("pool_use_lifo", True)
     engine = create_async_engine(sqlite_url, **kwargs)
     sync_engine = engine.sync_engine
+    path = sqlite_file(engine)
+    watch = SQLiteFileWatch(path) if path is not None else None
+    dialect = engine.dialect
+    assert isinstance(dialect, InlineSQLiteDialect)
+    dialect.file_watch = watch
+
+    if watch is not None:
+
+        @event.listens_for(sync_engine, "do_connect")
+        def _refuse_another_file(*_args: Any) -> None:
+            # Before SQLite opens the path: it would create an empty file where the store's
+            # was deleted, or read another file moved there with the store's WAL.
+            watch.check()
 
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        if watch is not None:
+            try:
+                watch.opened()
+            except BaseException:
+                dbapi_connection.close()
+                raise
         # Let us issue BEGIN ourselves (see _on_begin) instead of the driver's implicit one.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -367,6 +390,13 @@ def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Asyn
         connection.connection.info[SQLITE_BEGIN] = mode
 
     return engine
+
+
+def sqlite_file_watch(engine: AsyncEngine) -> SQLiteFileWatch | None:
+    """The watch on the SQLite file behind ``engine`` (``sqlite_file_watch``); None for an
+    in-memory database or a ``file:`` URI."""
+    dialect = engine.dialect
+    return dialect.file_watch if isinstance(dialect, InlineSQLiteDialect) else None
 
 
 def sqlite_driver(connection: AsyncConnection) -> sqlite3.Connection:

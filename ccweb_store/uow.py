@@ -18,7 +18,8 @@ written (``UnitOfWork._first_statement``).
 A unit of work that fails because the database cannot serve (unreachable, restarting, a
 SQLite file that cannot be opened or stays locked: ``db.database_failure``) raises the
 retryable ``errors.DatabaseUnavailable`` instead of the driver's error, so the protocol layers
-see a domain error and never a driver's.
+see a domain error and never a driver's. A SQLite file removed or replaced while the store
+runs raises ``errors.DatabaseFileMissing`` (``sqlite_file_watch``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ccweb_store.db import (
     current_revision,
     database_failure,
     read_only,
+    sqlite_file_watch,
     unsent_on_dead_connection,
 )
 from ccweb_store.kept_connections import KeptConnections, PostgresConnections, SQLiteReaders
@@ -256,7 +258,11 @@ class Store:
             self._writers = PostgresConnections(engine, size)
             self._readers = PostgresConnections(self._reader, max(1, size // 2))
         elif not isinstance(engine.pool, StaticPool):
-            self._readers = SQLiteReaders(self._reader)
+            self._readers = SQLiteReaders(self._reader, sqlite_file_watch(engine))
+        #: Whether the SQLite file's path still names the file the store opened (None for
+        #: PostgreSQL and in-memory SQLite): checked before every COMMIT (``SQLiteWriter``),
+        #: now and then before reads (``SQLiteReaders``) and by ``health``.
+        self._file_watch = sqlite_file_watch(engine)
         #: Until when no run lease can have expired, as last found by ``runs._lease_expired``.
         self.no_lease_expires_before: datetime | None = None
         #: The key that signs conversation credentials, once ``credentials.signing_key``
@@ -310,8 +316,11 @@ class Store:
     async def health(self) -> str | None:
         """The schema revision of the database, read to show that it answers (``/healthz``).
 
-        Raises ``DatabaseUnavailable`` when the database cannot answer.
+        Raises ``DatabaseFileMissing`` when the SQLite file was removed or replaced while the
+        store ran, and ``DatabaseUnavailable`` when the database cannot answer.
         """
+        if self._file_watch is not None:
+            self._file_watch.check()
         try:
             async with self.engine.connect() as connection:
                 return await current_revision(connection)
