@@ -16,9 +16,10 @@ it again on the same database and port:
 it has to the database (``pg_terminate_backend`` from another connection, as a restart of
 PostgreSQL would): a unit of work whose connection died before its first statement runs it
 again on a fresh one and its client sees nothing; one cut off later (mid-statement, or at
-``COMMIT``) answers an internal error (JSON-RPC -32603), which the clients treat like a
-request cut off by a kill: a send may or may not have been written, a claim may hold a
-lease that expires, a completion is sent again. The report counts those errors.
+``COMMIT``) answers ``database_unavailable`` (retry after a moment), which the clients treat
+like a request cut off by a kill: a send may or may not have been written, a claim may hold
+a lease that expires, a completion is sent again. The report counts those answers, and any
+internal error (JSON-RPC -32603), which is treated the same way.
 
 After the last phase the senders stop and the workers run until no run is queued or running
 and no reply is waiting or ready (or ``--seconds`` passes). Then every acknowledged send is
@@ -81,7 +82,12 @@ def _is_lease_lost(failure: RpcFailure) -> bool:
 
 
 class CutOff(Exception):
-    """A request answered an internal error: its database connection was ended under it."""
+    """A request answered ``database_unavailable`` (or an internal error): its database
+    connection was ended under it."""
+
+
+#: The domain error a request whose database connection was ended under it answers.
+DATABASE_UNAVAILABLE = "database_unavailable"
 
 
 MAX_ATTEMPTS = 3  # the server's default: the third expired lease fails a run
@@ -114,7 +120,8 @@ class CrashTraffic:
     refused_busy: int = 0
     kills: int = 0
     connections_ended: int = 0
-    internal_errors: int = 0  # -32603 answers: requests cut off by an ended connection
+    internal_errors: int = 0  # -32603 answers
+    unavailable: int = 0  # database_unavailable answers: cut off by an ended connection
     drained: bool = False
     drain_seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
@@ -144,15 +151,26 @@ class Crashing:
                 await self.up.wait()
 
     async def answer(self, call: Awaitable[Any]) -> Any:
-        """The answer to ``call``; ``CutOff`` for an internal error (a unit of work whose
-        database connection was ended under it), counted."""
+        """The answer to ``call``; ``CutOff`` for ``database_unavailable`` or an internal
+        error (a unit of work whose database connection was ended under it), counted. A tool
+        call's ``database_unavailable`` is a tool error (``isError``) of its own."""
         try:
-            return await call
+            answer = await call
         except RpcFailure as failure:
-            if not isinstance(failure.error, dict) or failure.error.get("code") != INTERNAL_ERROR:
+            error = failure.error if isinstance(failure.error, dict) else {}
+            if error.get("code") == INTERNAL_ERROR:
+                self.traffic.internal_errors += 1
+            elif (error.get("data") or {}).get("code") == DATABASE_UNAVAILABLE:
+                self.traffic.unavailable += 1
+            else:
                 raise
-            self.traffic.internal_errors += 1
             raise CutOff from failure
+        if isinstance(answer, dict) and answer.get("isError"):
+            error = answer.get("structuredContent", {}).get("error", {})
+            if error.get("code") == DATABASE_UNAVAILABLE:
+                self.traffic.unavailable += 1
+                raise CutOff(error.get("message"))
+        return answer
 
     async def rpc_answer(self, client: RpcClient, method: str, params: dict[str, Any]) -> Any:
         return await self.answer(client.rpc(method, params))
@@ -302,13 +320,14 @@ def crash_report(title: str, traffic: CrashTraffic, stored: Stored) -> Report:
             "times every PostgreSQL connection was ended",
             f"{traffic.kills} ({traffic.connections_ended} connections)",
         )
+        report.add("requests answered database_unavailable", traffic.unavailable)
         report.add("requests answered an internal error (-32603)", traffic.internal_errors)
     else:
         report.add("server processes killed with SIGKILL", traffic.kills)
     report.add("sends acknowledged", len(traffic.sent))
     report.add("  of them present in the database", len(traffic.sent) - _missing(checked))
     report.add(
-        "sends cut off (no answer, or an internal error)",
+        "sends cut off (no answer, database_unavailable or an internal error)",
         f"{len(traffic.cut_sends)}, of which written: {checked.unacknowledged_found}",
     )
     report.add(

@@ -13,16 +13,18 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, QueryParams
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ccweb_store import __version__, credentials, jsonrpc
 from ccweb_store.asgi import http_error
 from ccweb_store.config import Settings
-from ccweb_store.db import current_revision, migrate
+from ccweb_store.db import migrate
+from ccweb_store.errors import DatabaseFileMissing, DatabaseUnavailable
 from ccweb_store.mcp_http import OPERATOR_SCOPE_KEY, mcp_app
 from ccweb_store.rpc import rpc_app
 from ccweb_store.runs import sweep_expired_leases
@@ -76,6 +78,7 @@ def create_app(
     app = App(
         routes=routes,
         middleware=middleware,
+        exception_handlers={HTTPException: http_exception, Exception: internal_error},
         lifespan=lifespan,
         busy_routes={"/rpc": rpc_app, "/mcp": mcp_app},
         settings=settings,
@@ -92,8 +95,9 @@ class App(Starlette):
     wrappers around ``send``) cost a bare endpoint about as much as the endpoint itself. For a
     busy route's ``POST`` this calls the route's ASGI app straight from the server, behind
     ``BearerAuth`` when a token is set, exactly as the full stack would; every other request
-    (other methods and paths, lifespan) goes through Starlette. An endpoint that raises
-    reaches the server, which answers 500 and logs it, as Starlette's error middleware did.
+    (other methods and paths, lifespan) goes through Starlette. An endpoint that raises is
+    answered a JSON-RPC 500 and logged here, as Starlette's error middleware (with
+    ``internal_error``) answers one on every other path.
 
     The endpoints find the settings and the store (set when the app starts, unless given) as
     plain attributes of the app (``scope["app"]``): reading ``app.state`` raises and catches
@@ -125,12 +129,66 @@ class App(Starlette):
             and not scope.get("root_path")
         ):
             scope["app"] = self
-            await self._serve_busy(scope, receive, send)
+            try:
+                await self._serve_busy(scope, receive, send)
+            except ClientDisconnect:
+                raise  # nobody is left to answer
+            except Exception:
+                log.exception("internal error answering %s %s", scope["method"], scope["path"])
+                await _send_internal_error(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
     async def _call_endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.busy_routes[scope["path"]](scope, receive, send)
+
+
+INTERNAL_ERROR_MESSAGE = "internal error: the server logged the details"
+
+
+async def _send_internal_error(scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer a busy route's request whose endpoint raised: a JSON-RPC error with id null, as
+    ``internal_error`` answers elsewhere. Nothing says here whether the endpoint had begun its
+    answer (watching ``send`` for that would cost every request); if it had, the server
+    refuses a second one, and there is nothing more to send."""
+    response = http_error(500, jsonrpc.INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE)
+    with contextlib.suppress(Exception):
+        await response(scope, receive, send)
+
+
+async def http_exception(request: Request, exc: Exception) -> Response:
+    """Starlette's refusals (no such path, a method the path does not serve) as JSON:
+    ``{"error": {"code", "message"}}``, saying what the service does serve."""
+    assert isinstance(exc, HTTPException)
+    target = f"{request.method} {request.url.path}"
+    headers = dict(exc.headers or {})
+    if exc.status_code == 404:
+        code = "not_found"
+        message = (
+            f"{target}: no such endpoint; this service answers POST /mcp, POST /rpc "
+            "and GET /healthz"
+        )
+    elif exc.status_code == 405:
+        # Starlette lists a route's methods in set order, which changes between processes.
+        allowed = ", ".join(sorted(m.strip() for m in headers.get("Allow", "GET").split(",")))
+        headers["Allow"] = allowed
+        code = "method_not_allowed"
+        message = f"{target} is not supported: use {allowed}"
+    else:
+        code = "http_error"
+        message = f"{target}: {exc.detail}"
+    body = {"error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=exc.status_code, headers=headers)
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """The 500 answer to an exception that escaped an endpoint served through Starlette (the
+    server logs it): a JSON-RPC error on ``/mcp`` and ``/rpc``, else
+    ``{"error": {"code": "internal_error", "message"}}``."""
+    if request.url.path in ("/mcp", "/rpc"):
+        return http_error(500, jsonrpc.INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE)
+    body = {"error": {"code": "internal_error", "message": INTERNAL_ERROR_MESSAGE}}
+    return JSONResponse(body, status_code=500)
 
 
 def freeze_startup_objects() -> None:
@@ -176,20 +234,36 @@ async def _in_background(
 
 
 async def healthz(request: Request) -> JSONResponse:
-    """Liveness and schema state: ``{"status": "ok", "database": …, "revision": …}``."""
+    """Liveness and schema state: ``{"status": "ok", "database": …, "revision": …}``, or 503
+    with ``{"status": "error", "database": …, "error": {"code", "message"}}`` when the database
+    cannot serve. The answer needs no token, so it names neither the database's host nor its
+    path: the server log does."""
     store: Store = request.app.store
     try:
-        async with store.engine.connect() as connection:
-            revision = await current_revision(connection)
-    except Exception as exc:  # the database is down: say so instead of a bare 500
-        log.warning("health check failed: %s", exc)
-        return JSONResponse(
-            {"status": "error", "database": store.dialect, "error": "database unreachable"},
-            status_code=503,
-        )
+        revision = await store.health()
+    except (DatabaseUnavailable, DatabaseFileMissing) as exc:
+        log.warning("health check failed: %s", exc.message)
+        error: dict[str, Any] = {"code": exc.code, "message": exc.summary}
+        headers = {}
+        if isinstance(exc, DatabaseUnavailable):
+            error["retryAfter"] = exc.retry_after
+            headers["Retry-After"] = str(exc.retry_after)
+        return _unhealthy(store, error, headers)
+    except Exception:
+        log.exception("health check failed")
+        error = {
+            "code": "health_check_failed",
+            "message": "the database did not answer the health check: the server logged why",
+        }
+        return _unhealthy(store, error, {})
     return JSONResponse(
         {"status": "ok", "database": store.dialect, "revision": revision, "version": __version__}
     )
+
+
+def _unhealthy(store: Store, error: dict[str, Any], headers: dict[str, str]) -> JSONResponse:
+    body = {"status": "error", "database": store.dialect, "error": error}
+    return JSONResponse(body, status_code=503, headers=headers)
 
 
 class BearerAuth:

@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ccweb_store.db import WAL_AUTOCHECKPOINT_PAGES
+from ccweb_store.sqlite_file_watch import SQLiteFileWatch
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,12 @@ class WalCheckpointer:
         wal_limit_pages: int = WAL_AUTOCHECKPOINT_PAGES,
         idle_seconds: float = CHECKPOINT_IDLE_SECONDS,
         busy_timeout: float = BUSY_TIMEOUT_SECONDS,
+        file_watch: SQLiteFileWatch | None = None,
     ) -> None:
         self.path = Path(path)
+        #: Checked before the thread opens the path: another file moved there would be
+        #: checkpointed with the WAL of the file the store opened.
+        self.file_watch = file_watch
         self.every = every
         self.every_near_limit = every_near_limit
         self.wal_limit_pages = wal_limit_pages
@@ -174,6 +179,8 @@ class WalCheckpointer:
         return not busy
 
     def _connect(self) -> sqlite3.Connection:
+        if self.file_watch is not None:
+            self.file_watch.check()
         # mode=rw: never create the file (the engine does); autocommit, so that the pragma
         # runs outside any transaction.
         uri = f"file:{quote(str(self.path.absolute()))}?mode=rw"

@@ -11,6 +11,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./ccweb.db"
 MIN_SECRET_CHARS = 32
+#: The shortest operator token (``CCWEB_TOKEN``) any command accepts.
+MIN_TOKEN_CHARS = 16
+MAKE_TOKEN = 'python3 -c "import secrets; print(secrets.token_urlsafe(32))"'
 #: The longest run lease (7 days): a worker that needs longer sends heartbeats.
 MAX_LEASE_SECONDS = 7 * 24 * 3600
 DEFAULT_ALLOWED_ORIGINS = (
@@ -65,6 +68,28 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return value or None
+
+    @field_validator("token")
+    @classmethod
+    def _token_usable(cls, value: str | None) -> str | None:
+        """Refuse a token that is set but blank, has spaces around it (a client's
+        ``Authorization`` header can never match it) or is short enough to guess, on every
+        command and any host: each is a mistake, and loopback is reachable by every local
+        user and by web pages the host's browser opens."""
+        if value is None:
+            return None
+        if not value.strip():
+            problem = "is set but blank"
+        elif value != value.strip():
+            problem = "begins or ends with whitespace, which no client can send"
+        elif len(value) < MIN_TOKEN_CHARS:
+            problem = f"is shorter than {MIN_TOKEN_CHARS} characters"
+        else:
+            return value
+        raise ValueError(
+            f"CCWEB_TOKEN (--token) {problem}: unset it, or set a random token of at least "
+            f"{MIN_TOKEN_CHARS} characters; make one with: {MAKE_TOKEN}"
+        )
 
     @field_validator("credential_secret")
     @classmethod

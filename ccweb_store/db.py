@@ -33,6 +33,8 @@ from sqlalchemy.util.concurrency import in_greenlet
 
 from ccweb_store import json_values
 from ccweb_store.config import database_kind, normalize_database_url
+from ccweb_store.errors import DatabaseUnavailable
+from ccweb_store.sqlite_file_watch import SQLiteFileWatch
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ALEMBIC_INI = PROJECT_ROOT / "alembic.ini"
@@ -133,6 +135,61 @@ def unsent_on_dead_connection(error: BaseException | None) -> bool:
     return False
 
 
+#: PostgreSQL errors that say the server cannot serve now, whatever the request: its
+#: shutdown, crash or start (``57P01``-``57P03``), no connection slot left (``53300``), and
+#: every connection exception (class ``08``).
+UNAVAILABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+#: SQLite's (primary) result codes that say the file cannot be read or written now, and the
+#: reason a client is told.
+UNAVAILABLE_SQLITE_CODES = {
+    sqlite3.SQLITE_IOERR: "the database file cannot be read or written (disk I/O error)",
+    sqlite3.SQLITE_CANTOPEN: "the database file cannot be opened",
+    sqlite3.SQLITE_BUSY: (
+        "the database is busy: another process held its write lock for longer than "
+        "CCWEB_SQLITE_BUSY_TIMEOUT_MS"
+    ),
+    sqlite3.SQLITE_LOCKED: "the database is busy (locked)",
+}
+
+
+def database_failure(error: BaseException) -> DatabaseUnavailable | None:
+    """The ``DatabaseUnavailable`` to answer when ``error`` is the database failing rather
+    than the request (a connection refused or lost, a server shutting down or starting up, a
+    SQLite file that cannot be opened, read or written, or stays locked); None for any other.
+
+    Looks through SQLAlchemy's wrapper (``orig``) and the exceptions each was raised from.
+    The reason names neither the database's host nor its path.
+    """
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return DatabaseUnavailable("the database is unreachable (the connection to it was lost)")
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, sqlite3.Error):
+            reason = UNAVAILABLE_SQLITE_CODES.get(getattr(cause, "sqlite_errorcode", 0) & 0xFF)
+            return DatabaseUnavailable(reason) if reason is not None else None
+        sqlstate = getattr(cause, "sqlstate", None)
+        if isinstance(sqlstate, str) and (
+            sqlstate in UNAVAILABLE_SQLSTATES or sqlstate.startswith("08")
+        ):
+            # The server's own words ("the database system is shutting down"), without the
+            # "<class …>: " SQLAlchemy's asyncpg adapter puts before them.
+            said = str(cause).rsplit("'>: ", 1)[-1]
+            return DatabaseUnavailable(f"the database is unreachable ({said or sqlstate})")
+        if isinstance(cause, ConnectionRefusedError):
+            return DatabaseUnavailable("the database is unreachable (the connection was refused)")
+        if isinstance(cause, TimeoutError):
+            return DatabaseUnavailable("the database is unreachable (connecting timed out)")
+        if isinstance(cause, OSError):
+            detail = cause.strerror or type(cause).__name__
+            return DatabaseUnavailable(f"the database is unreachable ({detail})")
+        if unsent_on_dead_connection(cause):
+            return DatabaseUnavailable(
+                "the database is unreachable (the connection to it was lost)"
+            )
+        cause = cause.orig if isinstance(cause, DBAPIError) else cause.__cause__
+    return None
+
+
 def postgres_connection_closed(connection: AsyncConnection) -> bool:
     """``driver_closed`` for an async connection of a PostgreSQL engine."""
     return driver_closed(_asyncpg_adapter(connection))
@@ -194,6 +251,9 @@ class InlineSQLiteDialect(SQLiteDialect_pysqlite):
     driver = "ccweb_inline"
     is_async = True
     supports_statement_cache = True
+    #: Whether the engine's path still names the file it opened (``create_engine`` sets it
+    #: for a file on disk); every engine has a dialect of its own.
+    file_watch: SQLiteFileWatch | None = None
 
     @classmethod
     def get_pool_class(cls, url: URL) -> type[Pool]:
@@ -293,9 +353,28 @@ def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Asyn
         kwargs.setdefault("pool_use_lifo", True)
     engine = create_async_engine(sqlite_url, **kwargs)
     sync_engine = engine.sync_engine
+    path = sqlite_file(engine)
+    watch = SQLiteFileWatch(path) if path is not None else None
+    dialect = engine.dialect
+    assert isinstance(dialect, InlineSQLiteDialect)
+    dialect.file_watch = watch
+
+    if watch is not None:
+
+        @event.listens_for(sync_engine, "do_connect")
+        def _refuse_another_file(*_args: Any) -> None:
+            # Before SQLite opens the path: it would create an empty file where the store's
+            # was deleted, or read another file moved there with the store's WAL.
+            watch.check()
 
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        if watch is not None:
+            try:
+                watch.opened()
+            except BaseException:
+                dbapi_connection.close()
+                raise
         # Let us issue BEGIN ourselves (see _on_begin) instead of the driver's implicit one.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -325,6 +404,13 @@ def _create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Asyn
         connection.connection.info[SQLITE_BEGIN] = mode
 
     return engine
+
+
+def sqlite_file_watch(engine: AsyncEngine) -> SQLiteFileWatch | None:
+    """The watch on the SQLite file behind ``engine`` (``sqlite_file_watch``); None for an
+    in-memory database or a ``file:`` URI."""
+    dialect = engine.dialect
+    return dialect.file_watch if isinstance(dialect, InlineSQLiteDialect) else None
 
 
 def sqlite_driver(connection: AsyncConnection) -> sqlite3.Connection:

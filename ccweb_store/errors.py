@@ -82,3 +82,44 @@ CREDENTIAL_REQUIRED = "credential_required"
 CREDENTIAL_CONVERSATION_MISMATCH = "credential_conversation_mismatch"
 CREDENTIAL_NOT_FOUND = "credential_not_found"
 CONVERSATION_FORBIDDEN = "conversation_forbidden"
+
+# The database, not the request (``DatabaseUnavailable``, ``DatabaseFileMissing``).
+DATABASE_UNAVAILABLE = "database_unavailable"
+DATABASE_FILE_MISSING = "database_file_missing"
+
+
+#: Seconds a client is told to wait before retrying a request the database could not serve.
+RETRY_AFTER_SECONDS = 2
+
+
+class DatabaseUnavailable(DomainError):
+    """The database could not serve the request (unreachable, restarting, an I/O error): the
+    request itself was fine, and the same request may succeed after ``retryAfter`` seconds."""
+
+    code = DATABASE_UNAVAILABLE
+    #: What ``/healthz`` says, which names neither the database's host nor its path.
+    summary = "the database is unavailable: retry later; the server log says why"
+
+    def __init__(self, reason: str, *, retry_after: int = RETRY_AFTER_SECONDS) -> None:
+        super().__init__(
+            f"{reason}; retry after {retry_after} seconds", data={"retryAfter": retry_after}
+        )
+        self.retry_after = retry_after
+
+
+class DatabaseFileMissing(DomainError):
+    """The SQLite file the server opened is no longer at its path (deleted, moved away, or
+    another file moved there): whatever is written now would be lost at the next start."""
+
+    code = DATABASE_FILE_MISSING
+    summary = (
+        "the database file was removed or replaced while the server ran: restore it or "
+        "restart the server; the server log names the path"
+    )
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"the database file at {path} was removed or replaced while the server ran: "
+            "nothing was written; restore the file to that path or restart the server",
+            data={"path": path},
+        )

@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store import db
+from ccweb_store.sqlite_file_watch import SQLiteFileWatch
 
 
 class KeptConnections:
@@ -76,16 +77,23 @@ class KeptConnections:
 class SQLiteReaders(KeptConnections):
     """Read-only units of work on SQLite: ``BEGIN`` on the driver takes no lock until the first
     read, which fixes the snapshot the unit of work sees; ``ROLLBACK`` ends it
-    (``db.end_sqlite_transaction``)."""
+    (``db.end_sqlite_transaction``).
+
+    A read is refused (``DatabaseFileMissing``) once the file's path no longer names the file
+    the store opened, checked at most once a second (``file_watch``): the store serves
+    nothing from a file that the next start would not open."""
 
     KEEP = 4
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, file_watch: SQLiteFileWatch | None = None) -> None:
         super().__init__(engine, self.KEEP)
+        self.file_watch = file_watch
 
     async def acquire(self, *, fresh: bool = False) -> AsyncConnection:
         # The base class's, without its awaits: every step is a call on the driver, and the
         # read units of work of the busiest tools take a connection each.
+        if self.file_watch is not None:
+            self.file_watch.check_for_read()
         idle = self._idle
         while idle and not fresh:
             connection, _ = idle.pop()

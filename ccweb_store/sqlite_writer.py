@@ -16,6 +16,7 @@ from ccweb_store.db import (
     run_on_sqlite_driver,
     sqlite_driver,
     sqlite_file,
+    sqlite_file_watch,
 )
 
 #: The savepoint a unit of work joining an open transaction works in (one at a time).
@@ -77,8 +78,13 @@ class SQLiteWriter:
         self._waiting: list[asyncio.Future[None]] = []
         self._commit_scheduled = False
         path = sqlite_file(engine)
+        #: Whether the path still names the file the engine opened, checked before every
+        #: COMMIT (None for an in-memory database).
+        self.file_watch = sqlite_file_watch(engine)
         #: Checkpoints the WAL off the event loop's thread (None for an in-memory database).
-        self.checkpointer = WalCheckpointer(path) if path is not None else None
+        self.checkpointer = (
+            WalCheckpointer(path, file_watch=self.file_watch) if path is not None else None
+        )
 
     async def acquire(self, *, savepoint: bool = True) -> AsyncConnection:
         """Take the turn: the connection, in a transaction of this unit of work's own, or in a
@@ -177,11 +183,16 @@ class SQLiteWriter:
             self._commit_waiting()
 
     def _commit_waiting(self) -> None:
-        """COMMIT the open transaction for every unit of work waiting on it."""
+        """COMMIT the open transaction for every unit of work waiting on it, unless the file
+        was removed or replaced meanwhile: a write committed to a file the path no longer
+        names would be answered as done and be gone at the next start, so the transaction
+        is rolled back and they all raise ``DatabaseFileMissing``."""
         waiting, self._waiting = self._waiting, []
         if not waiting:
             return
         try:
+            if self.file_watch is not None:
+                self.file_watch.check()
             end_sqlite_transaction(self._current(), commit=True)
         except Exception as error:
             self._waiting = waiting

@@ -14,6 +14,12 @@ A kept PostgreSQL connection can die unnoticed between two units of work (a term
 backend, a server restart within the last second): the unit of work's first statement then
 finds out, and runs again once on a fresh connection when nothing of it can have been
 written (``UnitOfWork._first_statement``).
+
+A unit of work that fails because the database cannot serve (unreachable, restarting, a
+SQLite file that cannot be opened or stays locked: ``db.database_failure``) raises the
+retryable ``errors.DatabaseUnavailable`` instead of the driver's error, so the protocol layers
+see a domain error and never a driver's. A SQLite file removed or replaced while the store
+runs raises ``errors.DatabaseFileMissing`` (``sqlite_file_watch``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
@@ -30,7 +36,14 @@ from sqlalchemy.pool import QueuePool, StaticPool
 
 from ccweb_store.checkpoints import WalCheckpointer
 from ccweb_store.config import Settings
-from ccweb_store.db import create_engine, read_only, unsent_on_dead_connection
+from ccweb_store.db import (
+    create_engine,
+    current_revision,
+    database_failure,
+    read_only,
+    sqlite_file_watch,
+    unsent_on_dead_connection,
+)
 from ccweb_store.kept_connections import KeptConnections, PostgresConnections, SQLiteReaders
 from ccweb_store.repositories import (
     CredentialRepository,
@@ -83,12 +96,15 @@ class UnitOfWork:
         self._savepoint = savepoint
 
     async def __aenter__(self) -> UnitOfWork:
-        if self._writer is not None:
-            connection = await self._writer.acquire(savepoint=self._savepoint)
-        elif self._kept is not None:
-            connection = await self._kept.acquire()
-        else:
-            connection = await self._engine.connect()
+        try:
+            if self._writer is not None:
+                connection = await self._writer.acquire(savepoint=self._savepoint)
+            elif self._kept is not None:
+                connection = await self._kept.acquire()
+            else:
+                connection = await self._engine.connect()
+        except Exception as error:
+            _raise_as_database_failure(error)
         state = self._state = UnitState(connection)
         if isinstance(self._kept, PostgresConnections):
             state.first_statement = self._first_statement
@@ -143,12 +159,19 @@ class UnitOfWork:
     ) -> None:
         # Whatever was not committed is rolled back; the objects the repositories returned
         # are plain snapshots and stay readable after the block.
-        if self._writer is not None:
-            self._end_turn()
-        elif self._kept is not None:
-            await self._kept.release(self._state.connection)
-        else:
-            await self._state.connection.close()
+        try:
+            if self._writer is not None:
+                self._end_turn()
+            elif self._kept is not None:
+                await self._kept.release(self._state.connection)
+            else:
+                await self._state.connection.close()
+        except Exception as error:
+            _raise_as_database_failure(error)
+        if isinstance(exc, Exception):
+            failure = database_failure(exc)
+            if failure is not None:
+                raise failure from exc
 
     def __getattr__(self, name: str) -> Any:
         """A repository, made the first time the unit of work uses it (most use one or two
@@ -197,6 +220,15 @@ class UnitOfWork:
             self._writer.release()
 
 
+def _raise_as_database_failure(error: Exception) -> NoReturn:
+    """Raise ``error``, as ``DatabaseUnavailable`` when the database failed
+    (``db.database_failure``): a client gets a retryable domain error, never the driver's."""
+    failure = database_failure(error)
+    if failure is None:
+        raise error
+    raise failure from error
+
+
 def _autocommit(engine: AsyncEngine) -> bool:
     """Whether each statement on ``engine`` commits by itself (``db.read_only`` on PostgreSQL)."""
     return engine.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
@@ -226,7 +258,11 @@ class Store:
             self._writers = PostgresConnections(engine, size)
             self._readers = PostgresConnections(self._reader, max(1, size // 2))
         elif not isinstance(engine.pool, StaticPool):
-            self._readers = SQLiteReaders(self._reader)
+            self._readers = SQLiteReaders(self._reader, sqlite_file_watch(engine))
+        #: Whether the SQLite file's path still names the file the store opened (None for
+        #: PostgreSQL and in-memory SQLite): checked before every COMMIT (``SQLiteWriter``),
+        #: now and then before reads (``SQLiteReaders``) and by ``health``.
+        self._file_watch = sqlite_file_watch(engine)
         #: Until when no run lease can have expired, as last found by ``runs._lease_expired``.
         self.no_lease_expires_before: datetime | None = None
         #: The key that signs conversation credentials, once ``credentials.signing_key``
@@ -276,6 +312,20 @@ class Store:
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads (SQLite: a deferred transaction, no write lock)."""
         return UnitOfWork(self._reader, kept=self._readers)
+
+    async def health(self) -> str | None:
+        """The schema revision of the database, read to show that it answers (``/healthz``).
+
+        Raises ``DatabaseFileMissing`` when the SQLite file was removed or replaced while the
+        store ran, and ``DatabaseUnavailable`` when the database cannot answer.
+        """
+        if self._file_watch is not None:
+            self._file_watch.check()
+        try:
+            async with self.engine.connect() as connection:
+                return await current_revision(connection)
+        except Exception as error:
+            _raise_as_database_failure(error)
 
     async def close(self) -> None:
         """Give back the connections this store writes and reads with and stop its checkpoint

@@ -81,7 +81,7 @@ REQUESTS: list[tuple[str, bytes, dict[str, str], str]] = [
 ]
 
 
-@pytest.mark.parametrize("token", [None, "sekrit"])
+@pytest.mark.parametrize("token", [None, "sekrit-busy-route-token"])
 async def test_the_busy_routes_answer_what_the_full_stack_answers(
     store: Store, token: str | None
 ) -> None:

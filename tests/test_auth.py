@@ -12,7 +12,7 @@ from tests.cli_support import run_cli
 from tests.http_client import app_client
 from tests.servers import server_env
 
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-for-auth-tests"
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools.list"}
 
@@ -76,4 +76,22 @@ def test_serve_on_a_non_loopback_host_without_a_token_refuses_to_start(tmp_path:
     assert completed.returncode == 2
     assert "refusing to listen on non-loopback host '0.0.0.0' without a token" in completed.stderr
     assert "CCWEB_TOKEN" in completed.stderr
+    assert not (tmp_path / "never.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("token", "problem"),
+    [("   ", "is set but blank"), ("tiny", "is shorter than 16 characters")],
+)
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_serve_refuses_a_blank_or_short_token_on_any_host(
+    tmp_path: Path, token: str, problem: str, host: str
+) -> None:
+    env = server_env(
+        CCWEB_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'never.db'}", CCWEB_TOKEN=token
+    )
+    completed = run_cli("serve", "--host", host, "--port", "1", env=env)
+    assert completed.returncode == 2
+    assert f"CCWEB_TOKEN (--token) {problem}" in completed.stderr
+    assert 'python3 -c "import secrets; print(secrets.token_urlsafe(32))"' in completed.stderr
     assert not (tmp_path / "never.db").exists()

@@ -6,6 +6,7 @@ import pytest
 
 from ccweb_store.config import (
     DEFAULT_DATABASE_URL,
+    MIN_TOKEN_CHARS,
     Settings,
     database_kind,
     is_loopback_host,
@@ -80,3 +81,36 @@ def test_plain_urls_get_the_async_drivers() -> None:
 )
 def test_loopback_hosts_are_recognised(host: str, loopback: bool) -> None:
     assert is_loopback_host(host) is loopback
+
+
+@pytest.mark.parametrize(
+    ("token", "problem"),
+    [
+        ("   ", "is set but blank"),
+        ("\t", "is set but blank"),
+        ("short-token", "is shorter than 16 characters"),
+        ("x" * (MIN_TOKEN_CHARS - 1), "is shorter than 16 characters"),
+        (" a-long-enough-token-with-a-space ", "begins or ends with whitespace"),
+    ],
+)
+def test_a_blank_short_or_padded_token_is_refused_saying_how_to_make_one(
+    token: str, problem: str
+) -> None:
+    with pytest.raises(ValueError, match=problem) as refused:
+        Settings(token=token)
+    said = str(refused.value)
+    assert f"at least {MIN_TOKEN_CHARS} characters" in said
+    assert "secrets.token_urlsafe(32)" in said
+    if token.strip():
+        assert token.strip() not in said  # the value is never echoed
+
+
+def test_a_token_of_the_minimum_length_is_accepted_and_an_empty_one_is_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings(token="x" * MIN_TOKEN_CHARS).token == "x" * MIN_TOKEN_CHARS
+    monkeypatch.setenv("CCWEB_TOKEN", "   ")
+    with pytest.raises(ValueError, match="CCWEB_TOKEN"):
+        Settings()
+    monkeypatch.setenv("CCWEB_TOKEN", "")
+    assert Settings().token is None

@@ -24,7 +24,7 @@ from tests.lifecycle_support import messages_of, row_counts, runs_of, table_row_
 
 KEY = b"k" * 32
 CLAIMS = Claims("conv-a", "cred_1", 0, 0)
-OPERATOR = "operator-token"
+OPERATOR = "operator-token-for-tests"
 
 
 def send_args(target: str = "conv-b", mode: str = "one_way") -> dict[str, Any]:

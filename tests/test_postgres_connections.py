@@ -15,6 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from bench.harness import end_other_connections
 from ccweb_store import db, jsonrpc
+from ccweb_store.errors import DatabaseUnavailable
 from ccweb_store.uow import Store
 from tests.http_client import app_client, call_tool, rpc, rpc_result
 
@@ -155,16 +156,29 @@ async def _one_message_then_a_dead_connection(store: Store) -> dict[str, object]
     return {"id": "m1", "session_id": "s", "seq": 1, "role": "user", "content": "once"}
 
 
+def _lost_connection(error: DatabaseUnavailable) -> bool:
+    """Whether the unit of work failed as a client hears it: a retryable
+    ``database_unavailable``, raised from the driver's error on a connection SQLAlchemy
+    invalidated."""
+    cause = error.__cause__
+    return (
+        error.code == "database_unavailable"
+        and error.data["retryAfter"] > 0
+        and isinstance(cause, DBAPIError)
+        and cause.connection_invalidated
+    )
+
+
 async def test_an_autocommit_write_cut_off_by_a_dead_connection_is_not_run_again(
     store: Store,
 ) -> None:
     """Its statement commits by itself and might have before the connection died: running
     it again could write twice, so the caller hears of it."""
     message = await _one_message_then_a_dead_connection(store)
-    with pytest.raises(DBAPIError) as failed:
+    with pytest.raises(DatabaseUnavailable) as failed:
         async with store.uow(autocommit=True) as uow:
             await uow.messages.insert_many([message])  # its first statement writes
-    assert failed.value.connection_invalidated
+    assert _lost_connection(failed.value)
     async with store.uow(autocommit=True) as uow:
         await uow.messages.insert_many([message])
     async with store.read_uow() as uow:
@@ -191,13 +205,13 @@ async def test_a_statement_after_the_first_is_not_run_again_on_a_new_connection(
 ) -> None:
     """The statements before it were lost with its transaction: the unit of work fails and
     leaves nothing behind."""
-    with pytest.raises(DBAPIError) as failed:
+    with pytest.raises(DatabaseUnavailable) as failed:
         async with store.uow() as uow:
             await uow.sessions.create("lost")
             await _kill_connections(store, unnoticed=True)
             await uow.sessions.create("lost-too")
             await uow.commit()
-    assert failed.value.connection_invalidated
+    assert _lost_connection(failed.value)
     async with store.read_uow() as uow:
         assert await uow.sessions.get("lost") is None
 
@@ -209,13 +223,13 @@ async def test_a_unit_of_work_that_ran_statements_of_its_own_is_not_run_again_in
     connection, a repository's statement is not run again on a new one, which would commit
     it without them."""
     add = sa.text("INSERT INTO sessions (id, created_at, updated_at) VALUES (:id, now(), now())")
-    with pytest.raises(DBAPIError) as failed:
+    with pytest.raises(DatabaseUnavailable) as failed:
         async with store.uow() as uow:
             await uow.connection.execute(add, {"id": "own"})
             await _kill_connections(store, unnoticed=True)
             await uow.sessions.create("after")
             await uow.commit()
-    assert failed.value.connection_invalidated
+    assert _lost_connection(failed.value)
     async with store.read_uow() as uow:
         assert [await uow.sessions.get(s) for s in ("own", "after")] == [None, None]
 

@@ -157,13 +157,16 @@ async def test_unit_of_work_statements_skip_the_greenlet_but_async_calls_still_w
     assert read_calls[-3:] == [("BEGIN", False), ("SELECT", True), ("ROLLBACK", False)]
 
 
-async def test_a_write_waiting_past_the_busy_timeout_fails_with_sqlalchemys_error(
+async def test_a_write_waiting_past_the_busy_timeout_fails_as_a_retryable_database_unavailable(
     tmp_path: Path,
 ) -> None:
-    """BEGIN IMMEDIATE comes from the dialect inside SQLAlchemy's error handling."""
+    """BEGIN IMMEDIATE comes from the dialect inside SQLAlchemy's error handling; the unit of
+    work answers its ``database is locked`` as ``database_unavailable``, with ``retryAfter``."""
     import sqlite3
 
     from sqlalchemy.exc import OperationalError
+
+    from ccweb_store.errors import DatabaseUnavailable
 
     path = tmp_path / "busy.db"
     store = Store.from_settings(
@@ -173,9 +176,12 @@ async def test_a_write_waiting_past_the_busy_timeout_fails_with_sqlalchemys_erro
     try:
         await migrate(store.engine)
         other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-        with pytest.raises(OperationalError, match="database is locked"):
+        with pytest.raises(DatabaseUnavailable, match="CCWEB_SQLITE_BUSY_TIMEOUT_MS") as busy:
             async with store.uow() as uow:
                 await uow.sessions.create("blocked")
+        assert busy.value.data == {"retryAfter": 2}
+        assert isinstance(busy.value.__cause__, OperationalError)
+        assert "database is locked" in str(busy.value.__cause__)
         other.execute("ROLLBACK")
         async with store.uow() as uow:  # and the next unit of work goes through
             await uow.sessions.create("through")

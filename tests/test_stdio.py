@@ -150,9 +150,10 @@ def test_stdio_speaks_2026_07_28_per_request_without_headers(database_url: str) 
 def test_the_bridge_sends_the_routing_headers_a_2026_07_28_request_needs(
     database_url: str,
 ) -> None:
-    with serving(database_url, CCWEB_TOKEN="bridge-token") as server:
+    token = "bridge-token-for-stdio-tests"
+    with serving(database_url, CCWEB_TOKEN=token) as server:
         completed = _run(
-            ["--source-session", "me", "--url", server.url, "--token", "bridge-token"],
+            ["--source-session", "me", "--url", server.url, "--token", token],
             [
                 _modern("tools/call", {"name": "ccweb_list_conversations", "arguments": {}}, id=1),
                 _modern("tools/call", {"name": "ccweb_naïve", "arguments": {}}, id=2),

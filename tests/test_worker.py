@@ -539,11 +539,11 @@ def test_per_agent_commands_and_the_conversations_directory(bench: Bench, tmp_pa
 def test_once_with_nothing_queued_exits_and_a_wrong_token_says_so(bench: Bench) -> None:
     idle = bench.worker("--once")
     assert idle.finish()[0] == 0
-    refused = bench.worker("--once", CCWEB_TOKEN="wrong")
+    refused = bench.worker("--once", CCWEB_TOKEN="wrong-operator-token-1234")
     code, log = refused.finish()
     assert code == 2
     assert "refused the operator token" in log and "--token" in log
-    assert "wrong" not in log  # the token itself is not echoed
+    assert "wrong-operator-token-1234" not in log  # the token itself is not echoed
 
 
 def test_the_worker_refuses_a_missing_command(tmp_path: Path) -> None:
