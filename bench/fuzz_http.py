@@ -61,8 +61,14 @@ TOOL_CORPUS = CORPUS_DIR / "tool_arguments.jsonl"
 BODY_LIMIT = 4 * 1024 * 1024
 SOURCE = "fuzz-a"
 
+INVALID_JSON_VALUE = "invalid_json_value"
+#: Codes of the JSON value rule and of a database file that is gone or a database that does
+#: not answer: documented, and accepted whether or not ``errors`` names them.
+RULE_AND_HEALTH_CODES = frozenset(
+    {INVALID_JSON_VALUE, "database_file_missing", "database_unavailable"}
+)
 #: The ``data.code`` / ``error.code`` values the docs list: every code ``errors`` names.
-DOCUMENTED_CODES = frozenset(
+DOCUMENTED_CODES = RULE_AND_HEALTH_CODES | frozenset(
     value
     for name, value in vars(errors).items()
     if name.isupper() and isinstance(value, str) and not name.startswith("_")
@@ -100,6 +106,9 @@ ERROR_ANSWERS: dict[tuple[str, int, int], str] = {
 }
 #: A domain error: ``-32000`` with ``data.code`` on /rpc, a tool result with ``isError`` on /mcp.
 DOMAIN_ERROR = -32000
+#: An error above whose ``data.code`` is ``invalid_json_value`` (with ``data.path``): a value
+#: that breaks the JSON rule (-32602), or a message nested too deep (-32600).
+JSON_RULE_ANSWERS = {-32602: INVALID_JSON_VALUE, -32600: "too_deep"}
 
 
 # --- inputs ---------------------------------------------------------------------------------
@@ -644,15 +653,19 @@ def _classify_message(endpoint: str, status: int, body: Any) -> str:
         return "ok"
     error = body["error"]
     code = error["code"]
+    data = error.get("data")
+    domain = data.get("code") if isinstance(data, dict) else None
     if code == DOMAIN_ERROR and endpoint == "/rpc" and status == 200:
-        data = error.get("data")
-        domain = data.get("code") if isinstance(data, dict) else None
         if domain in DOCUMENTED_CODES:
             return f"error:{domain}"
         return f"undocumented: -32000 with data {data!r}"
     known = ERROR_ANSWERS.get((endpoint, status, code))
     if known is None:
         return f"undocumented: JSON-RPC error {code} with HTTP {status} ({error['message'][:120]})"
+    if domain == INVALID_JSON_VALUE and code in JSON_RULE_ANSWERS:
+        if not isinstance(data.get("path"), str | list):
+            return f"undocumented: {INVALID_JSON_VALUE} without data.path: {str(data)[:160]}"
+        return JSON_RULE_ANSWERS[code]
     return known
 
 

@@ -112,6 +112,9 @@ def test_the_tool_argument_corpus_is_what_the_registry_generates() -> None:
 def test_the_fuzzer_knows_every_host_method_and_every_error_code() -> None:
     assert set(fuzz_http.RPC_PARAMS) == set(rpc.METHODS)
     assert errors.TARGET_BUSY in fuzz_http.DOCUMENTED_CODES
+    assert errors.LEASE_LOST in fuzz_http.DOCUMENTED_CODES
+    for code in ("invalid_json_value", "database_file_missing", "database_unavailable"):
+        assert code in fuzz_http.DOCUMENTED_CODES
     assert "domain_error" not in fuzz_http.DOCUMENTED_CODES  # a DomainError without a code
 
 
@@ -161,6 +164,48 @@ def test_every_domain_error_code_the_service_raises_is_a_named_documented_one() 
             b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":'
             b'"x","data":{"code":"target_busy"}}}',
             "error:target_busy",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":'
+            b'"x","data":{"code":"lease_lost"}}}',
+            "error:lease_lost",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":'
+            b'"x","data":{"code":"database_unavailable","retryAfter":1}}}',
+            "error:database_unavailable",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":'
+            b'"x","data":{"code":"database_file_missing","path":"/x.db"}}}',
+            "error:database_file_missing",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x","data":'
+            b'{"code":"invalid_json_value","path":"params.metadata.k","limit":64}}}',
+            "invalid_json_value",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"x","data":'
+            b'{"code":"invalid_json_value","path":"params","limit":64}}}',
+            "too_deep",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x","data":'
+            b'{"code":"invalid_json_value"}}}',
+            "undocumented: invalid_json_value without data.path",
         ),
     ],
 )
