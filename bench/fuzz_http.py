@@ -1,4 +1,5 @@
-"""Bad input against a real server: no 5xx, only documented answers, no rows from a refusal.
+"""Bad input against a real server: no 5xx, no -32603, only documented answers, each with its
+request's id, no rows from a refusal, and every conversation still readable.
 
 Starts a real server process (``ccweb-store serve``) on a fresh database, seeds a few
 conversations, a reply request, a run and a prompt form, then sends over HTTP:
@@ -8,26 +9,36 @@ conversations, a reply request, a run and a prompt form, then sends over HTTP:
    oversized and chunked bodies, wrong content types and Accept headers), each line with the
    class of answer it must get;
 2. ``--inputs`` random inputs from a seeded generator: mutated and well-formed requests to
-   every method with arguments of every type, random headers, methods and paths.
+   every method with arguments of every type, random headers, methods and paths;
+3. ``--hostile`` hostile inputs (``bench/hostile.py``): valid calls to every host method
+   and every tool with one slot holding deep nesting, 64-bit edge and huge numbers, NaN and
+   Infinity literals, duplicate keys, lone surrogates, NUL or a string near the body limit.
 
 Every answer is classified (``classify``): a documented class (docs/reliability.md), or
-undocumented. Around every input the rows of every table are counted: an input that was
-refused must leave them as they were. Exits 1 on any 5xx, undocumented answer, corpus line
-answered with another class than it names, or row written by a refused call.
+undocumented; a -32603 anywhere in it is counted, and its id must be the request's exactly
+(``fuzz_checks.id_problem``). Around every input the rows of every table are counted: an
+input that was refused must leave them as they were. After each phase, and after every
+``--round-size`` hostile inputs, every conversation is read back (``fuzz_checks.read_back``):
+each ``message.list`` and ``reply.list`` page must answer a result. Exits 1 on any 5xx,
+-32603, undocumented answer, wrong id, input answered with another class than it names, row
+written by a refused call, or failed read; each distinct failure is printed once, with the
+smallest body that caused it.
 
-    python bench/fuzz_http.py [--inputs 20000] [--seed 1] [--no-corpus] [--backend all]
+    python bench/fuzz_http.py [--inputs 20000] [--hostile 5000] [--round-size 250]
+                              [--seed 1] [--seconds 600] [--no-corpus] [--backend all]
     python bench/fuzz_http.py --write-tool-corpus    # regenerate tool_arguments.jsonl
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -37,6 +48,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
 
+from bench.fuzz_checks import (
+    ANSWER_SECONDS,
+    ReadBack,
+    error_code,
+    id_kind,
+    id_problem,
+    internal_error,
+    parse_raw,
+    read_back,
+    request_ids,
+    shorten,
+)
 from bench.harness import (
     ROOT,
     Answer,
@@ -53,6 +76,7 @@ from bench.harness import (
     options_from,
     row_counts,
 )
+from bench.hostile import FAMILIES, HostileGenerator, targets
 from ccweb_store import errors, tools
 
 CORPUS_DIR = ROOT / "tests" / "fuzz_corpus"
@@ -61,8 +85,14 @@ TOOL_CORPUS = CORPUS_DIR / "tool_arguments.jsonl"
 BODY_LIMIT = 4 * 1024 * 1024
 SOURCE = "fuzz-a"
 
+INVALID_JSON_VALUE = "invalid_json_value"
+#: Codes of the JSON value rule and of a database file that is gone or a database that does
+#: not answer: documented, and accepted whether or not ``errors`` names them.
+RULE_AND_HEALTH_CODES = frozenset(
+    {INVALID_JSON_VALUE, "database_file_missing", "database_unavailable"}
+)
 #: The ``data.code`` / ``error.code`` values the docs list: every code ``errors`` names.
-DOCUMENTED_CODES = frozenset(
+DOCUMENTED_CODES = RULE_AND_HEALTH_CODES | frozenset(
     value
     for name, value in vars(errors).items()
     if name.isupper() and isinstance(value, str) and not name.startswith("_")
@@ -100,6 +130,10 @@ ERROR_ANSWERS: dict[tuple[str, int, int], str] = {
 }
 #: A domain error: ``-32000`` with ``data.code`` on /rpc, a tool result with ``isError`` on /mcp.
 DOMAIN_ERROR = -32000
+INTERNAL_ERROR = -32603
+#: An error above whose ``data.code`` is ``invalid_json_value`` (with ``data.path``): a value
+#: that breaks the JSON rule (-32602), or a message nested too deep (-32600).
+JSON_RULE_ANSWERS = {-32602: INVALID_JSON_VALUE, -32600: "too_deep"}
 
 
 # --- inputs ---------------------------------------------------------------------------------
@@ -116,6 +150,10 @@ class FuzzInput:
     headers: dict[str, str] = field(default_factory=dict)
     chunked: bool = False
     expect: tuple[str, ...] = ()
+    #: What a distinct failure is grouped by (empty: the name).
+    signature: str = ""
+    #: The ids the answer may carry (``fuzz_checks.id_problem``); None: read from the body.
+    ids: tuple[str, ...] | None = None
 
 
 DEFAULT_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -598,16 +636,21 @@ def classify(path: str, answer: Answer) -> str:
 
 
 def _json_body(answer: Answer) -> Any:
+    return orjson.loads(_json_text(answer))
+
+
+def _json_text(answer: Answer) -> str | bytes:
+    """The JSON text of an answer: its body, or the data of its one SSE message."""
     content_type = answer.headers.get("content-type", "")
     if content_type.startswith("text/event-stream"):
         text = answer.body.decode()
         data = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
         if len(data) != 1 or not text.startswith("event: message\n"):
             raise ValueError("not one SSE message")
-        return orjson.loads(data[0])
+        return data[0]
     if not content_type.startswith("application/json"):
         raise ValueError(f"content type {content_type!r}")
-    return orjson.loads(answer.body)
+    return answer.body
 
 
 def _is_response(body: Any, endpoint: str) -> bool:
@@ -644,15 +687,19 @@ def _classify_message(endpoint: str, status: int, body: Any) -> str:
         return "ok"
     error = body["error"]
     code = error["code"]
+    data = error.get("data")
+    domain = data.get("code") if isinstance(data, dict) else None
     if code == DOMAIN_ERROR and endpoint == "/rpc" and status == 200:
-        data = error.get("data")
-        domain = data.get("code") if isinstance(data, dict) else None
         if domain in DOCUMENTED_CODES:
             return f"error:{domain}"
         return f"undocumented: -32000 with data {data!r}"
     known = ERROR_ANSWERS.get((endpoint, status, code))
     if known is None:
         return f"undocumented: JSON-RPC error {code} with HTTP {status} ({error['message'][:120]})"
+    if domain == INVALID_JSON_VALUE and code in JSON_RULE_ANSWERS:
+        if not isinstance(data.get("path"), str | list):
+            return f"undocumented: {INVALID_JSON_VALUE} without data.path: {str(data)[:160]}"
+        return JSON_RULE_ANSWERS[code]
     return known
 
 
@@ -665,6 +712,38 @@ def _odd(answer: Answer) -> str:
 
 # --- running --------------------------------------------------------------------------------
 
+#: The lists of ``Outcome`` that hold one line per failed input.
+FAILURE_LISTS = (
+    "server_errors",
+    "internal_errors",
+    "id_mismatches",
+    "undocumented",
+    "unexpected",
+    "refusals_that_wrote",
+    "connection_failures",
+    "read_back_failures",
+)
+
+
+@dataclass
+class Finding:
+    """One distinct failure: how often it happened, and the smallest input that caused it."""
+
+    what: str
+    signature: str
+    detail: str
+    name: str
+    body: bytes
+    count: int = 1
+
+    def render(self) -> str:
+        times = f" (x{self.count:,})" if self.count > 1 else ""
+        return (
+            f"{self.what}{times}: {self.signature}: {self.detail[:300]}"
+            f"\n      input: {self.name[:200]}"
+            f"\n      body: {shorten(self.body.decode(errors='replace'))}"
+        )
+
 
 @dataclass
 class Outcome:
@@ -673,62 +752,210 @@ class Outcome:
     tried: int = 0
     classes: Counter[str] = field(default_factory=Counter)
     server_errors: list[str] = field(default_factory=list)
+    internal_errors: list[str] = field(default_factory=list)
+    id_mismatches: list[str] = field(default_factory=list)
     undocumented: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     rows_written_by_refusals: int = 0
     refusals_that_wrote: list[str] = field(default_factory=list)
     connection_failures: list[str] = field(default_factory=list)
+    read_back_rounds: int = 0
+    read_back_calls: int = 0
+    read_back_failures: list[str] = field(default_factory=list)
+    stopped_early: bool = False
+    #: Each distinct failure once, by (what, signature).
+    findings: dict[tuple[str, str], Finding] = field(default_factory=dict)
 
     def add(self, other: Outcome) -> None:
         self.tried += other.tried
         self.classes.update(other.classes)
-        for name in (
-            "server_errors",
-            "undocumented",
-            "unexpected",
-            "refusals_that_wrote",
-            "connection_failures",
-        ):
+        for name in FAILURE_LISTS:
             getattr(self, name).extend(getattr(other, name))
         self.rows_written_by_refusals += other.rows_written_by_refusals
+        self.read_back_rounds += other.read_back_rounds
+        self.read_back_calls += other.read_back_calls
+        self.stopped_early |= other.stopped_early
+        for finding in other.findings.values():
+            self.note(finding)
+
+    def fail(
+        self, listed: str, what: str, item: FuzzInput, detail: str, signature: str = ""
+    ) -> None:
+        """Record a failed input in the list ``listed`` and among the findings, grouped by
+        ``signature`` (by default the input's)."""
+        getattr(self, listed).append(f"{item.name}: {detail}")
+        signature = signature or item.signature or item.name
+        self.note(Finding(what, signature, detail, item.name, item.body))
+
+    def note(self, finding: Finding) -> None:
+        """Count a finding once per (what, signature), keeping the smallest body."""
+        key = (finding.what, finding.signature)
+        known = self.findings.get(key)
+        if known is None:
+            self.findings[key] = dataclasses.replace(finding)
+            return
+        known.count += finding.count
+        if finding.body and (not known.body or len(finding.body) < len(known.body)):
+            known.detail, known.name, known.body = finding.detail, finding.name, finding.body
+
+
+def _raw_message(answer: Answer) -> Any:
+    """The answer's JSON with its numbers as written (``fuzz_checks.parse_raw``), or None."""
+    try:
+        return parse_raw(_json_text(answer))
+    except (ValueError, RecursionError):
+        return None
+
+
+def check_answer(outcome: Outcome, item: FuzzInput, answer: Answer) -> str:
+    """Classify an answer, record what is wrong with it (status, -32603, class, id), and
+    return its class."""
+    kind = classify(item.path, answer)
+    outcome.classes[kind.split(":", 1)[0] if kind.startswith("undoc") else kind] += 1
+    message = _raw_message(answer)
+    if answer.status >= 500:
+        outcome.fail("server_errors", "5xx", item, kind)
+    elif internal_error(message, answer.body):
+        outcome.fail("internal_errors", "-32603", item, kind)
+    elif kind.startswith("undocumented"):
+        outcome.fail("undocumented", "undocumented", item, kind)
+    elif item.expect and kind not in item.expect:
+        expected = " or ".join(item.expect)
+        outcome.fail("unexpected", "another class", item, f"got {kind}, expected {expected}")
+    ids = item.ids if item.ids is not None else request_ids(item.body)
+    if ids is not None and isinstance(message, dict):
+        problem = id_problem(ids, message, answer.status, error_code(message), kind)
+        if problem:  # the same for every method: grouped by the kind of id only
+            family = item.signature.rpartition(" = ")[2]
+            grouped = f"an id of the family {family}" if item.signature else id_kind(ids)
+            outcome.fail("id_mismatches", "id", item, problem, grouped)
+    return kind
 
 
 async def send_inputs(
-    port: int, database_url: str, inputs: Iterator[FuzzInput] | list[FuzzInput], deadline: float
+    port: int,
+    database_url: str,
+    inputs: Iterable[FuzzInput],
+    deadline: float,
+    round_size: int = 0,
+    watched: Iterable[str] = (),
 ) -> Outcome:
-    """Send each input on one connection (reopened when the server closes it), classify the
-    answer, and count every table's rows around each one."""
+    """Send each input on one connection (reopened when the server closes it), check the
+    answer (``check_answer``) and count every table's rows around each one; after an input
+    that wrote rows, read the newest messages of the conversations it names (``Poison``:
+    the seeded ones, ``watched``, and those each read-back lists). After every
+    ``round_size`` inputs (0: none) and after the last, read every conversation back
+    (``read_back_round``)."""
     outcome = Outcome()
     connection = Connection(port)
+    poison = Poison(ReadBack(Connection(port)), dict.fromkeys([*SEEDED, *watched], 0))
+    recent: list[tuple[FuzzInput, bytes]] = []  # since the last read-back, with the answer
     async with open_engine(database_url) as engine:
         before = await row_counts(engine)
         for item in inputs:
             if time.monotonic() >= deadline:
+                outcome.stopped_early = True
                 break
             outcome.tried += 1
             try:
-                answer = await connection.request(
-                    item.method, item.path, item.body, item.headers, chunked=item.chunked
+                answer = await asyncio.wait_for(
+                    connection.request(
+                        item.method, item.path, item.body, item.headers, chunked=item.chunked
+                    ),
+                    ANSWER_SECONDS,
                 )
-            except ServerGone as exc:
-                outcome.connection_failures.append(f"{item.name}: {exc}")
+            except (ServerGone, TimeoutError) as exc:
+                await connection.close()
+                detail = str(exc) or f"no answer within {ANSWER_SECONDS:g} s"
+                outcome.fail("connection_failures", "no answer", item, detail)
                 continue
-            kind = classify(item.path, answer)
-            outcome.classes[kind.split(":", 1)[0] if kind.startswith("undoc") else kind] += 1
-            if answer.status >= 500:
-                outcome.server_errors.append(f"{item.name}: {kind}")
-            elif kind.startswith("undocumented"):
-                outcome.undocumented.append(f"{item.name}: {kind}")
-            elif item.expect and kind not in item.expect:
-                outcome.unexpected.append(f"{item.name}: got {kind}, expected {item.expect}")
+            kind = check_answer(outcome, item, answer)
+            recent.append((_kept(item), answer.body[:4096]))
             after = await row_counts(engine)
+            if after != before:
+                await poison.check(outcome, item, answer.body[:4096])
             if kind not in ACCEPTED and after != before:
                 written = sum(after.values()) - sum(before.values())
                 outcome.rows_written_by_refusals += abs(written) or 1
-                outcome.refusals_that_wrote.append(f"{item.name}: {kind}: {before} -> {after}")
+                detail = f"{kind}: {before} -> {after}"
+                outcome.fail("refusals_that_wrote", "a refusal wrote rows", item, detail)
             before = after
+            if round_size and outcome.tried % round_size == 0:
+                await read_back_round(port, outcome, recent, poison)
+                recent = []
+    await read_back_round(port, outcome, recent, poison)
     await connection.close()
+    await poison.reads.connection.close()
+    outcome.read_back_calls += poison.reads.calls
     return outcome
+
+
+@dataclass
+class Poison:
+    """The conversations watched for poison rows between read-backs: the newest seq read of
+    each, and the input after which each one's read failed."""
+
+    reads: ReadBack
+    seen: dict[str, int]
+    culprits: dict[str, FuzzInput] = field(default_factory=dict)
+
+    async def check(self, outcome: Outcome, item: FuzzInput, head: bytes) -> None:
+        """Read the newest messages of each watched conversation that ``item`` (which wrote
+        rows) names in its body or its answer's ``head``; one that fails is poisoned by it."""
+        text = item.body[:4096] + item.body[-4096:] + head
+        for conversation, newest in list(self.seen.items()):
+            if conversation in self.culprits or json.dumps(conversation).encode() not in text:
+                continue
+            failed = len(self.reads.failures)
+            read = await self.reads.messages(conversation, newest)
+            if read is not None:
+                self.seen[conversation] = read
+                continue
+            self.culprits[conversation] = item
+            method, _, why = self.reads.failures[failed]
+            detail = f"{method} of {conversation} fails after it: {why}"
+            signature = item.signature or item.name
+            outcome.note(Finding("poison row", signature, detail, item.name, item.body))
+
+
+def _kept(item: FuzzInput, limit: int = 2**18) -> FuzzInput:
+    """The input as kept until the next read-back: a body over ``limit`` bytes cut to its
+    start and end, so that a round of huge inputs does not fill the memory."""
+    if len(item.body) <= limit:
+        return item
+    cut = item.body[: limit // 2] + item.body[-limit // 2 :]
+    return dataclasses.replace(item, name=f"{item.name} (body cut here)", body=cut)
+
+
+async def read_back_round(
+    port: int, outcome: Outcome, recent: list[tuple[FuzzInput, bytes]], poison: Poison
+) -> None:
+    """``read_back``; a read that fails is a poison row. One whose input ``poison`` found is
+    counted; another is recorded with the smallest input, among those sent since the last
+    round (answered or refused), that named its conversation in its body or its answer."""
+    done, conversations = await read_back(port, SEEDED)
+    outcome.read_back_rounds += 1
+    outcome.read_back_calls += done.calls
+    for conversation in conversations:
+        poison.seen.setdefault(conversation, 0)
+    for method, whose, why in done.failures:
+        outcome.read_back_failures.append(f"{method} of {whose}: {why}")
+        if whose in poison.culprits:
+            continue
+        named = json.dumps(whose).encode()
+        suspects = [
+            item for item, head in recent if whose == "*" or named in item.body or named in head
+        ]
+        suspect = min(suspects, key=lambda item: len(item.body), default=None)
+        detail = f"{whose}; {len(suspects)} inputs since the last read-back named it"
+        name = suspect.name if suspect else "none since the last read-back named it"
+        body = suspect.body if suspect else b""
+        outcome.note(Finding("read-back", f"{method}: {why[:100]}", detail, name, body))
+
+
+SEEDED = (SOURCE, "fuzz-b", "fuzz-c")
+#: The conversations hostile writes go to (``hostile.host_params``).
+HOSTILE_TARGETS = tuple(f"hostile-target-{number}" for number in range(1, 9))
 
 
 async def seed(port: int) -> dict[str, list[str]]:
@@ -762,13 +989,33 @@ async def seed(port: int) -> dict[str, list[str]]:
 @dataclass
 class FuzzOptions:
     inputs: int = 20_000
+    hostile: int = 5_000
+    round_size: int = 250
     seconds: float = 600.0
     seed: int = 1
     corpus: bool = True
 
 
-async def fuzz_server(port: int, url: str, options: FuzzOptions) -> tuple[Outcome, Outcome]:
-    """Seed the database behind a running server, then send the corpus and random inputs."""
+def hostile_inputs(options: FuzzOptions, known: Mapping[str, list[str]]) -> Iterator[FuzzInput]:
+    """``options.hostile`` requests of ``bench/hostile.py``, seeded by ``options.seed``."""
+    generator = HostileGenerator(options.seed, known, BODY_LIMIT, RPC_PARAMS)
+    for request in generator.inputs(options.hostile):
+        yield FuzzInput(
+            name=request.name,
+            path=request.path,
+            body=request.body,
+            headers=dict(DEFAULT_HEADERS),
+            expect=request.expect,
+            signature=request.signature,
+            ids=request.ids,
+        )
+
+
+async def fuzz_server(
+    port: int, url: str, options: FuzzOptions
+) -> tuple[Outcome, Outcome, Outcome]:
+    """Seed the database behind a running server, then send the corpus, the random inputs
+    and the hostile ones, reading every conversation back after each phase."""
     known = await seed(port)
     deadline = time.monotonic() + options.seconds
     corpus = Outcome()
@@ -776,36 +1023,54 @@ async def fuzz_server(port: int, url: str, options: FuzzOptions) -> tuple[Outcom
         corpus = await send_inputs(port, url, load_corpus(), deadline)
     generator = InputGenerator(options.seed, known)
     generated = await send_inputs(port, url, generator.inputs(options.inputs), deadline)
-    return corpus, generated
+    hostile = Outcome()
+    if options.hostile:
+        client = RpcClient(port)
+        for conversation in HOSTILE_TARGETS:
+            await client.rpc("session.create", {"id": conversation, "title": conversation})
+        await client.close()
+        inputs = hostile_inputs(options, {**known, "targets": list(HOSTILE_TARGETS)})
+        hostile = await send_inputs(
+            port, url, inputs, deadline, options.round_size, HOSTILE_TARGETS
+        )
+    return corpus, generated, hostile
 
 
-def fuzz_report(title: str, corpus: Outcome, generated: Outcome, log: str) -> Report:
+def fuzz_report(
+    title: str, corpus: Outcome, generated: Outcome, hostile: Outcome, log: str
+) -> Report:
     total = Outcome()
-    total.add(corpus)
-    total.add(generated)
+    for phase in (corpus, generated, hostile):
+        total.add(phase)
     tracebacks = log.count("Traceback (most recent call last)")
     report = Report(title)
     report.add(
-        "inputs tried (corpus + random)",
-        f"{total.tried:,} ({corpus.tried:,} + {generated.tried:,})",
+        "inputs tried (corpus + random + hostile)",
+        f"{total.tried:,} ({corpus.tried:,} + {generated.tried:,} + {hostile.tried:,})",
     )
     refused = sum(count for name, count in total.classes.items() if name not in ACCEPTED)
     report.add("  of them refused (rows counted around each)", refused)
     report.add("5xx answers", len(total.server_errors), must=0)
+    report.add("-32603 answers", len(total.internal_errors), must=0)
+    report.add("answers whose id is not the request's", len(total.id_mismatches), must=0)
     report.add("answers that are not a documented error", len(total.undocumented), must=0)
-    report.add("corpus lines answered with another class", len(total.unexpected), must=0)
+    report.add("inputs answered with another class than they name", len(total.unexpected), must=0)
     report.add("rows written by refused calls", total.rows_written_by_refusals, must=0)
+    report.add("read-back rounds / calls", f"{total.read_back_rounds} / {total.read_back_calls:,}")
+    report.add("read-back calls that failed", len(total.read_back_failures), must=0)
     report.add("connections cut without an answer", len(total.connection_failures), must=0)
     report.add("tracebacks in the server log", tracebacks, must=0)
-    top = ", ".join(f"{name} {count:,}" for name, count in total.classes.most_common(10))
-    report.add(f"answers by class ({len(total.classes)} classes)", top + ", …")
-    report.problems += (
-        total.server_errors
-        + total.undocumented
-        + total.unexpected
-        + total.refusals_that_wrote
-        + total.connection_failures
+    report.add("stopped by the time cap (--seconds)", "yes" if total.stopped_early else "no")
+    classes = ", ".join(f"{name} {count:,}" for name, count in total.classes.most_common())
+    report.add(f"answers by class ({len(total.classes)} classes)", classes)
+    pairs = len(targets(RPC_PARAMS))
+    walked = min(len(FAMILIES), -(-hostile.tried // pairs))
+    report.add(
+        "hostile (target, slot) pairs x value families", f"{pairs} x {walked} of {len(FAMILIES)}"
     )
+    report.add("distinct failures", len(total.findings))
+    report.problems += [finding.render() for finding in total.findings.values()]
+    report.shown = max(report.shown, len(report.problems) + 1)  # each distinct failure
     if tracebacks:
         report.problems.append("server log:\n" + log[-3000:])
     return report
@@ -814,15 +1079,18 @@ def fuzz_report(title: str, corpus: Outcome, generated: Outcome, log: str) -> Re
 def fuzz_backend(name: str, url: str, options: FuzzOptions) -> Report:
     server = ServerProcess(url, {"CCWEB_MAX_BODY_BYTES": str(BODY_LIMIT)}).start()
     try:
-        corpus, generated = asyncio.run(fuzz_server(server.port, url, options))
+        corpus, generated, hostile = asyncio.run(fuzz_server(server.port, url, options))
     finally:
         server.stop()
-    return fuzz_report(f"{name}: one server process", corpus, generated, server.log_text())
+    title = f"{name}: one server process"
+    return fuzz_report(title, corpus, generated, hostile, server.log_text())
 
 
 def main(argv: list[str] | None = None) -> int:
     helps = {
         "inputs": "random inputs",
+        "hostile": "hostile inputs (bench/hostile.py)",
+        "round_size": "read every conversation back after this many hostile inputs",
         "seconds": "cap on each backend's run",
         "corpus": "send the corpus first",
     }
@@ -840,7 +1108,11 @@ def main(argv: list[str] | None = None) -> int:
     reports = on_each_backend(
         args, "fuzz", lambda backend, url: fuzz_backend(backend, url, options)
     )
-    header = f"fuzz: corpus + {options.inputs:,} random inputs (seed {options.seed}); {machine()}"
+    header = (
+        f"fuzz: corpus + {options.inputs:,} random inputs + {options.hostile:,} hostile ones"
+        f" (seed {options.seed}); {machine()}\n"
+        "(a body below writes a unit repeated N times as ⟪N×unit⟫: fuzz_checks.expand)"
+    )
     return finish(reports, header)
 
 

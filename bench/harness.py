@@ -708,6 +708,8 @@ class Report:
     title: str
     figures: list[Figure] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: How many problems ``render`` shows.
+    shown: int = SHOWN_PROBLEMS
 
     def add(self, name: str, value: Any, must: Any = None) -> None:
         self.figures.append(Figure(name, value, must))
@@ -727,9 +729,9 @@ class Report:
         width = max((len(figure.name) for figure in self.figures), default=0)
         lines = [self.title, "-" * len(self.title)]
         lines += [f"  {figure.name:<{width}}  {figure.cell()}" for figure in self.figures]
-        lines += [f"  problem: {problem}" for problem in self.problems[:SHOWN_PROBLEMS]]
-        if len(self.problems) > SHOWN_PROBLEMS:
-            lines.append(f"  … and {len(self.problems) - SHOWN_PROBLEMS} more problems")
+        lines += [f"  problem: {problem}" for problem in self.problems[: self.shown]]
+        if len(self.problems) > self.shown:
+            lines.append(f"  … and {len(self.problems) - self.shown} more problems")
         return "\n".join(lines)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import crash_server, fuzz_http, isolation, stress_load
+from bench import crash_server, fuzz_http, hostile, isolation, stress_load
 from bench.harness import Answer, ServerProcess
 from ccweb_store import errors, rpc
 
@@ -61,14 +61,37 @@ def test_every_postgresql_connection_ended_under_load_loses_and_doubles_nothing(
 def test_the_fuzz_corpus_and_random_inputs_get_documented_answers_and_write_nothing(
     backend: str, database_url: str
 ) -> None:
-    options = fuzz_http.FuzzOptions(inputs=300, seconds=300, seed=3)
+    options = fuzz_http.FuzzOptions(inputs=300, hostile=0, seconds=300, seed=3)
     report = fuzz_http.fuzz_backend(BACKEND_NAMES[backend], database_url, options)
     assert report.ok, report.render()
     assert report.value("5xx answers") == 0
+    assert report.value("-32603 answers") == 0
+    assert report.value("answers whose id is not the request's") == 0
     assert report.value("answers that are not a documented error") == 0
     assert report.value("rows written by refused calls") == 0
-    tried = report.value("inputs tried (corpus + random)")
+    assert report.value("read-back calls that failed") == 0
+    tried = report.value("inputs tried (corpus + random + hostile)")
     assert tried.startswith(f"{len(fuzz_http.load_corpus()) + 300:,} ")
+
+
+def test_hostile_values_anywhere_get_no_5xx_no_internal_error_and_leave_conversations_readable(
+    backend: str, database_url: str
+) -> None:
+    """``fuzz_http.py --hostile``: every (target, slot) pair gets a value of every family but
+    the last (strings near the body limit, the slowest: the command sends them); after every
+    250 inputs every conversation's messages and reply requests must still be read."""
+    count = len(hostile.targets(fuzz_http.RPC_PARAMS)) * (len(hostile.FAMILIES) - 1)
+    options = fuzz_http.FuzzOptions(
+        inputs=0, corpus=False, hostile=count, round_size=250, seconds=300, seed=3
+    )
+    report = fuzz_http.fuzz_backend(BACKEND_NAMES[backend], database_url, options)
+    assert report.ok, report.render()
+    assert report.value("inputs tried (corpus + random + hostile)").startswith(f"{count:,} ")
+    assert report.value("5xx answers") == 0
+    assert report.value("-32603 answers") == 0
+    assert report.value("answers whose id is not the request's") == 0
+    assert report.value("read-back calls that failed") == 0
+    assert report.value("rows written by refused calls") == 0
 
 
 def test_without_the_token_no_request_gets_data_and_a_foreign_origin_gets_403(
@@ -112,6 +135,9 @@ def test_the_tool_argument_corpus_is_what_the_registry_generates() -> None:
 def test_the_fuzzer_knows_every_host_method_and_every_error_code() -> None:
     assert set(fuzz_http.RPC_PARAMS) == set(rpc.METHODS)
     assert errors.TARGET_BUSY in fuzz_http.DOCUMENTED_CODES
+    assert errors.LEASE_LOST in fuzz_http.DOCUMENTED_CODES
+    for code in ("invalid_json_value", "database_file_missing", "database_unavailable"):
+        assert code in fuzz_http.DOCUMENTED_CODES
     assert "domain_error" not in fuzz_http.DOCUMENTED_CODES  # a DomainError without a code
 
 
@@ -161,6 +187,48 @@ def test_every_domain_error_code_the_service_raises_is_a_named_documented_one() 
             b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":'
             b'"x","data":{"code":"target_busy"}}}',
             "error:target_busy",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":'
+            b'"x","data":{"code":"lease_lost"}}}',
+            "error:lease_lost",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":'
+            b'"x","data":{"code":"database_unavailable","retryAfter":1}}}',
+            "error:database_unavailable",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":'
+            b'"x","data":{"code":"database_file_missing","path":"/x.db"}}}',
+            "error:database_file_missing",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x","data":'
+            b'{"code":"invalid_json_value","path":"params.metadata.k","limit":64}}}',
+            "invalid_json_value",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"x","data":'
+            b'{"code":"invalid_json_value","path":"params","limit":64}}}',
+            "too_deep",
+        ),
+        (
+            200,
+            "application/json",
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x","data":'
+            b'{"code":"invalid_json_value"}}}',
+            "undocumented: invalid_json_value without data.path",
         ),
     ],
 )
