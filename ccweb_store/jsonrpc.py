@@ -112,16 +112,42 @@ def parse(body: bytes | str) -> Any:
         raise RpcError(PARSE_ERROR, f"parse error: the body is not valid JSON ({exc})") from exc
     raw = body if isinstance(body, bytes) else body.encode()
     long_digits = _LONG_DIGITS.search(raw) is not None
-    if not long_digits and raw.count(b"[") + raw.count(b"{") <= MESSAGE_DEPTH:
-        return payload  # too few brackets to nest too deep, and no integer beyond 64 bits
     if long_digits:
         try:
             payload = json.loads(raw)
         except RecursionError:
             raise too_deep() from None
+    if _has_float_id(payload):
+        _keep_float_ids_as_written(raw, payload)
+    if not long_digits and raw.count(b"[") + raw.count(b"{") <= MESSAGE_DEPTH:
+        return payload  # too few brackets to nest too deep, and no integer beyond 64 bits
     if type(payload) is list:
         return [_screened(message) for message in payload]
     return _screened(payload)
+
+
+def _has_float_id(payload: Any) -> bool:
+    if type(payload) is dict:
+        return type(payload.get("id")) is float
+    return type(payload) is list and any(_has_float_id(message) for message in payload)
+
+
+def _keep_float_ids_as_written(raw: bytes, payload: Any) -> None:
+    """Put each message's id that is a float back as the text it was written as
+    (``orjson.Fragment``), so that an answer echoes it exactly: a float cannot hold every
+    number JSON can write (``1e-400``, thirty digits)."""
+    try:
+        written = json.loads(raw, parse_float=_float_as_written)
+    except RecursionError:
+        raise too_deep() from None
+    pairs = zip(payload, written, strict=False) if type(payload) is list else [(payload, written)]
+    for message, as_written in pairs:
+        if type(message) is dict and type(message.get("id")) is float:
+            message["id"] = as_written["id"]
+
+
+def _float_as_written(text: str) -> orjson.Fragment:
+    return orjson.Fragment(text)
 
 
 def too_deep() -> RpcError:
@@ -202,9 +228,9 @@ async def handle_message(message: Any, dispatch: Dispatch) -> dict[str, Any] | N
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def _usable(request_id: Any) -> str | int | None:
+def _usable(request_id: Any) -> str | int | orjson.Fragment | None:
     """A refused message's id, when it is one an answer can carry (else null)."""
-    if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+    if isinstance(request_id, str | int | orjson.Fragment) and not isinstance(request_id, bool):
         return request_id
     return None
 
@@ -214,7 +240,8 @@ def _validate(message: dict[str, Any]) -> tuple[str, Mapping[str, Any]]:
         raise RpcError(INVALID_REQUEST, 'invalid request: "jsonrpc" must be "2.0"')
     request_id = message.get("id")
     if "id" in message and (
-        isinstance(request_id, bool) or not isinstance(request_id, str | int | float | None)
+        isinstance(request_id, bool)
+        or not isinstance(request_id, str | int | float | orjson.Fragment | None)
     ):
         raise RpcError(INVALID_REQUEST, 'invalid request: "id" must be a string or a number')
     method = message.get("method")

@@ -383,10 +383,10 @@ def error_body(request_id: Any, error: jsonrpc.RpcError, *, modern: bool) -> dic
     return response
 
 
-def _request_id(message: Any) -> str | int | None:
+def _request_id(message: Any) -> str | int | orjson.Fragment | None:
     """The id of ``message`` when it has a usable one."""
     request_id = message.get("id") if isinstance(message, dict) else None
-    if isinstance(request_id, str) or (
+    if isinstance(request_id, str | orjson.Fragment) or (
         isinstance(request_id, int) and not isinstance(request_id, bool)
     ):
         return request_id
