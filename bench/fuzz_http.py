@@ -131,6 +131,7 @@ ERROR_ANSWERS: dict[tuple[str, int, int], str] = {
 #: A domain error: ``-32000`` with ``data.code`` on /rpc, a tool result with ``isError`` on /mcp.
 DOMAIN_ERROR = -32000
 INTERNAL_ERROR = -32603
+INVALID_PARAMS = -32602
 #: An error above whose ``data.code`` is ``invalid_json_value`` (with ``data.path``): a value
 #: that breaks the JSON rule (-32602), or a message nested too deep (-32600).
 JSON_RULE_ANSWERS = {-32602: INVALID_JSON_VALUE, -32600: "too_deep"}
@@ -697,7 +698,8 @@ def _classify_message(endpoint: str, status: int, body: Any) -> str:
     if known is None:
         return f"undocumented: JSON-RPC error {code} with HTTP {status} ({error['message'][:120]})"
     if domain == INVALID_JSON_VALUE and code in JSON_RULE_ANSWERS:
-        if not isinstance(data.get("path"), str | list):
+        # A value refused by the rule names its path; a body too deep to read has none.
+        if code == INVALID_PARAMS and not isinstance(data.get("path"), str | list):
             return f"undocumented: {INVALID_JSON_VALUE} without data.path: {str(data)[:160]}"
         return JSON_RULE_ANSWERS[code]
     return known
