@@ -26,7 +26,7 @@ from ccweb_store.arguments import (
     require_str,
 )
 from ccweb_store.config import MAX_LEASE_SECONDS
-from ccweb_store.errors import Conflict
+from ccweb_store.errors import Conflict, DatabaseFileMissing, DatabaseUnavailable
 from ccweb_store.models import (
     FINISHED_RUN_STATUSES,
     ID_MAX_LENGTH,
@@ -382,6 +382,9 @@ async def sweep_expired_leases(store: Store, interval: float) -> None:
         await asyncio.sleep(interval)
         try:
             swept = await requeue_expired(store)
+        except (DatabaseUnavailable, DatabaseFileMissing) as exc:  # said once a pass, no trace
+            log.warning("sweeping expired run leases failed: %s", exc.message)
+            continue
         except Exception:
             log.exception("sweeping expired run leases failed; retrying in %gs", interval)
             continue

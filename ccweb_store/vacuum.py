@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ccweb_store.db import database_failure
 from ccweb_store.uow import Store
 
 log = logging.getLogger("ccweb_store.vacuum")
@@ -63,5 +64,9 @@ async def keep_vacuumed(store: Store, interval: float) -> None:
         await asyncio.sleep(interval)
         try:
             await vacuum_updated_tables(store)
-        except Exception:
-            log.exception("vacuuming the updated tables failed; trying again in %gs", interval)
+        except Exception as exc:
+            failure = database_failure(exc)
+            if failure is None:
+                log.exception("vacuuming the updated tables failed; trying again in %gs", interval)
+            else:  # the database down: said once a pass, without a traceback
+                log.warning("vacuuming the updated tables failed: %s", failure.message)
