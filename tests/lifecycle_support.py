@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 import sqlalchemy as sa
 
 from ccweb_store import messaging, runs
 from ccweb_store.context import Source
 from ccweb_store.models import Base, Message, ReplyRequest, Run
 from ccweb_store.uow import Store
+from tests.http_client import app_client, call_tool, rpc_result
 
 
 async def make_conversation(store: Store, conversation_id: str, title: str | None = None) -> None:
@@ -103,3 +107,28 @@ async def insert_message_by_hand(
             },
         )
         await uow.commit()
+
+
+@asynccontextmanager
+async def planner_and_tester(store: Store) -> AsyncIterator[httpx.AsyncClient]:
+    """A client on the real app with two conversations: ``planner`` (the source) and
+    ``tester`` (the target)."""
+    async with app_client(store) as http:
+        await rpc_result(http, "session.create", {"id": "planner", "title": "Planner"})
+        await rpc_result(http, "session.create", {"id": "tester", "title": "Tester"})
+        yield http
+
+
+async def ask_tester(client: httpx.AsyncClient, content: str) -> dict[str, Any]:
+    """The planner asks the tester (``return_and_continue``); the send's payload."""
+    arguments = {
+        "targetConversationId": "tester",
+        "content": content,
+        "replyMode": "return_and_continue",
+    }
+    result = await call_tool(
+        client, "ccweb_send_message", arguments, query="?sourceSessionId=planner"
+    )
+    assert result["isError"] is False, result
+    payload: dict[str, Any] = result["structuredContent"]
+    return payload

@@ -20,7 +20,8 @@ from ccweb_store import credentials
 from ccweb_store.importer import import_state
 from ccweb_store.models import SESSION_ID_PATTERN
 from ccweb_store.uow import Store
-from tests.http_client import app_client, call_tool, rpc, rpc_result
+from tests.http_client import call_tool, rpc, rpc_result
+from tests.lifecycle_support import planner_and_tester
 
 #: Ids of conversations that exist, with a line ending after them.
 TRAILING = ["planner\n", "planner\r\n", "planner\n\n", "tester\n"]
@@ -28,10 +29,8 @@ TRAILING = ["planner\n", "planner\r\n", "planner\n\n", "tester\n"]
 
 @pytest.fixture
 async def client(store: Store) -> AsyncIterator[httpx.AsyncClient]:
-    """The real app with two conversations, ``planner`` and ``tester``."""
-    async with app_client(store) as http:
-        await rpc_result(http, "session.create", {"id": "planner", "title": "Planner"})
-        await rpc_result(http, "session.create", {"id": "tester", "title": "Tester"})
+    """The real app with ``planner`` (the source) and ``tester`` (the target)."""
+    async with planner_and_tester(store) as http:
         yield http
 
 

@@ -18,7 +18,8 @@ import pytest
 from ccweb_store.app import create_app
 from ccweb_store.config import Settings
 from ccweb_store.uow import Store
-from tests.http_client import BASE_URL, app_client, call_tool, rpc, rpc_result
+from tests.http_client import BASE_URL, call_tool, rpc, rpc_result
+from tests.lifecycle_support import planner_and_tester
 
 ASK = "Run the test suite and report every failure."
 ANSWER = "All 42 tests pass; nothing failed."
@@ -26,10 +27,8 @@ ANSWER = "All 42 tests pass; nothing failed."
 
 @pytest.fixture
 async def client(store: Store) -> AsyncIterator[httpx.AsyncClient]:
-    """A client on the real app with two conversations: ``planner`` (source), ``tester``."""
-    async with app_client(store) as http:
-        await rpc_result(http, "session.create", {"id": "planner", "title": "Planner"})
-        await rpc_result(http, "session.create", {"id": "tester", "title": "Tester"})
+    """The real app with ``planner`` (the source) and ``tester`` (the target)."""
+    async with planner_and_tester(store) as http:
         yield http
 
 

@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from ccweb_store.uow import Store
-from tests.http_client import app_client, call_tool, rpc, rpc_result
+from tests.http_client import rpc, rpc_result
+from tests.lifecycle_support import ask_tester, planner_and_tester
 
 ASK = "Run the PostgreSQL suite."
 
@@ -24,24 +25,13 @@ ASK = "Run the PostgreSQL suite."
 @pytest.fixture
 async def client(store: Store) -> AsyncIterator[httpx.AsyncClient]:
     """The real app with ``planner`` (the source) and ``tester`` (the target)."""
-    async with app_client(store) as http:
-        await rpc_result(http, "session.create", {"id": "planner", "title": "Planner"})
-        await rpc_result(http, "session.create", {"id": "tester", "title": "Tester"})
+    async with planner_and_tester(store) as http:
         yield http
 
 
 async def ask(client: httpx.AsyncClient) -> dict[str, Any]:
-    arguments = {
-        "targetConversationId": "tester",
-        "content": ASK,
-        "replyMode": "return_and_continue",
-    }
-    result = await call_tool(
-        client, "ccweb_send_message", arguments, query="?sourceSessionId=planner"
-    )
-    assert result["isError"] is False, result
-    payload: dict[str, Any] = result["structuredContent"]
-    return payload
+    """The planner asks the tester (``return_and_continue``); the send's payload."""
+    return await ask_tester(client, ASK)
 
 
 async def everything(client: httpx.AsyncClient) -> dict[str, Any]:
