@@ -334,3 +334,13 @@ def test_stored_text_that_is_not_json_or_too_deep_is_kept_whole() -> None:
     assert not_json[1][0][1].startswith(NOT_JSON.split("(")[0])
     assert repaired_value('{"ok": 1}', "metadata") is None
     assert repaired_value(5, "metadata") is None  # a bare number SQLite's affinity made
+
+
+def test_the_help_says_what_it_rewrites_and_gives_an_example() -> None:
+    result = CliRunner().invoke(app, ["repair-json", "--help"], env={"COLUMNS": "200"})
+
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Example: ccweb-store repair-json --dry-run && ccweb-store repair-json" in text
+    assert '{"$ccwebJsonText":' in text
+    assert "[env: CCWEB_DATABASE_URL; default: sqlite+aiosqlite:///./ccweb.db]" in text
