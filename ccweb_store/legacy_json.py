@@ -62,6 +62,7 @@ from ccweb_store.storable_json import (
     replace_bad_text,
     replaced_note,
     storable,
+    surely_storable,
 )
 
 SESSIONS_DIR = "sessions"
@@ -268,12 +269,35 @@ def _exact_timestamp(raw: Any, parsed: datetime | None) -> bool:
 
 def load_json(path: Path) -> Any:
     """The JSON value of a file, opened read-only; ``LegacyFileError`` if it is not JSON."""
+    return load_screened_json(path)[0]
+
+
+def load_screened_json(path: Path) -> tuple[Any, bool]:
+    """``load_json``, and whether the value holds no NaN and no Infinity: then
+    ``surely_storable`` can check a value of it at C speed. ``json.loads`` calls the hooks
+    below for the constants ``NaN``, ``Infinity`` and ``-Infinity`` and for each number with a
+    fraction or an exponent (``1e400`` is Infinity), none for the integers every message holds,
+    so they cost nothing measurable."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise LegacyFileError(f"cannot read: {exc.strerror or exc}") from exc
+    finite = True
+
+    def constant(name: str) -> float:
+        nonlocal finite
+        finite = False
+        return float(name)
+
+    def fraction(text: str) -> float:
+        nonlocal finite
+        number = float(text)
+        if number - number != 0.0:  # NaN and the infinities
+            finite = False
+        return number
+
     try:
-        return json.loads(data)
+        value = json.loads(data, parse_constant=constant, parse_float=fraction)
     except UnicodeDecodeError as exc:
         raise LegacyFileError(f"not UTF-8 text: {exc.reason}") from exc
     except json.JSONDecodeError as exc:
@@ -284,6 +308,7 @@ def load_json(path: Path) -> Any:
         raise LegacyFileError(TOO_DEEP_TO_READ) from None
     except ValueError as exc:  # an integer of more digits than Python converts
         raise LegacyFileError(f"a number cannot be read: {exc}".split(";")[0]) from exc
+    return value, finite
 
 
 def session_files(directory: Path) -> list[Path]:
@@ -293,14 +318,16 @@ def session_files(directory: Path) -> list[Path]:
 
 def read_session_file(path: Path, *, fallback_time: datetime | None = None) -> LegacySession:
     """Parse one session file; ``LegacyFileError`` when it cannot be imported at all."""
-    document = load_json(path)
+    document, finite = load_screened_json(path)
     try:
-        return _read_session(path, document, fallback_time)
+        return _read_session(path, document, finite, fallback_time)
     except RecursionError:  # read, but too deep to be written back as text
         raise LegacyFileError(TOO_DEEP_TO_READ) from None
 
 
-def _read_session(path: Path, document: Any, fallback_time: datetime | None) -> LegacySession:
+def _read_session(
+    path: Path, document: Any, finite: bool, fallback_time: datetime | None
+) -> LegacySession:
     if not isinstance(document, dict):
         raise LegacyFileError(f"expected a JSON object, found {_json_kind(document)}")
     if "id" not in document:
@@ -317,7 +344,7 @@ def _read_session(path: Path, document: Any, fallback_time: datetime | None) -> 
     skipped: list[str] = []
     for index, raw in enumerate(raw_messages):
         if isinstance(raw, dict):
-            messages.append(normalise_message(index, raw))
+            messages.append(normalise_message(index, raw, finite=finite))
         else:
             skipped.append(f"message {index} is {_json_kind(raw)}, not an object")
 
@@ -388,8 +415,9 @@ def _time_column(document: dict[str, Any], key: str, extra: dict[str, Any]) -> d
     return parsed
 
 
-def normalise_message(index: int, raw: dict[str, Any]) -> LegacyMessage:
-    """Column values and metadata of one source message (see the module docstring)."""
+def normalise_message(index: int, raw: dict[str, Any], *, finite: bool = False) -> LegacyMessage:
+    """Column values and metadata of one source message (see the module docstring); ``finite``:
+    the message holds no NaN and no Infinity (``load_screened_json``)."""
     metadata: dict[str, Any] = {}
     legacy: dict[str, Any] = {}
     # Whether metadata gets a source value no check has seen (``storable`` looks at it then):
@@ -466,7 +494,7 @@ def normalise_message(index: int, raw: dict[str, Any]) -> LegacyMessage:
         unchecked = True
     if legacy:
         metadata["legacy"] = legacy
-    if unchecked:
+    if unchecked and not (finite and surely_storable(metadata)):
         metadata, places = storable(metadata, "metadata", nul=True)
         if places:
             notes += tuple(kept_notes(places))

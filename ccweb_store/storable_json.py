@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any
 
+import orjson
+
 from ccweb_store.json_values import (
     INT_MAX,
     INT_MIN,
@@ -68,6 +70,20 @@ def storable(value: Any, name: str, *, nul: bool = False) -> tuple[Any, list[Pla
     kept, _ = keep_as_text(value)
     places: list[Place] = []
     return _reported(value, kept, name, nul, places), places
+
+
+def surely_storable(value: Any) -> bool:
+    """Whether ``value``, known to hold no NaN and no Infinity, keeps the rule and holds no
+    U+0000: a quick and cautious check at C speed (a false answer only means ``storable`` must
+    look). orjson refuses a lone surrogate and, with ``OPT_STRICT_INTEGER``, an integer beyond
+    53 bits, and writes U+0000 as its escape; a value written with at most ``MAX_DEPTH``
+    brackets cannot nest deeper."""
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
+    except TypeError:  # orjson.JSONEncodeError included
+        return False
+    brackets = text.count(b"{") + text.count(b"[")
+    return brackets <= MAX_DEPTH and b"\\u0000" not in text
 
 
 def kept_notes(places: list[Place]) -> list[Place]:

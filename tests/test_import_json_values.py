@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ccweb_store import json_values
 from ccweb_store.db import create_engine
@@ -24,11 +26,12 @@ from ccweb_store.json_values import KEPT_AS_TEXT, MAX_DEPTH, find_problem
 from ccweb_store.legacy_json import (
     TOO_DEEP_TO_READ,
     LegacyFileError,
+    load_screened_json,
     normalise_message,
     normalise_reply,
     read_session_file,
 )
-from ccweb_store.storable_json import NUL_IN_KEY, NUL_IN_TEXT, storable
+from ccweb_store.storable_json import NUL_IN_KEY, NUL_IN_TEXT, storable, surely_storable
 from ccweb_store.uow import Store
 from tests.cli_support import run_cli
 from tests.http_client import app_client, rpc_result
@@ -402,3 +405,54 @@ def test_importing_the_poisoned_state_through_the_command_leaves_no_row_breaking
     values = asyncio.run(columns())
     assert len(values) >= len(POISON_MESSAGES)
     assert all(find_problem(value, "column") is None for value in values)
+
+
+JSON_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.sampled_from([2**53, 2**63, -(2**63) - 1, 2**64])
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+    | st.sampled_from(["\x00", "a\ud800", "\udfff", "🙂"])
+)
+JSON_VALUES = st.recursive(
+    JSON_LEAVES,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text() | st.sampled_from(["\ud800", "\x00"]), children, max_size=4)
+    ),
+    max_leaves=30,
+) | st.integers(min_value=MAX_DEPTH - 3, max_value=MAX_DEPTH + 3).map(nested)
+
+
+@given(JSON_VALUES)
+def test_the_quick_check_passes_only_values_that_keep_the_rule_and_hold_no_nul(value: Any) -> None:
+    """``surely_storable`` (for values without NaN or Infinity) may send a fine value to the
+    full check, never let a bad one through."""
+    if surely_storable(value):
+        assert find_problem(value, "v") is None
+        assert "\x00" not in json.dumps(value, ensure_ascii=False)
+    kept, _ = storable(value, "v", nul=True)
+    assert find_problem(kept, "v") is None
+    assert same(restored(kept), value)
+
+
+@pytest.mark.parametrize(
+    ("text", "finite"),
+    [
+        ('{"a": [1, 2.5, "NaN", "Infinity"]}', True),
+        ('{"a": NaN}', False),
+        ('{"a": -Infinity}', False),
+        ('{"a": 1e400}', False),
+        ('{"a": -1' + "0" * 400 + ".0}", False),
+        ('{"a": 1' + "0" * 400 + "}", True),  # an integer: the quick check refuses it instead
+    ],
+)
+def test_a_file_says_whether_it_holds_nan_or_infinity(
+    tmp_path: Path, text: str, finite: bool
+) -> None:
+    path = tmp_path / "value.json"
+    path.write_text(text)
+
+    assert load_screened_json(path)[1] is finite
