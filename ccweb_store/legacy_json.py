@@ -104,7 +104,8 @@ REPLY_FILLED_FIELDS = ("originalRequest", "returnedAt")
 ABSENT_KEY = "$absent"
 #: What ``reply_requests.hop_count`` holds (a 32-bit integer on PostgreSQL).
 HOP_COUNT_RANGE = range(-(2**31), 2**31)
-#: Why a file ``json.loads`` cannot read (nor the importer walk) is skipped.
+#: Why a file nested too deep for ``json.loads`` (or for a part of it to be written back as
+#: text) is skipped.
 TOO_DEEP_TO_READ = (
     "nested too deep to read (arrays and objects nested about a thousand levels; "
     "a stored value may nest 64)"
@@ -276,8 +277,8 @@ def load_screened_json(path: Path) -> tuple[Any, bool]:
     """``load_json``, and whether the value holds no NaN and no Infinity: then
     ``surely_storable`` can check a value of it at C speed. ``json.loads`` calls the hooks
     below for the constants ``NaN``, ``Infinity`` and ``-Infinity`` and for each number with a
-    fraction or an exponent (``1e400`` is Infinity), none for the integers every message holds,
-    so they cost nothing measurable."""
+    fraction or an exponent (``1e400`` is Infinity), and never for the integers every message
+    holds."""
     try:
         data = path.read_bytes()
     except OSError as exc:
