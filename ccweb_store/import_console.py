@@ -19,6 +19,9 @@ from ccweb_store.config import Settings
 from ccweb_store.importer import ImportSummary, ProgressCallback, import_files_total, import_state
 from ccweb_store.uow import Store
 
+#: The summary lists this many values kept as text; ``--json`` lists them all.
+KEPT_SHOWN = 20
+
 
 async def run_import(
     settings: Settings, directory: Path, *, dry_run: bool, as_json: bool
@@ -115,5 +118,12 @@ def _report(summary: ImportSummary, *, as_json: bool) -> None:
             f"{counts.unchanged} unchanged, {counts.skipped} skipped"
         )
     print(f"  original requests recovered: {summary.original_requests_recovered}")
+    kept = summary.kept_as_text
+    if kept:
+        print(f"  values kept as text (or given U+FFFD): {len(kept)}")
+        for value in kept[:KEPT_SHOWN]:
+            print(f"    {value}")
+        if len(kept) > KEPT_SHOWN:
+            print(f"    … and {len(kept) - KEPT_SHOWN} more (--json lists every one)")
     if summary.skipped:
         print(f"{len(summary.skipped)} item(s) skipped; fix them and run the import again.")

@@ -13,6 +13,10 @@ import leaves whole sessions only and running it again completes the job:
   the file is settled (``returned_at`` set, see ``_settles_failure``), so its source gets no
   failure notice months later.
 
+A value no column can hold as it is (a JSON value that breaks the stored-value rule, text
+holding U+0000 or a lone surrogate) is kept as text by ``legacy_json``; the summary lists each
+(``KeptValue``), the same in a dry run.
+
 Files are streamed one by one, so memory is bounded by the largest file; the cyclic garbage
 collector waits while one is imported (``_cyclic_gc_paused``).
 """
@@ -78,6 +82,25 @@ class Skipped:
 
 
 @dataclass
+class KeptValue:
+    """A value stored otherwise than the source wrote it: kept as its JSON text, or text with
+    U+FFFD in place of characters no column holds (``what`` says which, and why)."""
+
+    file: str
+    #: The record in the file: ``session abc``, ``message 12 (id m-12)``, ``reply 3 (request r)``.
+    record: str
+    #: Where in the record: ``metadata.x``, ``extra.title``, ``content``.
+    path: str
+    what: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"file": self.file, "record": self.record, "path": self.path, "what": self.what}
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.record}: {self.path} {self.what}"
+
+
+@dataclass
 class ImportSummary:
     """What an import did (or, in a dry run, would do)."""
 
@@ -88,6 +111,7 @@ class ImportSummary:
     original_requests_recovered: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    kept_as_text: list[KeptValue] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -105,6 +129,10 @@ class ImportSummary:
             },
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "warnings": list(self.warnings),
+            "keptAsText": {
+                "count": len(self.kept_as_text),
+                "values": [kept.as_dict() for kept in self.kept_as_text],
+            },
         }
 
 
@@ -219,7 +247,20 @@ async def _import_session_file(
     summary.messages.imported += len(plan.new_messages)
     summary.messages.updated += len(plan.changed_messages)
     summary.messages.unchanged += plan.unchanged_messages
+    _note_kept_values(summary, path, legacy)
     return plan.outcome
+
+
+def _note_kept_values(summary: ImportSummary, path: Path, legacy: LegacySession) -> None:
+    """List the values of ``legacy`` that were kept as text in ``summary``."""
+    kept = summary.kept_as_text
+    kept.extend(KeptValue(str(path), f"session {legacy.id}", *note) for note in legacy.notes)
+    for message in legacy.messages:
+        if message.notes:
+            record = f"message {message.index}"
+            if message.wanted_id is not None:
+                record += f" (id {message.wanted_id})"
+            kept.extend(KeptValue(str(path), record, *note) for note in message.notes)
 
 
 async def _write_session(store: Store, legacy: LegacySession) -> SessionPlan:
@@ -399,6 +440,9 @@ async def _import_replies_file(
         summary.replies.skipped += len(replies)
         summary.skipped.append(Skipped(str(path), f"the database refused it: {_reason(exc)}"))
         return "skipped"
+    for reply in replies:
+        record = f"{reply.label} (request {reply.request_id})"
+        summary.kept_as_text.extend(KeptValue(str(path), record, *note) for note in reply.notes)
     return "imported"
 
 

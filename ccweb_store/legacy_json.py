@@ -29,6 +29,14 @@ Reply entry (``DIR/config/cross-conversation-replies.json``) → ``reply_request
   target conversation, the ``returnedAt`` the importer gives a settled failure. ``$`` marks the
   importer's own keys: an entry key that begins with ``$`` is stored with one more ``$`` in
   front. An entry of a file keyed by request id is read with its key as ``requestId``.
+
+Values no column can hold (``storable_json``): a part of a JSON value (``metadata``, ``extra``)
+that breaks the stored-value rule of ``json_values`` or holds U+0000 is kept as its JSON text,
+``{"$ccwebJsonText": "18446744073709551616"}``, which ``json.loads`` reads back to the source
+value; a text column's value holding U+0000 or a lone surrogate has U+FFFD in their place and
+its source value is kept as text where such values go (``extra``, ``metadata.legacy``; a
+message id of that kind is replaced by the derived one). Each is listed in ``notes``, which
+the import reports. A file nested too deep for ``json.loads`` to read is a broken file.
 """
 
 from __future__ import annotations
@@ -43,9 +51,19 @@ from typing import Any
 
 from ccweb_store.content import join_text_blocks, text_of
 from ccweb_store.errors import InvalidInput
+from ccweb_store.json_values import KEPT_AS_TEXT, kept_text
 from ccweb_store.models import REPLY_STATUSES, ROLES, SESSION_ID_MAX_LENGTH
 from ccweb_store.repositories import validate_session_id
 from ccweb_store.schemas import iso
+from ccweb_store.storable_json import (
+    Place,
+    clean_text,
+    kept_notes,
+    replace_bad_text,
+    replaced_note,
+    storable,
+    surely_storable,
+)
 
 SESSIONS_DIR = "sessions"
 REPLIES_FILE = Path("config") / "cross-conversation-replies.json"
@@ -84,6 +102,14 @@ REPLY_DEFAULTED_FIELDS = ("createdAt", "hopCount", "sourceAutoRun")
 REPLY_FILLED_FIELDS = ("originalRequest", "returnedAt")
 #: The key of ``reply_requests.extra`` listing mapped fields the entry did not have.
 ABSENT_KEY = "$absent"
+#: What ``reply_requests.hop_count`` holds (a 32-bit integer on PostgreSQL).
+HOP_COUNT_RANGE = range(-(2**31), 2**31)
+#: Why a file nested too deep for ``json.loads`` (or for a part of it to be written back as
+#: text) is skipped.
+TOO_DEEP_TO_READ = (
+    "nested too deep to read (arrays and objects nested about a thousand levels; "
+    "a stored value may nest 64)"
+)
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -117,6 +143,8 @@ class LegacyMessage:
     content: str
     created_at: datetime | None
     metadata: dict[str, Any]
+    #: Each value kept as text or given U+FFFD: (path, what); usually none.
+    notes: tuple[Place, ...] = ()
 
     def positional_id(self, session_id: str) -> str:
         """The stable id of a message that has none (or whose id another message holds)."""
@@ -126,6 +154,11 @@ class LegacyMessage:
         """The metadata of this message once its own id was replaced by a derived one."""
         if self.id_key != "id":
             return self.metadata
+        text = kept_text(self.metadata)
+        if text is not None:  # kept whole as text (a key that is not valid Unicode)
+            whole = json.loads(text)
+            whole.setdefault("legacy", {}).setdefault("id", self.wanted_id)
+            return {KEPT_AS_TEXT: json.dumps(whole)}
         legacy = dict(self.metadata.get("legacy") or {})
         legacy.setdefault("id", self.wanted_id)
         return {**self.metadata, "legacy": legacy}
@@ -146,6 +179,8 @@ class LegacySession:
     messages: list[LegacyMessage]
     #: Message entries that are not objects: ``"message 3: …"``.
     skipped_messages: list[str] = field(default_factory=list)
+    #: Each of its values kept as text or given U+FFFD: (path, what).
+    notes: list[Place] = field(default_factory=list)
 
     def columns(self) -> dict[str, Any]:
         """The ``sessions`` row values."""
@@ -170,6 +205,10 @@ class LegacyReply:
     kept: dict[str, Any]
     #: The keys the entry had.
     fields: frozenset[str]
+    #: Each value kept as text or given U+FFFD: (path, what).
+    notes: tuple[Place, ...] = ()
+    #: Where the entry is in its file: ``reply 3`` (in a list), ``reply 'req-1'`` (by key).
+    label: str = ""
 
     @property
     def request_id(self) -> str:
@@ -183,6 +222,12 @@ class LegacyReply:
             for key in REPLY_FILLED_FIELDS
             if key not in self.fields and stored.get(REPLY_COLUMNS[key]) is not None
         ]
+        text = kept_text(self.kept)
+        if text is not None:  # kept whole as text (a key that is not valid Unicode)
+            whole = json.loads(text)
+            if absent:
+                whole[ABSENT_KEY] = absent
+            return {KEPT_AS_TEXT: json.dumps(whole)}
         extra = dict(self.kept)
         if absent:
             extra[ABSENT_KEY] = absent
@@ -225,18 +270,46 @@ def _exact_timestamp(raw: Any, parsed: datetime | None) -> bool:
 
 def load_json(path: Path) -> Any:
     """The JSON value of a file, opened read-only; ``LegacyFileError`` if it is not JSON."""
+    return load_screened_json(path)[0]
+
+
+def load_screened_json(path: Path) -> tuple[Any, bool]:
+    """``load_json``, and whether the value holds no NaN and no Infinity: then
+    ``surely_storable`` can check a value of it at C speed. ``json.loads`` calls the hooks
+    below for the constants ``NaN``, ``Infinity`` and ``-Infinity`` and for each number with a
+    fraction or an exponent (``1e400`` is Infinity), and never for the integers every message
+    holds."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise LegacyFileError(f"cannot read: {exc.strerror or exc}") from exc
+    finite = True
+
+    def constant(name: str) -> float:
+        nonlocal finite
+        finite = False
+        return float(name)
+
+    def fraction(text: str) -> float:
+        nonlocal finite
+        number = float(text)
+        if number - number != 0.0:  # NaN and the infinities
+            finite = False
+        return number
+
     try:
-        return json.loads(data)
+        value = json.loads(data, parse_constant=constant, parse_float=fraction)
     except UnicodeDecodeError as exc:
         raise LegacyFileError(f"not UTF-8 text: {exc.reason}") from exc
     except json.JSONDecodeError as exc:
         raise LegacyFileError(
             f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from exc
+    except RecursionError:
+        raise LegacyFileError(TOO_DEEP_TO_READ) from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise LegacyFileError(f"a number cannot be read: {exc}".split(";")[0]) from exc
+    return value, finite
 
 
 def session_files(directory: Path) -> list[Path]:
@@ -246,7 +319,16 @@ def session_files(directory: Path) -> list[Path]:
 
 def read_session_file(path: Path, *, fallback_time: datetime | None = None) -> LegacySession:
     """Parse one session file; ``LegacyFileError`` when it cannot be imported at all."""
-    document = load_json(path)
+    document, finite = load_screened_json(path)
+    try:
+        return _read_session(path, document, finite, fallback_time)
+    except RecursionError:  # read, but too deep to be written back as text
+        raise LegacyFileError(TOO_DEEP_TO_READ) from None
+
+
+def _read_session(
+    path: Path, document: Any, finite: bool, fallback_time: datetime | None
+) -> LegacySession:
     if not isinstance(document, dict):
         raise LegacyFileError(f"expected a JSON object, found {_json_kind(document)}")
     if "id" not in document:
@@ -263,7 +345,7 @@ def read_session_file(path: Path, *, fallback_time: datetime | None = None) -> L
     skipped: list[str] = []
     for index, raw in enumerate(raw_messages):
         if isinstance(raw, dict):
-            messages.append(normalise_message(index, raw))
+            messages.append(normalise_message(index, raw, finite=finite))
         else:
             skipped.append(f"message {index} is {_json_kind(raw)}, not an object")
 
@@ -285,6 +367,13 @@ def read_session_file(path: Path, *, fallback_time: datetime | None = None) -> L
     archived_at = _time_column(document, "archivedAt", extra)
     if archived_at is None and document.get("archived") is True:
         archived_at = updated_at
+    notes = [
+        replaced_note(key, f"extra.{key}")
+        for key, value in (("title", title), ("agent", agent), ("cwd", cwd))
+        if value is not None and value != document[key]
+    ]
+    extra, places = storable(extra, "extra", nul=True)
+    notes += kept_notes(places)
     return LegacySession(
         id=session_id,
         title=title,
@@ -296,18 +385,23 @@ def read_session_file(path: Path, *, fallback_time: datetime | None = None) -> L
         extra=extra or None,
         messages=messages,
         skipped_messages=skipped,
+        notes=notes,
     )
 
 
 def _text_column(
     document: dict[str, Any], key: str, extra: dict[str, Any], max_length: int | None = None
 ) -> str | None:
-    """A string column; a value it cannot hold exactly stays in ``extra`` instead."""
+    """A string column; a value it cannot hold exactly stays in ``extra`` instead (text with
+    U+0000 or a lone surrogate there, the column getting it with U+FFFD in their place)."""
     if key not in document:
         return None
     value = document[key]
     if isinstance(value, str) and (max_length is None or len(value) <= max_length):
-        return value
+        if clean_text(value):
+            return value
+        extra[key] = value
+        return replace_bad_text(value)
     extra[key] = value
     return None
 
@@ -322,11 +416,15 @@ def _time_column(document: dict[str, Any], key: str, extra: dict[str, Any]) -> d
     return parsed
 
 
-def normalise_message(index: int, raw: dict[str, Any]) -> LegacyMessage:
-    """Column values and metadata of one source message (see the module docstring)."""
+def normalise_message(index: int, raw: dict[str, Any], *, finite: bool = False) -> LegacyMessage:
+    """Column values and metadata of one source message (see the module docstring); ``finite``:
+    the message holds no NaN and no Infinity (``load_screened_json``)."""
     metadata: dict[str, Any] = {}
     legacy: dict[str, Any] = {}
-    if "metadata" in raw:
+    # Whether metadata gets a source value no check has seen (``storable`` looks at it then):
+    # the usual message brings a clean id, a known role, text and epoch milliseconds only.
+    unchecked = "metadata" in raw
+    if unchecked:
         own = raw["metadata"]
         if isinstance(own, dict) and own and RESERVED_METADATA_KEYS.isdisjoint(own):
             metadata.update(own)
@@ -337,25 +435,39 @@ def normalise_message(index: int, raw: dict[str, Any]) -> LegacyMessage:
     wanted_id: str | None = None
     if id_key is not None:
         value = raw[id_key]
-        if isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH:
+        if isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and clean_text(value):
             wanted_id = value
         if wanted_id is None or id_key != "id":
             legacy[id_key] = value
+            unchecked = unchecked or wanted_id is None
 
     role = raw.get("role")
     if role not in ROLES:
         legacy["role"] = role
         role = "system"
+        unchecked = True
 
     content = raw.get("content")
     if isinstance(content, str):
         text = content
     elif isinstance(content, list):
+        unchecked = True
         text = join_text_blocks(content)
         metadata["contentBlocks"] = content
     else:
+        unchecked = True
         text = text_of(content)
         legacy["content"] = content
+    notes: tuple[Place, ...] = ()
+    if not clean_text(text):
+        unchecked = True
+        text = replace_bad_text(text)
+        kept_in = "metadata.legacy.content"
+        if isinstance(content, str):
+            legacy["content"] = content
+        elif isinstance(content, list):
+            kept_in = "metadata.contentBlocks"
+        notes = (replaced_note("content", kept_in),)
 
     time_key = "timestamp" if "timestamp" in raw else "createdAt" if "createdAt" in raw else None
     created_at = None
@@ -368,19 +480,26 @@ def normalise_message(index: int, raw: dict[str, Any]) -> LegacyMessage:
                 created_at = _EPOCH + _MILLISECOND * stamp
             except OverflowError:
                 created_at = None
+                unchecked = True
             legacy[time_key] = stamp
         else:
             created_at = parse_timestamp(stamp)
             if time_key != "timestamp" or not _exact_timestamp(stamp, created_at):
                 legacy[time_key] = stamp
+                unchecked = True
 
     # Most messages hold mapped keys only: count them rather than walk every key.
     mapped = ("metadata" in raw) + ("role" in raw) + ("content" in raw)
     if len(raw) > mapped + (id_key is not None) + (time_key is not None):
         _keep_other_keys(raw, {"metadata", "role", "content", id_key, time_key}, metadata, legacy)
+        unchecked = True
     if legacy:
         metadata["legacy"] = legacy
-    return LegacyMessage(index, id_key, wanted_id, role, text, created_at, metadata)
+    if unchecked and not (finite and surely_storable(metadata)):
+        metadata, places = storable(metadata, "metadata", nul=True)
+        if places:
+            notes += tuple(kept_notes(places))
+    return LegacyMessage(index, id_key, wanted_id, role, text, created_at, metadata, notes)
 
 
 def _keep_other_keys(
@@ -407,6 +526,13 @@ def read_replies_file(path: Path) -> tuple[list[LegacyReply], list[str]]:
     The file may be a list, ``{"replies": [...]}`` or an object keyed by request id.
     """
     document = load_json(path)
+    try:
+        return _read_replies(document)
+    except RecursionError:  # read, but too deep to be written back as text
+        raise LegacyFileError(TOO_DEEP_TO_READ) from None
+
+
+def _read_replies(document: Any) -> tuple[list[LegacyReply], list[str]]:
     if isinstance(document, dict) and isinstance(document.get("replies"), list | dict):
         document = document["replies"]
     if not isinstance(document, list | dict):
@@ -417,7 +543,7 @@ def read_replies_file(path: Path) -> tuple[list[LegacyReply], list[str]]:
     skipped: list[str] = []
     for label, entry in _reply_entries(document):
         try:
-            replies.append(normalise_reply(entry))
+            replies.append(normalise_reply(entry, label=label))
         except LegacyFileError as exc:
             skipped.append(f"{label}: {exc.reason}")
     return replies, skipped
@@ -434,13 +560,14 @@ def _reply_entries(document: list[Any] | dict[str, Any]) -> Iterator[tuple[str, 
         yield f"reply {key!r}", entry
 
 
-def normalise_reply(entry: Any) -> LegacyReply:
+def normalise_reply(entry: Any, *, label: str = "") -> LegacyReply:
     """Column values and kept source values of one reply state (see the module docstring);
     ``LegacyFileError`` when a required field is bad."""
     if not isinstance(entry, dict):
         raise LegacyFileError(f"is {_json_kind(entry)}, not an object")
     columns: dict[str, Any] = {}
     kept: dict[str, Any] = {}
+    notes: list[Place] = []
     for key, raw in entry.items():
         column = REPLY_COLUMNS.get(key)
         if column is None:
@@ -451,6 +578,8 @@ def normalise_reply(entry: Any) -> LegacyReply:
             columns[column] = value
         if not _reply_value_exact(key, raw, value):
             kept[key] = raw
+            if isinstance(raw, str) and isinstance(value, str) and value != raw:
+                notes.append(replaced_note(key, f"extra.{key}"))
     for key in ("requestId", "sourceConversationId", "targetConversationId", "status"):
         if not columns.get(REPLY_COLUMNS[key]):
             raise LegacyFileError(f"missing {key!r}")
@@ -462,7 +591,9 @@ def normalise_reply(entry: Any) -> LegacyReply:
     if status not in REPLY_STATUSES:
         raise LegacyFileError(f"unknown status {columns['status']!r}")
     columns["status"] = status
-    return LegacyReply(columns=columns, kept=kept, fields=frozenset(entry))
+    kept, places = storable(kept, "extra", nul=True)
+    notes += kept_notes(places)
+    return LegacyReply(columns, kept, frozenset(entry), tuple(notes), label)
 
 
 def _reply_column_value(key: str, raw: Any) -> Any:
@@ -472,11 +603,11 @@ def _reply_column_value(key: str, raw: Any) -> Any:
     if key in REPLY_TIME_FIELDS:
         return parse_timestamp(raw)
     if key == "hopCount":
-        return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+        return raw if type(raw) is int and raw in HOP_COUNT_RANGE else None
     if key == "sourceAutoRun":
         return bool(raw)
     if isinstance(raw, str):
-        return raw
+        return raw if clean_text(raw) else replace_bad_text(raw)
     return json.dumps(raw) if isinstance(raw, dict | list) else str(raw)
 
 
@@ -490,7 +621,7 @@ def _reply_value_exact(key: str, raw: Any, value: Any) -> bool:
         return isinstance(raw, bool)
     if key == "status":
         return raw not in REPLY_STATUS_ALIASES
-    return key == "hopCount" or isinstance(raw, str)
+    return key == "hopCount" or value == raw
 
 
 def _json_kind(value: Any) -> str:

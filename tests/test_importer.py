@@ -6,6 +6,7 @@ import asyncio
 import json
 import signal
 import subprocess
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typer.testing import CliRunner
 from ccweb_store.cli import app
 from ccweb_store.db import create_engine
 from ccweb_store.importer import plan_session
+from ccweb_store.json_values import KEPT_AS_TEXT
 from ccweb_store.legacy_json import (
     ABSENT_KEY,
     REPLY_COLUMNS,
@@ -511,9 +513,8 @@ def test_nan_where_a_time_belongs_no_longer_stops_the_import(
     database_url: str, tmp_path: Path
 ) -> None:
     """Python's JSON reader takes NaN; as a session's or a message's time it crashed the whole
-    import. Now it is no time: the file goes in or, where the database refuses the NaN kept
-    verbatim (every message metadata; PostgreSQL's jsonb), it is reported, and the rest goes in.
-    """
+    import, then the database refused it kept verbatim. Now it is no time, and the source
+    value is kept as its JSON text: both files go in."""
     state = write_state(tmp_path / "state")
     sessions = state / "sessions"
     (sessions / "nan-created.json").write_text(
@@ -526,12 +527,47 @@ def test_nan_where_a_time_belongs_no_longer_stops_the_import(
 
     code, summary, _ = run_import(state, database_url)
 
-    assert code == 1
-    reasons = {Path(s["path"]).name: s["reason"] for s in summary["skipped"]}
-    imported = {s["id"] for s in dump(database_url)["sessions"]}
-    assert reasons["nan-message.json"].startswith("the database refused it")
-    assert ("nan-created" in imported) != ("nan-created.json" in reasons)
-    assert imported - {"nan-created"} == {"alpha", "beta"}
+    assert code == 0, summary["skipped"]
+    tables = dump(database_url)
+    assert {s["id"] for s in tables["sessions"]} == {"alpha", "beta", "nan-created", "nan-message"}
+    assert by_id(tables["sessions"])["nan-created"]["extra"] == {"createdAt": {KEPT_AS_TEXT: "NaN"}}
+    message = next(m for m in tables["messages"] if m["session_id"] == "nan-message")
+    assert (message["created_at"], message["metadata"]) == (
+        None,
+        {"legacy": {"timestamp": {KEPT_AS_TEXT: "NaN"}}},
+    )
+
+
+def refuse_message(database_url: str, message_id: str) -> Callable[[], None]:
+    """Make the database refuse to insert the message ``message_id`` (a trigger); returns what
+    drops the trigger again (the PostgreSQL database is shared by the tests)."""
+    if database_url.startswith("sqlite"):
+        statements = [
+            f"CREATE TRIGGER refuse_message BEFORE INSERT ON messages WHEN NEW.id = "
+            f"'{message_id}' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+        ]
+        drops = ["DROP TRIGGER refuse_message"]
+    else:
+        statements = [
+            "CREATE FUNCTION refuse_message() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"IF NEW.id = '{message_id}' THEN RAISE EXCEPTION 'refused by the test'; END IF; "
+            "RETURN NEW; END $$",
+            "CREATE TRIGGER refuse_message BEFORE INSERT ON messages FOR EACH ROW "
+            "EXECUTE FUNCTION refuse_message()",
+        ]
+        drops = ["DROP TRIGGER refuse_message ON messages", "DROP FUNCTION refuse_message()"]
+
+    async def run(sql: list[str]) -> None:
+        engine = create_engine(database_url)
+        try:
+            async with engine.begin() as connection:
+                for statement in sql:
+                    await connection.execute(sa.text(statement))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run(statements))
+    return lambda: asyncio.run(run(drops))
 
 
 def test_a_long_session_goes_in_whole_and_in_order_and_a_bad_message_refuses_its_file(
@@ -553,10 +589,13 @@ def test_a_long_session_goes_in_whole_and_in_order_and_a_bad_message_refuses_its
     ]
     write_json(state / "sessions" / "long.json", {"id": "long", "messages": long})
     bad = [{**m, "id": f"bad-{i}"} for i, m in enumerate(long)]
-    bad[ROWS_PER_INSERT + 5]["metadata"] = {"score": float("nan")}  # no JSON: refused
     (state / "sessions" / "bad.json").write_text(json.dumps({"id": "bad", "messages": bad}))
+    allow = refuse_message(database_url, f"bad-{ROWS_PER_INSERT + 5}")
 
-    code, summary, _ = run_import(state, database_url)
+    try:
+        code, summary, _ = run_import(state, database_url)
+    finally:
+        allow()
 
     assert code == 1
     assert [Path(s["path"]).name for s in summary["skipped"]] == ["bad.json"]

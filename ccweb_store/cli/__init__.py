@@ -1,5 +1,5 @@
 """The ``ccweb-store`` command: serve, migrate, import-json, mcp-stdio, worker,
-conversation-url, and the operator tools."""
+conversation-url, and the operator tools (repair-json among them)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ccweb_store.cli.common import (
 )
 from ccweb_store.cli.credentials import conversation_url, credentials_app
 from ccweb_store.cli.operator import replies_app, runs_app
+from ccweb_store.cli.repairs import repair_json
 
 app = typer.Typer(
     name="ccweb-store",
@@ -30,6 +31,7 @@ app.add_typer(replies_app, name="replies")
 app.add_typer(runs_app, name="runs")
 app.add_typer(credentials_app, name="credentials")
 app.command("conversation-url")(conversation_url)
+app.command("repair-json")(repair_json)
 
 #: The log levels at which ``serve`` writes uvicorn's access log (a line per request).
 ACCESS_LOG_LEVELS = frozenset({"trace", "debug", "info"})
