@@ -64,6 +64,45 @@ class Problem:
         )
 
 
+def keeps_rule(value: Any, *, nul: bool = False) -> bool:
+    """Whether ``value`` keeps the rule (with ``nul``, and holds no U+0000 either): the
+    quick check every value takes before ``find_problem`` looks for where it breaks it."""
+    return _within([value], -1, nul)
+
+
+def _within(container: dict[str, Any] | list[Any], level: int, nul: bool) -> bool:
+    """``keeps_rule`` of a container nested in ``level`` others (recursing at most
+    ``MAX_DEPTH`` levels). Scalars are checked in the loop, without a call each: a message's
+    metadata is mostly scalars."""
+    if type(container) is dict:
+        try:
+            keys = "".join(container)  # every key at once: one call, not one a key
+        except TypeError:  # a key that is not text
+            return False
+        if not valid_text(keys) or (nul and "\x00" in keys):
+            return False
+        children: Any = container.values()
+    else:
+        children = container
+    for child in children:
+        kind = type(child)
+        if kind is str:
+            if not valid_text(child) or (nul and "\x00" in child):
+                return False
+        elif kind is dict or kind is list:
+            if level + 1 >= MAX_DEPTH or not _within(child, level + 1, nul):
+                return False
+        elif kind is int:
+            if not INT_MIN <= child <= INT_MAX:
+                return False
+        elif kind is float:
+            if child - child != 0.0:  # NaN and the infinities
+                return False
+        elif child is not None and kind is not bool:
+            return False
+    return True
+
+
 def find_problem(value: Any, name: str, *, max_depth: int = MAX_DEPTH) -> Problem | None:
     """The first place where ``value`` breaks the rule, or None.
 
@@ -86,7 +125,7 @@ def find_problem(value: Any, name: str, *, max_depth: int = MAX_DEPTH) -> Proble
                 )
             if kind is dict:
                 for key, child in item.items():
-                    if type(key) is not str or not _valid_text(key):
+                    if type(key) is not str or not valid_text(key):
                         return Problem(
                             _path(entries, index, name),
                             f"the key {key!r} is not valid Unicode text",
@@ -113,7 +152,7 @@ def find_problem(value: Any, name: str, *, max_depth: int = MAX_DEPTH) -> Proble
                     "finite numbers only",
                 )
         elif kind is str:
-            if not _valid_text(item):
+            if not valid_text(item):
                 return Problem(
                     _path(entries, index, name),
                     "the text holds a lone surrogate (not valid Unicode)",
@@ -130,6 +169,8 @@ def find_problem(value: Any, name: str, *, max_depth: int = MAX_DEPTH) -> Proble
 
 def require_storable(value: Any, name: str) -> None:
     """Refuse ``value`` (``InvalidJsonValue``) when it breaks the rule."""
+    if keeps_rule(value):
+        return
     problem = find_problem(value, name)
     if problem is not None:
         raise problem.error()
@@ -145,7 +186,7 @@ def keep_as_text(value: Any) -> tuple[Any, list[str]]:
     ``json.loads`` gives the original value. A place is its path, and the ``id`` of the
     nearest object around it that has one (the row it belongs to, in an answer).
     """
-    if find_problem(value, "") is None:
+    if keeps_rule(value):
         return value, []
     replaced: list[str] = []
     return _kept(value, 1, "$", None, replaced), replaced
@@ -166,9 +207,7 @@ def _kept(value: Any, level: int, path: str, owner: str | None, replaced: list[s
     if kind is dict or kind is list:
         children = value.values() if kind is dict else value
         deep = level >= MAX_DEPTH and any(type(child) in (dict, list) for child in children)
-        bad_key = kind is dict and any(
-            type(key) is not str or not _valid_text(key) for key in value
-        )
+        bad_key = kind is dict and any(type(key) is not str or not valid_text(key) for key in value)
         if deep or bad_key:
             return _as_text(value, path, owner, replaced)
         if kind is dict:
@@ -230,8 +269,9 @@ def loads_stored(text: str | bytes) -> Any:
         return {KEPT_AS_TEXT: shown}
 
 
-def _valid_text(text: str) -> bool:
-    """Whether ``text`` holds no lone surrogate (``str.isascii`` first: the usual case)."""
+def valid_text(text: str) -> bool:
+    """Whether ``text`` is valid Unicode: no lone surrogate (``str.isascii`` first: the usual
+    case)."""
     if text.isascii():
         return True
     try:
@@ -250,6 +290,11 @@ def _path(entries: list[tuple[Any, int, int, Any]], index: int, name: str) -> st
     path = name
     for key in reversed(keys):
         path += f"[{key}]" if type(key) is int else (f".{key}" if path else str(key))
-    if len(path) > MAX_PATH_CHARS:  # a path of thousands of levels: its two ends
-        path = f"{path[: MAX_PATH_CHARS // 2]}…{path[-MAX_PATH_CHARS // 4 :]}"
-    return path or "$"
+    return short_path(path) or "$"
+
+
+def short_path(path: str) -> str:
+    """A path of dozens or thousands of levels as its two ends."""
+    if len(path) <= MAX_PATH_CHARS:
+        return path
+    return f"{path[: MAX_PATH_CHARS // 2]}…{path[-MAX_PATH_CHARS // 4 :]}"

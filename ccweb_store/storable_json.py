@@ -20,14 +20,14 @@ from typing import Any
 import orjson
 
 from ccweb_store.json_values import (
-    INT_MAX,
-    INT_MIN,
     KEPT_AS_TEXT,
     MAX_DEPTH,
-    MAX_PATH_CHARS,
     find_problem,
     keep_as_text,
+    keeps_rule,
     kept_text,
+    short_path,
+    valid_text,
 )
 
 #: A longer reason (one naming a number of hundreds of digits) is cut here.
@@ -39,7 +39,7 @@ TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels of arrays and objects"
 #: What a text column cannot hold: U+0000 and the surrogates (in a ``str``, a surrogate is
 #: always a lone one: ``json.loads`` joins an escaped pair into the character it stands for).
 _BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
-_PLAIN_KEY = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$-]*$")
+_PLAIN_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$-]*")
 
 #: Where a part was kept as text (``metadata.x[2]``) and why.
 Place = tuple[str, str]
@@ -47,7 +47,7 @@ Place = tuple[str, str]
 
 def clean_text(text: str) -> bool:
     """Whether a text column can hold ``text`` (no U+0000, no lone surrogate)."""
-    return "\x00" not in text and (text.isascii() or _utf8(text))
+    return "\x00" not in text and valid_text(text)
 
 
 def replace_bad_text(text: str) -> str:
@@ -65,7 +65,7 @@ def storable(value: Any, name: str, *, nul: bool = False) -> tuple[Any, list[Pla
     ``RecursionError``: ``import-json`` then reports its file as too deep to read,
     ``repair-json`` keeps the whole stored text.
     """
-    if _within(value, 0, nul):
+    if keeps_rule(value, nul=nul):
         return value, []
     kept, _ = keep_as_text(value)
     places: list[Place] = []
@@ -101,57 +101,17 @@ def replaced_note(path: str, kept_in: str) -> Place:
     )
 
 
-def _within(value: Any, level: int, nul: bool) -> bool:
-    """Whether ``value`` (nested in ``level`` arrays and objects) surely keeps the rule: the
-    quick check every imported value takes, recursing at most ``MAX_DEPTH`` levels. Scalars
-    are checked in the loop, without a call each: a message's metadata is mostly scalars."""
-    kind = type(value)
-    if kind is dict:
-        if level >= MAX_DEPTH:
-            return False
-        try:
-            keys = "".join(value)  # every key at once: one call, not one a key
-        except TypeError:  # a key that is not text
-            return False
-        if not (keys.isascii() or _utf8(keys)) or (nul and "\x00" in keys):
-            return False
-        children: Any = value.values()
-    elif kind is list:
-        if level >= MAX_DEPTH:
-            return False
-        children = value
-    else:
-        return _within([value], -1, nul)
-    for child in children:
-        kind = type(child)
-        if kind is str:
-            if not (child.isascii() or _utf8(child)) or (nul and "\x00" in child):
-                return False
-        elif kind is dict or kind is list:
-            if not _within(child, level + 1, nul):
-                return False
-        elif kind is int:
-            if not INT_MIN <= child <= INT_MAX:
-                return False
-        elif kind is float:
-            if child - child != 0.0:  # NaN and the infinities
-                return False
-        elif child is not None and kind is not bool:
-            return False
-    return True
-
-
 def _reported(original: Any, kept: Any, path: str, nul: bool, places: list[Place]) -> Any:
     """``kept`` (``keep_as_text`` of ``original``) with each replaced part recorded in
     ``places``; with ``nul``, the parts holding U+0000 kept as text as well. Recursion is
     bounded by ``kept``, which nests at most ``MAX_DEPTH`` levels."""
     if kept_text(kept) is not None and kept_text(original) is None:
-        places.append((_short(path), _reason(original)))
+        places.append((short_path(path), _reason(original)))
         return kept
     kind = type(kept)
     if kind is dict:
         if nul and any("\x00" in key for key in kept):
-            places.append((_short(path), NUL_IN_KEY))
+            places.append((short_path(path), NUL_IN_KEY))
             return {KEPT_AS_TEXT: json.dumps(original)}
         return {
             key: _reported(original[key], child, _child_path(path, key), nul, places)
@@ -163,7 +123,7 @@ def _reported(original: Any, kept: Any, path: str, nul: bool, places: list[Place
             for position, (item, child) in enumerate(zip(original, kept, strict=True))
         ]
     if nul and kind is str and "\x00" in kept:
-        places.append((_short(path), NUL_IN_TEXT))
+        places.append((short_path(path), NUL_IN_TEXT))
         return {KEPT_AS_TEXT: json.dumps(kept)}
     return kept
 
@@ -180,19 +140,4 @@ def _reason(value: Any) -> str:
 
 def _child_path(path: str, key: str) -> str:
     """``path.key``, or ``path["a key"]`` for a key that is not a plain name."""
-    return f"{path}.{key}" if _PLAIN_KEY.match(key) else f"{path}[{json.dumps(key)}]"
-
-
-def _short(path: str) -> str:
-    """A path of dozens of levels as its two ends."""
-    if len(path) <= MAX_PATH_CHARS:
-        return path
-    return f"{path[: MAX_PATH_CHARS // 2]}…{path[-MAX_PATH_CHARS // 4 :]}"
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return f"{path}.{key}" if _PLAIN_KEY.fullmatch(key) else f"{path}[{json.dumps(key)}]"

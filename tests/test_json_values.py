@@ -7,6 +7,8 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ccweb_store import json_values
 from ccweb_store.json_values import KEPT_AS_TEXT, MAX_DEPTH, find_problem, keep_as_text
@@ -120,3 +122,29 @@ def test_stored_text_that_cannot_be_read_back_comes_back_as_its_text() -> None:
     text = "[" * 5000 + "]" * 5000
     assert json_values.loads_stored(text) == {KEPT_AS_TEXT: text}
     assert json_values.loads_stored('{"x": 18446744073709551616}') == {"x": 2**64}
+
+
+json_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0xDFFF), max_size=4),
+)
+
+
+@given(
+    st.recursive(
+        json_leaves,
+        lambda children: (
+            st.lists(children, max_size=3)
+            | st.dictionaries(st.text(max_size=3), children, max_size=3)
+        ),
+        max_leaves=20,
+    ),
+    st.integers(min_value=0, max_value=MAX_DEPTH + 2),
+)
+def test_the_quick_check_and_the_path_finder_agree(value: Any, wrapping: int) -> None:
+    for _ in range(wrapping):
+        value = [value]
+    assert json_values.keeps_rule(value) == (find_problem(value, "v") is None)
