@@ -200,6 +200,19 @@ def kept_text(value: Any) -> str | None:
     return None
 
 
+def restored(value: Any) -> Any:
+    """``value`` with every part kept as text (``keep_as_text``) read back from its text: the
+    original value, as ``json.loads`` reads it."""
+    text = kept_text(value)
+    if text is not None:
+        return json.loads(text)
+    if type(value) is dict:
+        return {key: restored(child) for key, child in value.items()}
+    if type(value) is list:
+        return [restored(child) for child in value]
+    return value
+
+
 def _kept(value: Any, level: int, path: str, owner: str | None, replaced: list[str]) -> Any:
     """``keep_as_text`` below the top; ``level`` is the nesting level ``value`` would have as
     a container (the recursion is bounded by ``MAX_DEPTH``)."""

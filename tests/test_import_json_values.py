@@ -35,32 +35,9 @@ from ccweb_store.storable_json import NUL_IN_KEY, NUL_IN_TEXT, storable, surely_
 from ccweb_store.uow import Store
 from tests.cli_support import run_cli
 from tests.http_client import app_client, rpc_result
+from tests.json_support import nested, same
 
 INF = "__1e400__"  # written into the file as the literal 1e400, which json.loads reads as inf
-
-
-def nested(levels: int, leaf: Any = 1) -> Any:
-    value = leaf
-    for _ in range(levels):
-        value = {"a": value}
-    return value
-
-
-def restored(value: Any) -> Any:
-    """``value`` with every part kept as text read back from its text."""
-    text = json_values.kept_text(value)
-    if text is not None:
-        return json.loads(text)
-    if isinstance(value, dict):
-        return {key: restored(child) for key, child in value.items()}
-    if isinstance(value, list):
-        return [restored(child) for child in value]
-    return value
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal as JSON text (NaN is not equal to itself as a float; jsonb orders keys)."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def message(message_id: str, content: Any = "text", **fields: Any) -> dict[str, Any]:
@@ -228,18 +205,18 @@ async def test_a_poisoned_state_imports_with_every_bad_value_kept_as_text_and_re
     for raw, source, _ in POISON_MESSAGES:
         row = rows[raw["id"]]
         assert find_problem(row["metadata"], "metadata") is None
-        assert same(restored(row["metadata"]), source), raw["id"]
+        assert same(json_values.restored(row["metadata"]), source), raw["id"]
         assert row["content"] == CONTENT.get(raw["id"], raw["content"])
 
     extras = await stored_extras(store.settings.database_url)
     session_extra = as_value(extras["sessions"]["poison"])
     assert session_extra["big"] == {KEPT_AS_TEXT: str(2**64)}
-    assert restored(session_extra) == {"title": "nul\x00title", "big": 2**64}
+    assert json_values.restored(session_extra) == {"title": "nul\x00title", "big": 2**64}
     hop_count, reply_extra = extras["replies"]["r-poison"]
     reply_extra = as_value(reply_extra)
     assert find_problem(reply_extra, "extra") is None
     assert hop_count == 0  # beyond the column's 32 bits: kept in extra instead
-    assert restored(reply_extra) == {
+    assert json_values.restored(reply_extra) == {
         "replyText": "done\x00",
         "hopCount": 2**40,
         "trace": POISON_REPLY["trace"],
@@ -308,7 +285,11 @@ def test_a_key_that_is_not_valid_unicode_keeps_the_whole_metadata_as_text_even_w
     assert normalised.notes == (
         ("metadata", "kept as text: the key '\\ud800' is not valid Unicode text"),
     )
-    assert restored(renamed) == {"\ud800": 1, "legacyFields": ["\ud800"], "legacy": {"id": "m-1"}}
+    assert json_values.restored(renamed) == {
+        "\ud800": 1,
+        "legacyFields": ["\ud800"],
+        "legacy": {"id": "m-1"},
+    }
 
 
 def test_a_message_id_no_column_holds_is_replaced_by_its_derived_id_and_kept_as_text() -> None:
@@ -335,7 +316,10 @@ def test_a_reply_entry_with_a_bad_key_keeps_its_extra_whole_as_text_with_the_abs
 
     assert reply.label == "reply 0"
     assert json_values.kept_text(extra) is not None
-    assert restored(extra) == {"\udc00": 1, "$absent": ["createdAt", "hopCount", "sourceAutoRun"]}
+    assert json_values.restored(extra) == {
+        "\udc00": 1,
+        "$absent": ["createdAt", "hopCount", "sourceAutoRun"],
+    }
 
 
 @pytest.mark.parametrize(
@@ -354,7 +338,7 @@ def test_storable_says_where_each_kept_part_was_and_why(value: Any, path: str, r
     assert [place for place, _ in places] == [path]
     assert places[0][1].startswith(reason)
     assert find_problem(kept, "v") is None
-    assert same(restored(kept), value)
+    assert same(json_values.restored(kept), value)
     assert "\x00" not in json.dumps(kept, ensure_ascii=False)
 
 
@@ -435,7 +419,7 @@ def test_the_quick_check_passes_only_values_that_keep_the_rule_and_hold_no_nul(v
         assert "\x00" not in json.dumps(value, ensure_ascii=False)
     kept, _ = storable(value, "v", nul=True)
     assert find_problem(kept, "v") is None
-    assert same(restored(kept), value)
+    assert same(json_values.restored(kept), value)
 
 
 @pytest.mark.parametrize(

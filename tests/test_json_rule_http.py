@@ -5,7 +5,6 @@ comes back exactly, and a row stored before the rule still reads."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import httpx
 import orjson
@@ -16,6 +15,7 @@ from ccweb_store import jsonrpc
 from ccweb_store.json_values import KEPT_AS_TEXT, MAX_DEPTH
 from ccweb_store.uow import Store
 from tests.http_client import app_client, rpc_result
+from tests.json_support import depth
 from tests.lifecycle_support import make_conversation, table_row_counts
 
 
@@ -194,14 +194,6 @@ async def test_a_batch_refuses_only_the_message_that_breaks_the_rule(store: Stor
     assert [m["metadata"] for m in listed["messages"]] == [{"x": 1}]
 
 
-def depth_of(value: Any) -> int:
-    if isinstance(value, dict):
-        return 1 + max((depth_of(child) for child in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((depth_of(child) for child in value), default=0)
-    return 0
-
-
 async def _store_raw_metadata(store: Store, backend: str, values: list[str]) -> None:
     """Messages whose metadata was written before the rule, straight into the table."""
     cast = "CAST(:metadata AS jsonb)" if backend == "postgres" else ":metadata"
@@ -236,7 +228,7 @@ async def test_rows_stored_before_the_rule_still_read_with_the_value_kept_as_tex
         assert metadata["old-1"] == {"x": {KEPT_AS_TEXT: "18446744073709551616"}}
         assert metadata["old-4"] == {"x": {KEPT_AS_TEXT: '"\\ud800"'}}
         kept = metadata["old-5"]  # past Python's recursion limit, or past orjson's 255 levels
-        assert kept == {KEPT_AS_TEXT: "[" * 999 + "]" * 999} or depth_of(kept) <= MAX_DEPTH
+        assert kept == {KEPT_AS_TEXT: "[" * 999 + "]" * 999} or depth(kept) <= MAX_DEPTH
     else:  # jsonb keeps numbers as numeric: those beyond 64 bits read as the floats they are
         assert metadata["old-1"] == {"x": float(2**64)}
     assert "old-2" in caplog.text or "$ccwebJsonText" in str(metadata["old-2"])

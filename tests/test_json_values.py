@@ -12,21 +12,7 @@ from hypothesis import strategies as st
 
 from ccweb_store import json_values
 from ccweb_store.json_values import KEPT_AS_TEXT, MAX_DEPTH, find_problem, keep_as_text
-
-
-def nested(levels: int, leaf: Any = 1) -> Any:
-    value = leaf
-    for _ in range(levels):
-        value = {"a": value}
-    return value
-
-
-def depth(value: Any) -> int:
-    if isinstance(value, dict):
-        return 1 + max((depth(child) for child in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((depth(child) for child in value), default=0)
-    return 0
+from tests.json_support import depth, nested
 
 
 @pytest.mark.parametrize(
@@ -98,17 +84,7 @@ def test_keep_as_text_keeps_the_value_losslessly_and_within_the_rule(value: Any)
     assert find_problem(kept, "kept") is None
     assert depth(kept) <= MAX_DEPTH
 
-    def restored(item: Any) -> Any:
-        text = json_values.kept_text(item)
-        if text is not None:
-            return json.loads(text)
-        if isinstance(item, dict):
-            return {key: restored(child) for key, child in item.items()}
-        if isinstance(item, list):
-            return [restored(child) for child in item]
-        return item
-
-    assert json.dumps(restored(kept)) == json.dumps(value)
+    assert json.dumps(json_values.restored(kept)) == json.dumps(value)
 
 
 def test_keep_as_text_leaves_a_value_within_the_rule_as_it_is() -> None:

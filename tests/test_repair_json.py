@@ -30,6 +30,7 @@ from ccweb_store.json_values import KEPT_AS_TEXT, MAX_DEPTH, find_problem
 from ccweb_store.uow import Store
 from tests.cli_support import run_cli
 from tests.http_client import app_client, rpc_result
+from tests.json_support import same
 
 
 def nested_text(levels: int) -> str:
@@ -151,23 +152,6 @@ def expected_rewrites(database_url: str) -> set[tuple[str, str]]:
     return rewritten
 
 
-def restored(value: Any) -> Any:
-    """``value`` with every part kept as text read back from its text."""
-    text = json_values.kept_text(value)
-    if text is not None:
-        return json.loads(text)
-    if isinstance(value, dict):
-        return {key: restored(child) for key, child in value.items()}
-    if isinstance(value, list):
-        return [restored(child) for child in value]
-    return value
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal as JSON text (NaN is not equal to itself as a float; jsonb orders keys)."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-
-
 async def list_messages(database_url: str, session_id: str) -> list[dict[str, Any]]:
     store = Store.from_settings(Settings(database_url=database_url, token=None))
     try:
@@ -216,7 +200,7 @@ def test_repair_json_rewrites_every_poison_row_losslessly_and_a_second_run_write
         if place[1] == "m-unreadable":  # kept whole: the text is the stored text
             assert value == {KEPT_AS_TEXT: before[place]}
         else:
-            assert same(restored(value), json.loads(before[place])), place
+            assert same(json_values.restored(value), json.loads(before[place])), place
 
     again = run_cli("repair-json", "--json", *flags)
     assert json.loads(again.stdout)["rowsRewritten"] == 0
@@ -316,7 +300,7 @@ def test_postgres_numbers_beyond_64_bits_are_floats_and_not_repaired(
     elif repaired == "deep":
         assert fixed is not None
         assert find_problem(fixed[0], "extra") is None
-        assert same(restored(fixed[0]), json.loads(text))
+        assert same(json_values.restored(fixed[0]), json.loads(text))
     else:
         assert fixed is not None and fixed[0] == repaired
 
