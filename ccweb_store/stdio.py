@@ -23,8 +23,9 @@ from ccweb_store.uow import Store
 
 log = logging.getLogger("ccweb_store.stdio")
 
-#: Answers one decoded payload; ``None`` when no response is due.
-Answer = Callable[[Any], Awaitable[Any | None]]
+#: Answers one decoded payload (and the line it was read from): the response, or its JSON
+#: text as it is to be written; ``None`` when no response is due.
+Answer = Callable[[Any, bytes], Awaitable[Any | None]]
 
 
 async def serve_lines(answer: Answer, stdin: BinaryIO, stdout: BinaryIO) -> None:
@@ -40,9 +41,10 @@ async def serve_lines(answer: Answer, stdin: BinaryIO, stdout: BinaryIO) -> None
         except jsonrpc.RpcError as error:
             response: Any = jsonrpc.error_response(None, error)
         else:
-            response = await answer(payload)
+            response = await answer(payload, line)
         if response is not None:
-            stdout.write(jsonrpc.dumps(response) + b"\n")
+            text = response if isinstance(response, bytes) else jsonrpc.dumps(response)
+            stdout.write(text.rstrip(b"\n") + b"\n")
             stdout.flush()
 
 
@@ -53,7 +55,7 @@ async def serve_database(settings: Settings, source: Source) -> None:
         await migrate(store.engine)
         log.info("mcp-stdio on %s for source %s", store.dialect, source.session_id)
 
-        async def answer(payload: Any) -> Any | None:
+        async def answer(payload: Any, line: bytes) -> Any | None:
             return (await mcp.handle_mcp_payload(store, source, payload)).body
 
         await serve_lines(answer, sys.stdin.buffer, sys.stdout.buffer)
@@ -84,21 +86,28 @@ async def serve_bridge(
     endpoint = mcp_url(url)
     async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(60.0)) as client:
 
-        async def answer(payload: Any) -> Any | None:
-            return await forward(client, endpoint, query, payload)
+        async def answer(payload: Any, line: bytes) -> Any | None:
+            return await forward(client, endpoint, query, payload, line)
 
         log.info("mcp-stdio bridging to %s for source %s", endpoint, source.session_id)
         await serve_lines(answer, sys.stdin.buffer, sys.stdout.buffer)
 
 
 async def forward(
-    client: httpx.AsyncClient, endpoint: str, query: dict[str, str | int], payload: Any
+    client: httpx.AsyncClient,
+    endpoint: str,
+    query: dict[str, str | int],
+    payload: Any,
+    line: bytes,
 ) -> Any | None:
-    """POST one payload; the server's JSON-RPC answer, or an error naming what went wrong."""
+    """POST one line as it was read (``payload`` is what it holds); the server's JSON-RPC
+    answer as the server wrote it, or an error naming what went wrong. The server reads the
+    very text the client wrote and its answer goes back untouched, so every id and number
+    travels exactly."""
     request_id = payload.get("id") if isinstance(payload, dict) else None
     try:
         response = await client.post(
-            endpoint, params=query, json=payload, headers=routing_headers_for(payload)
+            endpoint, params=query, content=line, headers=routing_headers_for(payload)
         )
     except httpx.HTTPError as exc:
         log.error("cannot reach %s: %s", endpoint, exc)
@@ -113,7 +122,8 @@ async def forward(
         )
     if isinstance(body, dict) and "error" in body and body.get("id") is None:
         body["id"] = request_id  # HTTP-level errors carry no id; pair them with the request
-    return body
+        return body
+    return response.content
 
 
 def routing_headers_for(payload: Any) -> dict[str, str]:

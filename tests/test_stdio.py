@@ -178,3 +178,47 @@ def test_the_bridge_leaves_legacy_messages_without_routing_headers() -> None:
         "Mcp-Method": "tools/call",
         "Mcp-Name": "ccweb_x",
     }
+
+
+EXACT_IDS = ["-9223372036854775809", "18446744073709551616", "1e-400", '"abc"']
+
+
+def _exact_id_lines() -> list[str]:
+    deep = '{"a":' * 70 + "1" + "}" * 70
+    lines = [f'{{"jsonrpc":"2.0","id":{request_id},"method":"ping"}}' for request_id in EXACT_IDS]
+    lines.append(
+        '{"jsonrpc":"2.0","id":18446744073709551616,"method":"tools/call","params":'
+        f'{{"name":"ccweb_list_user_inputs","arguments":{{"limit":{deep}}}}}}}'
+    )
+    return lines
+
+
+def _check_exact_ids(stdout: str) -> None:
+    answers = stdout.splitlines()
+    assert len(answers) == len(EXACT_IDS) + 1, answers
+    for request_id, answer in zip(EXACT_IDS, answers, strict=False):
+        assert f'"id":{request_id}' in answer
+        assert '"result":{}' in answer
+    refused = json.loads(answers[-1])
+    assert '"id":18446744073709551616' in answers[-1]
+    assert refused["error"]["code"] == -32602
+    assert refused["error"]["data"]["code"] == "invalid_json_value"
+
+
+def test_stdio_echoes_every_id_exactly_and_refuses_a_value_too_deep(database_url: str) -> None:
+    completed = _run(["--source-session", "me"], _exact_id_lines(), database_url)
+    assert completed.returncode == 0, completed.stderr
+    _check_exact_ids(completed.stdout)
+
+
+def test_the_bridge_echoes_every_id_exactly_and_passes_on_the_servers_refusal(
+    database_url: str,
+) -> None:
+    with serving(database_url) as server:
+        completed = _run(
+            ["--source-session", "me", "--url", server.url],
+            _exact_id_lines(),
+            "sqlite+aiosqlite:///unused.db",
+        )
+    assert completed.returncode == 0, completed.stderr
+    _check_exact_ids(completed.stdout)
