@@ -25,6 +25,7 @@ from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import URL, Connection, Dialect, ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, StatementError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry, Pool, StaticPool
 from sqlalchemy.sql.elements import Null
@@ -149,6 +150,7 @@ UNAVAILABLE_SQLITE_CODES = {
         "CCWEB_SQLITE_BUSY_TIMEOUT_MS"
     ),
     sqlite3.SQLITE_LOCKED: "the database is busy (locked)",
+    sqlite3.SQLITE_FULL: "the database is full: the disk holding it has no room left",
 }
 
 
@@ -162,6 +164,10 @@ def database_failure(error: BaseException) -> DatabaseUnavailable | None:
     """
     if isinstance(error, DBAPIError) and error.connection_invalidated:
         return DatabaseUnavailable("the database is unreachable (the connection to it was lost)")
+    if isinstance(error, PoolTimeout):
+        return DatabaseUnavailable(
+            "every connection of the server to the database is in use (the pool timed out)"
+        )
     cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, sqlite3.Error):

@@ -18,11 +18,13 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ccweb_store.config import Settings
-from ccweb_store.db import database_failure
+from ccweb_store.db import database_failure, migrate
 from ccweb_store.errors import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS, DatabaseUnavailable
 from ccweb_store.jsonrpc import INTERNAL_ERROR
 from ccweb_store.uow import Store
@@ -163,6 +165,43 @@ async def test_a_sqlite_file_that_cannot_be_opened_is_database_unavailable(
         await store.dispose()
 
 
+async def test_a_full_sqlite_database_is_database_unavailable_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "full.db"
+    store = Store.from_settings(Settings(database_url=f"sqlite+aiosqlite:///{path}"))
+    await migrate(store.engine)
+    pages = {}
+
+    @event.listens_for(store.engine.sync_engine, "connect")
+    def _no_room(dbapi_connection: Any, _record: Any) -> None:
+        # As a full disk would: no page beyond those the file has now.
+        dbapi_connection.execute(f"PRAGMA max_page_count = {pages['now']}")
+
+    async with store.engine.connect() as connection:
+        pages["now"] = (await connection.exec_driver_sql("PRAGMA page_count")).scalar_one()
+    await store.engine.dispose()
+    try:
+        async with app_client(store) as client:
+            await rpc(client, "session.create", {"id": "a"})
+            answer = await rpc(
+                client, "message.append", {"sessionId": "a", "role": "user", "content": "x" * 9000}
+            )
+            for _ in range(50):  # until a write needs a page the file does not have
+                if "error" in answer:
+                    break
+                answer = await rpc(
+                    client,
+                    "message.append",
+                    {"sessionId": "a", "role": "user", "content": "x" * 9000},
+                )
+            error = answer["error"]
+            assert error["data"] == {"code": DATABASE_UNAVAILABLE, "retryAfter": 2}, answer
+            assert error["message"].startswith("the database is full")
+    finally:
+        await store.dispose()
+
+
 def _wrapped(error: Exception, *, invalidated: bool = False) -> DBAPIError:
     """``error`` as SQLAlchemy hands a driver error over."""
     return DBAPIError.instance("SELECT 1", {}, error, Exception, connection_invalidated=invalidated)
@@ -190,6 +229,7 @@ def _wrapped(error: Exception, *, invalidated: bool = False) -> DBAPIError:
         ),
         (_wrapped(RuntimeError("gone"), invalidated=True), "the connection to it was lost"),
         (_wrapped(sqlite3.OperationalError("disk I/O error")), "disk I/O error"),
+        (PoolTimeout("QueuePool limit of size 10 overflow 10 reached"), "the pool timed out"),
     ],
 )
 def test_errors_of_a_database_that_cannot_serve_become_database_unavailable(
