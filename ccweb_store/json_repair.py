@@ -35,7 +35,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ccweb_store.json_values import INT_MAX, INT_MIN, KEPT_AS_TEXT, find_problem
+from ccweb_store.json_values import INT_MAX, INT_MIN, KEPT_AS_TEXT
 from ccweb_store.models import Base
 from ccweb_store.storable_json import Place, storable
 from ccweb_store.uow import Store
@@ -228,12 +228,11 @@ def repaired_value(
             return {KEPT_AS_TEXT: text}, [(name, TOO_DEEP_TO_READ)]
         except ValueError as exc:  # not JSON, or an integer of more digits than Python reads
             return {KEPT_AS_TEXT: text}, [(name, NOT_JSON.format(str(exc).split(";")[0]))]
-    if find_problem(value, name) is None:
-        return None
     try:
-        return storable(value, name)
+        kept, places = storable(value, name)
     except RecursionError:  # read, but too deep to be written back as text where it sits
         return {KEPT_AS_TEXT: text}, [(name, TOO_DEEP_TO_READ)]
+    return (kept, places) if places else None
 
 
 def _numeric(digits: str) -> int | float:

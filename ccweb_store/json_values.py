@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,6 +199,19 @@ def kept_text(value: Any) -> str | None:
         text: str = value[KEPT_AS_TEXT]
         return text
     return None
+
+
+def edited(value: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """A copy of the object ``value`` changed by ``edit``; an object kept whole as text (one
+    with a key that is not valid Unicode) is read back, changed and kept as text again."""
+    text = kept_text(value)
+    if text is None:
+        copy = dict(value)
+        edit(copy)
+        return copy
+    whole = json.loads(text)
+    edit(whole)
+    return {KEPT_AS_TEXT: json.dumps(whole)}
 
 
 def restored(value: Any) -> Any:

@@ -51,7 +51,7 @@ from typing import Any
 
 from ccweb_store.content import join_text_blocks, text_of
 from ccweb_store.errors import InvalidInput
-from ccweb_store.json_values import KEPT_AS_TEXT, kept_text
+from ccweb_store.json_values import edited
 from ccweb_store.models import REPLY_STATUSES, ROLES, SESSION_ID_MAX_LENGTH
 from ccweb_store.repositories import validate_session_id
 from ccweb_store.schemas import iso
@@ -154,14 +154,13 @@ class LegacyMessage:
         """The metadata of this message once its own id was replaced by a derived one."""
         if self.id_key != "id":
             return self.metadata
-        text = kept_text(self.metadata)
-        if text is not None:  # kept whole as text (a key that is not valid Unicode)
-            whole = json.loads(text)
-            whole.setdefault("legacy", {}).setdefault("id", self.wanted_id)
-            return {KEPT_AS_TEXT: json.dumps(whole)}
-        legacy = dict(self.metadata.get("legacy") or {})
-        legacy.setdefault("id", self.wanted_id)
-        return {**self.metadata, "legacy": legacy}
+
+        def keep_id(metadata: dict[str, Any]) -> None:
+            legacy = dict(metadata.get("legacy") or {})
+            legacy.setdefault("id", self.wanted_id)
+            metadata["legacy"] = legacy
+
+        return edited(self.metadata, keep_id)
 
 
 @dataclass
@@ -222,16 +221,12 @@ class LegacyReply:
             for key in REPLY_FILLED_FIELDS
             if key not in self.fields and stored.get(REPLY_COLUMNS[key]) is not None
         ]
-        text = kept_text(self.kept)
-        if text is not None:  # kept whole as text (a key that is not valid Unicode)
-            whole = json.loads(text)
+
+        def note_absent(extra: dict[str, Any]) -> None:
             if absent:
-                whole[ABSENT_KEY] = absent
-            return {KEPT_AS_TEXT: json.dumps(whole)}
-        extra = dict(self.kept)
-        if absent:
-            extra[ABSENT_KEY] = absent
-        return extra or None
+                extra[ABSENT_KEY] = absent
+
+        return edited(self.kept, note_absent) or None
 
 
 def parse_timestamp(value: Any) -> datetime | None:

@@ -253,16 +253,16 @@ class Store:
         #: pool's size open, so its overflow still serves everyone else (``/healthz``, …).
         self._readers: KeptConnections | None = None
         self._writers: KeptConnections | None = None
+        #: Whether the SQLite file's path still names the file the store opened (None for
+        #: PostgreSQL and in-memory SQLite): checked before every COMMIT (``SQLiteWriter``),
+        #: now and then before reads (``SQLiteReaders``) and by ``health``.
+        self._file_watch = sqlite_file_watch(engine)
         if engine.dialect.name == "postgresql":
             size = engine.pool.size() if isinstance(engine.pool, QueuePool) else 2
             self._writers = PostgresConnections(engine, size)
             self._readers = PostgresConnections(self._reader, max(1, size // 2))
         elif not isinstance(engine.pool, StaticPool):
-            self._readers = SQLiteReaders(self._reader, sqlite_file_watch(engine))
-        #: Whether the SQLite file's path still names the file the store opened (None for
-        #: PostgreSQL and in-memory SQLite): checked before every COMMIT (``SQLiteWriter``),
-        #: now and then before reads (``SQLiteReaders``) and by ``health``.
-        self._file_watch = sqlite_file_watch(engine)
+            self._readers = SQLiteReaders(self._reader, self._file_watch)
         #: Until when no run lease can have expired, as last found by ``runs._lease_expired``.
         self.no_lease_expires_before: datetime | None = None
         #: The key that signs conversation credentials, once ``credentials.signing_key``
