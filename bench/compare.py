@@ -62,9 +62,9 @@ from harness import (
 )
 
 from ccweb_store.config import Settings
-from ccweb_store.db import migrate
-from ccweb_store.models import Session
-from ccweb_store.uow import Store
+from ccweb_store.store.db import migrate
+from ccweb_store.store.models import Session
+from ccweb_store.store.uow import Store
 
 import_bench = importlib.import_module("import")  # bench/import.py ("import" is a keyword)
 

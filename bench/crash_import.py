@@ -55,7 +55,7 @@ from bench.harness import (
     row_counts,
 )
 from bench.legacy_state import generate_state
-from ccweb_store.models import Base
+from ccweb_store.store.models import Base
 
 IMPORT = [sys.executable, "-m", "ccweb_store", "import-json"]
 PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] ")

@@ -69,7 +69,7 @@ from bench.stress_load import (
     conversation_ids,
     read_stored,
 )
-from ccweb_store.jsonrpc import INTERNAL_ERROR
+from ccweb_store.protocol.jsonrpc import INTERNAL_ERROR
 
 LEASE_SECONDS = 2
 

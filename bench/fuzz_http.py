@@ -77,7 +77,8 @@ from bench.harness import (
     row_counts,
 )
 from bench.hostile import FAMILIES, HostileGenerator, targets
-from ccweb_store import errors, tools
+from ccweb_store.domain import errors
+from ccweb_store.protocol import tools
 
 CORPUS_DIR = ROOT / "tests" / "fuzz_corpus"
 TOOL_CORPUS = CORPUS_DIR / "tool_arguments.jsonl"

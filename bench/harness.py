@@ -55,8 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ccweb_store.db import create_database, create_engine, drop_database  # noqa: E402
-from ccweb_store.models import Base  # noqa: E402
+from ccweb_store.store.db import create_database, create_engine, drop_database  # noqa: E402
+from ccweb_store.store.models import Base  # noqa: E402
 
 OptionsT = TypeVar("OptionsT")
 LOOPBACK = "127.0.0.1"

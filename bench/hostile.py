@@ -44,7 +44,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.fuzz_checks import parse_raw
-from ccweb_store import rpc, tools
+from ccweb_store.http import rpc
+from ccweb_store.protocol import tools
 
 #: Host methods that call a tool: aimed at with each tool in turn.
 TOOL_METHODS = ("tools.call", "tools.callDynamic")

@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 from bench.legacy_state import generate_state
-from ccweb_store.db import create_database, create_engine, drop_database, migrate
-from ccweb_store.importer import import_state
-from ccweb_store.uow import Store
+from ccweb_store.importer.load import import_state
+from ccweb_store.store.db import create_database, create_engine, drop_database, migrate
+from ccweb_store.store.uow import Store
 
 
 def cpu_seconds() -> float:

@@ -46,8 +46,9 @@ from bench.harness import (
     machine,
     on_each_backend,
 )
-from ccweb_store import rpc, tools
-from ccweb_store.jsonrpc import UNAUTHORIZED
+from ccweb_store.http import rpc
+from ccweb_store.protocol import tools
+from ccweb_store.protocol.jsonrpc import UNAUTHORIZED
 
 MARKERS = ("isolation-secret-conversation", "Secret Title 7f3a", "the secret plan is 42")
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")

@@ -51,7 +51,7 @@ from bench.harness import (
     percentile,
     servers,
 )
-from ccweb_store.models import Message, ReplyRequest, Run
+from ccweb_store.store.models import Message, ReplyRequest, Run
 
 ONE_WAY, RETURN = "one_way", "return_and_continue"
 

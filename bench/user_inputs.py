@@ -33,17 +33,17 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ccweb_store.config import Settings
-from ccweb_store.content import text_of
-from ccweb_store.context import Source
-from ccweb_store.db import create_database, create_engine, drop_database, migrate
-from ccweb_store.models import Message, utcnow
-from ccweb_store.uow import Store
-from ccweb_store.user_inputs import (
+from ccweb_store.domain.content import text_of
+from ccweb_store.domain.context import Source
+from ccweb_store.services.user_inputs import (
     DEFAULT_LIMIT,
     DEFAULT_MAX_CHARS,
     apply_budget,
     list_user_inputs,
 )
+from ccweb_store.store.db import create_database, create_engine, drop_database, migrate
+from ccweb_store.store.models import Message, utcnow
+from ccweb_store.store.uow import Store
 
 SIZES = (1_000, 10_000, 100_000)
 #: Targets (issue 16): milliseconds per call at 1k and 100k messages, and JSON over SQL at 100k.

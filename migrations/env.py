@@ -15,8 +15,8 @@ from sqlalchemy.exc import SAWarning
 from sqlalchemy.schema import SchemaItem
 
 from ccweb_store.config import Settings
-from ccweb_store.db import create_engine
-from ccweb_store.models import MIGRATION_OWNED_INDEXES, Base
+from ccweb_store.store.db import create_engine
+from ccweb_store.store.models import MIGRATION_OWNED_INDEXES, Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, settings
 from sqlalchemy.engine import make_url
 
 from ccweb_store.config import Settings
-from ccweb_store.db import create_database, create_engine, drop_database, migrate
-from ccweb_store.models import Base
-from ccweb_store.uow import Store
+from ccweb_store.store.db import create_database, create_engine, drop_database, migrate
+from ccweb_store.store.models import Base
+from ccweb_store.store.uow import Store
 
 POSTGRES_ENV = "CCWEB_TEST_POSTGRES_URL"
 HYPOTHESIS_PROFILE_ENV = "CCWEB_HYPOTHESIS_PROFILE"

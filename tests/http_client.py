@@ -8,9 +8,9 @@ from typing import Any
 
 import httpx
 
-from ccweb_store.app import create_app
 from ccweb_store.config import Settings
-from ccweb_store.uow import Store
+from ccweb_store.http.app import create_app
+from ccweb_store.store.uow import Store
 
 BASE_URL = "http://127.0.0.1:8787"
 

@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from ccweb_store import messaging, runs
-from ccweb_store.context import Source
-from ccweb_store.models import Base, Message, ReplyRequest, Run
-from ccweb_store.uow import Store
+from ccweb_store.domain.context import Source
+from ccweb_store.services import messaging, runs
+from ccweb_store.store.models import Base, Message, ReplyRequest, Run
+from ccweb_store.store.uow import Store
 from tests.http_client import app_client, call_tool, rpc_result
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ccweb_store.uow import Store
+from ccweb_store.store.uow import Store
 
 
 async def query_plan(

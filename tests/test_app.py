@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
-from ccweb_store.app import create_app
-from ccweb_store.db import head_revision
-from ccweb_store.uow import Store
+from ccweb_store.http.app import create_app
+from ccweb_store.store.db import head_revision
+from ccweb_store.store.uow import Store
 from tests.cli_support import run_cli
 from tests.servers import ROOT, free_port, server_env, start_server
 

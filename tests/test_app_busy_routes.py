@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from starlette.applications import Starlette
 
-from ccweb_store.app import App, create_app
 from ccweb_store.config import Settings
-from ccweb_store.uow import Store
+from ccweb_store.http.app import App, create_app
+from ccweb_store.store.uow import Store
 from tests.http_client import asgi_scope
 
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes]

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ccweb_store import errors
-from ccweb_store.arguments import (
+from ccweb_store.domain import errors
+from ccweb_store.domain.arguments import (
     INT64_MAX,
     optional_int,
     optional_number,
@@ -15,7 +15,7 @@ from ccweb_store.arguments import (
     reject_nul,
     require_str,
 )
-from ccweb_store.errors import InvalidInput
+from ccweb_store.domain.errors import InvalidInput
 
 
 @pytest.mark.parametrize("value", [INT64_MAX + 1, 2**64 - 1, -(2**63) - 1, 10**30])

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ccweb_store import jsonrpc
-from ccweb_store.uow import Store
+from ccweb_store.protocol import jsonrpc
+from ccweb_store.store.uow import Store
 from tests.cli_support import run_cli
 from tests.http_client import app_client
 from tests.servers import server_env

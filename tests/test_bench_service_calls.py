@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from bench import service_calls
-from ccweb_store.db import create_engine
-from ccweb_store.models import ReplyRequest, Run
+from ccweb_store.store.db import create_engine
+from ccweb_store.store.models import ReplyRequest, Run
 
 
 async def test_the_sends_mode_sends_each_fresh_target_one_request(empty_database_url: str) -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ccweb_store.checkpoints import WalCheckpointer
 from ccweb_store.config import Settings
-from ccweb_store.db import migrate
-from ccweb_store.uow import Store
+from ccweb_store.store.db import migrate
+from ccweb_store.store.sqlite.checkpoints import WalCheckpointer
+from ccweb_store.store.uow import Store
 
 #: Only a guard against hanging: every wait below ends as soon as its condition holds.
 PATIENCE_SECONDS = 30.0
@@ -163,12 +163,12 @@ async def test_a_failed_checkpoint_is_logged_and_the_thread_keeps_going(
     holder.execute("PRAGMA locking_mode = EXCLUSIVE")
     holder.execute("INSERT INTO sessions VALUES ('held')")
     checkpointer = WalCheckpointer(path, every=1, idle_seconds=0.05, busy_timeout=0)
-    caplog.set_level(logging.WARNING, logger="ccweb_store.checkpoints")
+    caplog.set_level(logging.WARNING, logger="ccweb_store.store.sqlite.checkpoints")
     try:
         checkpointer.note_commit()
         await eventually(lambda: checkpointer.failures >= 2)
         assert checkpointer.running and checkpointer.runs == 0
-        warnings = [r for r in caplog.records if r.name == "ccweb_store.checkpoints"]
+        warnings = [r for r in caplog.records if r.name == "ccweb_store.store.sqlite.checkpoints"]
         assert len(warnings) == 1  # repeated failures are logged once, then at debug level
         assert "WAL checkpoint of" in warnings[0].getMessage()
         assert "database is locked" in warnings[0].getMessage()

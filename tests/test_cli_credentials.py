@@ -9,10 +9,11 @@ import json
 import httpx
 import sqlalchemy as sa
 
-from ccweb_store import credentials, errors
 from ccweb_store.config import Settings
-from ccweb_store.models import ServerSecret
-from ccweb_store.uow import Store
+from ccweb_store.domain import errors
+from ccweb_store.services import credentials
+from ccweb_store.store.models import ServerSecret
+from ccweb_store.store.uow import Store
 from tests.cli_support import as_json, ccweb_store, run_cli
 from tests.servers import server_env, serving
 

@@ -1,4 +1,4 @@
-from ccweb_store.content import join_text_blocks, text_of
+from ccweb_store.domain.content import join_text_blocks, text_of
 
 
 def test_text_blocks_are_joined_and_other_blocks_ignored() -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ccweb_store import conversations, errors
-from ccweb_store.context import Source
-from ccweb_store.errors import InvalidInput
-from ccweb_store.uow import Store
+from ccweb_store.domain import errors
+from ccweb_store.domain.context import Source
+from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.services import conversations
+from ccweb_store.store.uow import Store
 from tests.lifecycle_support import make_conversation
 
 

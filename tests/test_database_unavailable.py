@@ -24,10 +24,10 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ccweb_store.config import Settings
-from ccweb_store.db import database_failure, migrate
-from ccweb_store.errors import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS, DatabaseUnavailable
-from ccweb_store.jsonrpc import INTERNAL_ERROR
-from ccweb_store.uow import Store
+from ccweb_store.domain.errors import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS, DatabaseUnavailable
+from ccweb_store.protocol.jsonrpc import INTERNAL_ERROR
+from ccweb_store.store.db import database_failure, migrate
+from ccweb_store.store.uow import Store
 from tests.http_client import app_client, call_tool, rpc
 from tests.servers import serving
 from tests.tcp_proxy import TcpProxy, proxied

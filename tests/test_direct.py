@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import InvalidRequestError
 
-from ccweb_store.repositories import direct
+from ccweb_store.store.repositories import direct
 
 _TABLE = sa.Table(
     "direct_probe",

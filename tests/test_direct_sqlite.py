@@ -15,10 +15,10 @@ from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from sqlalchemy.exc import IntegrityError
 
 from ccweb_store.config import Settings
-from ccweb_store.db import migrate, plain_cursor
-from ccweb_store.errors import Conflict
-from ccweb_store.repositories import direct
-from ccweb_store.uow import Store
+from ccweb_store.domain.errors import Conflict
+from ccweb_store.store.db import migrate, plain_cursor
+from ccweb_store.store.repositories import direct
+from ccweb_store.store.uow import Store
 
 conversions: list[str] = []
 

@@ -14,10 +14,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ccweb_store import mcp_http, rpc
-from ccweb_store.app import create_app
-from ccweb_store.jsonrpc import INTERNAL_ERROR
-from ccweb_store.uow import Store
+from ccweb_store.http import mcp_http, rpc
+from ccweb_store.http.app import create_app
+from ccweb_store.protocol.jsonrpc import INTERNAL_ERROR
+from ccweb_store.store.uow import Store
 from tests.http_client import BASE_URL
 from tests.servers import serving
 

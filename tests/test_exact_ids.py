@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from ccweb_store import credentials
-from ccweb_store.importer import import_state
-from ccweb_store.models import SESSION_ID_PATTERN
-from ccweb_store.uow import Store
+from ccweb_store.importer.load import import_state
+from ccweb_store.services import credentials
+from ccweb_store.store.models import SESSION_ID_PATTERN
+from ccweb_store.store.uow import Store
 from tests.http_client import call_tool, rpc, rpc_result
 from tests.lifecycle_support import planner_and_tester
 

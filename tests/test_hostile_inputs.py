@@ -32,7 +32,8 @@ from bench.hostile import (
     targets,
     write,
 )
-from ccweb_store import rpc, tools
+from ccweb_store.http import rpc
+from ccweb_store.protocol import tools
 
 KNOWN = {
     "session": ["fuzz-a", "fuzz-b", "fuzz-c"],

@@ -18,12 +18,11 @@ import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ccweb_store import json_values
-from ccweb_store.db import create_engine
-from ccweb_store.import_console import KEPT_SHOWN
-from ccweb_store.importer import import_state
-from ccweb_store.json_values import KEPT_AS_TEXT, MAX_DEPTH, find_problem
-from ccweb_store.legacy_json import (
+from ccweb_store.domain import json_values
+from ccweb_store.domain.json_values import KEPT_AS_TEXT, MAX_DEPTH, find_problem
+from ccweb_store.domain.storable_json import NUL_IN_KEY, NUL_IN_TEXT, storable, surely_storable
+from ccweb_store.importer.console import KEPT_SHOWN
+from ccweb_store.importer.legacy_json import (
     TOO_DEEP_TO_READ,
     LegacyFileError,
     load_screened_json,
@@ -31,8 +30,9 @@ from ccweb_store.legacy_json import (
     normalise_reply,
     read_session_file,
 )
-from ccweb_store.storable_json import NUL_IN_KEY, NUL_IN_TEXT, storable, surely_storable
-from ccweb_store.uow import Store
+from ccweb_store.importer.load import import_state
+from ccweb_store.store.db import create_engine
+from ccweb_store.store.uow import Store
 from tests.cli_support import run_cli
 from tests.http_client import app_client, rpc_result
 from tests.json_support import nested, same

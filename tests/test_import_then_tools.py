@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from ccweb_store.config import Settings
-from ccweb_store.uow import Store
+from ccweb_store.store.uow import Store
 from tests.http_client import app_client, call_tool, rpc_result
 from tests.test_importer import run_import, write_state
 

@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ccweb_store import replies, runs
-from ccweb_store.importer import import_state
-from ccweb_store.uow import Store
+from ccweb_store.importer.load import import_state
+from ccweb_store.services import replies, runs
+from ccweb_store.store.uow import Store
 from tests.lifecycle_support import claim, complete, messages_of, reply_row, runs_of
 
 SETTLED_FAILURE: dict[str, Any] = {

@@ -18,10 +18,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ccweb_store.cli import app
-from ccweb_store.db import create_engine
-from ccweb_store.importer import plan_session
-from ccweb_store.json_values import KEPT_AS_TEXT
-from ccweb_store.legacy_json import (
+from ccweb_store.domain.json_values import KEPT_AS_TEXT
+from ccweb_store.importer.legacy_json import (
     ABSENT_KEY,
     REPLY_COLUMNS,
     REPLY_TIME_FIELDS,
@@ -30,8 +28,10 @@ from ccweb_store.legacy_json import (
     normalise_message,
     parse_timestamp,
 )
-from ccweb_store.repositories.direct import ROWS_PER_INSERT
-from ccweb_store.schemas import iso
+from ccweb_store.importer.load import plan_session
+from ccweb_store.services.schemas import iso
+from ccweb_store.store.db import create_engine
+from ccweb_store.store.repositories.direct import ROWS_PER_INSERT
 from tests.cli_support import COMMAND
 from tests.conftest import migrate_url
 from tests.servers import ROOT, server_env

@@ -11,9 +11,9 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from ccweb_store import jsonrpc
-from ccweb_store.json_values import KEPT_AS_TEXT, MAX_DEPTH
-from ccweb_store.uow import Store
+from ccweb_store.domain.json_values import KEPT_AS_TEXT, MAX_DEPTH
+from ccweb_store.protocol import jsonrpc
+from ccweb_store.store.uow import Store
 from tests.http_client import app_client, rpc_result
 from tests.json_support import depth
 from tests.lifecycle_support import make_conversation, table_row_counts

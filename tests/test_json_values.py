@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ccweb_store import json_values
-from ccweb_store.json_values import KEPT_AS_TEXT, MAX_DEPTH, find_problem, keep_as_text
+from ccweb_store.domain import json_values
+from ccweb_store.domain.json_values import KEPT_AS_TEXT, MAX_DEPTH, find_problem, keep_as_text
 from tests.json_support import depth, nested
 
 

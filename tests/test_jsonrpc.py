@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from ccweb_store import errors, jsonrpc, rpc
-from ccweb_store.errors import DomainError
-from ccweb_store.uow import Store
+from ccweb_store.domain import errors
+from ccweb_store.domain.errors import DomainError
+from ccweb_store.http import rpc
+from ccweb_store.protocol import jsonrpc
+from ccweb_store.store.uow import Store
 from tests.http_client import app_client, rpc_result
 
 
@@ -150,7 +152,7 @@ async def test_an_internal_error_leaks_no_traceback_but_logs_it(
 
     monkeypatch.setitem(rpc.METHODS, "test.broken", broken)
     async with app_client(store) as client:
-        with caplog.at_level(logging.ERROR, logger="ccweb_store.jsonrpc"):
+        with caplog.at_level(logging.ERROR, logger="ccweb_store.protocol.jsonrpc"):
             response = await client.post(
                 "/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "test.broken"}
             )

@@ -12,9 +12,9 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from ccweb_store.config import Settings
-from ccweb_store.db import migrate
-from ccweb_store.kept_connections import SQLiteReaders
-from ccweb_store.uow import Store
+from ccweb_store.store.db import migrate
+from ccweb_store.store.kept_connections import SQLiteReaders
+from ccweb_store.store.uow import Store
 
 
 async def _store(tmp_path: Path, statements: list[str] | None = None) -> Store:

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ccweb_store.app import create_app
 from ccweb_store.config import Settings
-from ccweb_store.uow import Store
+from ccweb_store.http.app import create_app
+from ccweb_store.store.uow import Store
 from tests.http_client import BASE_URL, call_tool, rpc, rpc_result
 from tests.lifecycle_support import planner_and_tester
 

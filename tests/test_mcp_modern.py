@@ -10,8 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from ccweb_store import __version__, errors, jsonrpc
-from ccweb_store.mcp import (
+from ccweb_store import __version__
+from ccweb_store.domain import errors
+from ccweb_store.protocol import jsonrpc
+from ccweb_store.protocol.mcp import (
     CLIENT_CAPABILITIES_KEY,
     HEADER_MISMATCH,
     PROTOCOL_VERSION_KEY,
@@ -19,7 +21,7 @@ from ccweb_store.mcp import (
     UNSUPPORTED_PROTOCOL_VERSION,
     encode_header_value,
 )
-from ccweb_store.uow import Store
+from ccweb_store.store.uow import Store
 from tests.http_client import app_client, rpc_result
 
 MODERN = "2026-07-28"

@@ -6,11 +6,12 @@ import asyncio
 
 import pytest
 
-from ccweb_store import errors, messaging, runs
 from ccweb_store.config import Settings
-from ccweb_store.context import Source
-from ccweb_store.errors import DomainError
-from ccweb_store.uow import Store
+from ccweb_store.domain import errors
+from ccweb_store.domain.context import Source
+from ccweb_store.domain.errors import DomainError
+from ccweb_store.services import messaging, runs
+from ccweb_store.store.uow import Store
 from tests.lifecycle_support import (
     ask,
     make_conversation,

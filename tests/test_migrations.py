@@ -12,7 +12,7 @@ from alembic import command
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ccweb_store.db import alembic_config, create_engine, current_revision, downgrade, migrate
+from ccweb_store.store.db import alembic_config, create_engine, current_revision, downgrade, migrate
 
 TABLES = {"sessions", "messages", "reply_requests", "runs"}
 
@@ -188,7 +188,7 @@ async def test_models_and_migrations_do_not_drift(database_url: str) -> None:
 
 
 async def test_a_database_at_head_reports_the_newest_revision(database_url: str) -> None:
-    from ccweb_store.db import head_revision
+    from ccweb_store.store.db import head_revision
 
     engine = create_engine(database_url)
     try:
@@ -225,7 +225,7 @@ async def test_a_claim_for_one_kind_reads_the_0005_index_which_comes_and_goes(
     empty_database_url: str,
 ) -> None:
     """0005 adds ``runs (status, kind, created_at, id)``; the claim's plan uses it."""
-    from ccweb_store.repositories.runs import oldest_claimable
+    from ccweb_store.store.repositories.runs import oldest_claimable
 
     index = "ix_runs_status_kind_created_at_id"
     engine = create_engine(empty_database_url)
@@ -270,8 +270,8 @@ async def test_the_0006_reply_index_comes_and_goes_while_the_views_stay(
 ) -> None:
     """0006 indexes ``metadata.replyToRequestId`` of the rows already there, drops cleanly,
     and neither direction touches the 0003 views or the messages."""
-    from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX
-    from ccweb_store.repositories.messages import REPLIES_TO_REQUEST
+    from ccweb_store.store.models import REPLY_TO_REQUEST_ID_INDEX
+    from ccweb_store.store.repositories.messages import REPLIES_TO_REQUEST
 
     metadata = '{"replyToRequestId": "req-1"}'
     if empty_database_url.startswith("postgresql"):

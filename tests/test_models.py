@@ -16,11 +16,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
 from ccweb_store.config import Settings
-from ccweb_store.db import InlineSQLiteDialect, migrate, sqlite_driver
-from ccweb_store.models import UTCDateTime, new_id
-from ccweb_store.repositories import direct
-from ccweb_store.repositories.base import RUNS
-from ccweb_store.uow import Store
+from ccweb_store.store.db import InlineSQLiteDialect, migrate, sqlite_driver
+from ccweb_store.store.models import UTCDateTime, new_id
+from ccweb_store.store.repositories import direct
+from ccweb_store.store.repositories.base import RUNS
+from ccweb_store.store.uow import Store
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

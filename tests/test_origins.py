@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ccweb_store.config import DEFAULT_ALLOWED_ORIGINS
-from ccweb_store.origins import origin_allowed
+from ccweb_store.http.origins import origin_allowed
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,10 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 from bench.harness import end_other_connections
-from ccweb_store import db, jsonrpc
-from ccweb_store.errors import DatabaseUnavailable
-from ccweb_store.uow import Store
+from ccweb_store.domain.errors import DatabaseUnavailable
+from ccweb_store.protocol import jsonrpc
+from ccweb_store.store import db
+from ccweb_store.store.uow import Store
 from tests.http_client import app_client, call_tool, rpc, rpc_result
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from ccweb_store.context import Source
-from ccweb_store.repositories.messages import (
+from ccweb_store.domain.context import Source
+from ccweb_store.services.user_inputs import list_user_inputs
+from ccweb_store.store.repositories.messages import (
     LATEST_NONBLANK_BY_ROLE,
     LATEST_NONBLANK_BY_ROLE_POSTGRES,
     NO_SEQ_ABOVE,
     latest_nonblank_by_role_statement,
 )
-from ccweb_store.uow import Store
-from ccweb_store.user_inputs import list_user_inputs
+from ccweb_store.store.uow import Store
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 

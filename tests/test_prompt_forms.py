@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from ccweb_store import errors
-from ccweb_store.context import Source
-from ccweb_store.errors import DomainError
-from ccweb_store.models import Message, Run
-from ccweb_store.prompt_forms import prompt_user, respond
-from ccweb_store.uow import Store
-from ccweb_store.user_inputs import list_user_inputs
+from ccweb_store.domain import errors
+from ccweb_store.domain.context import Source
+from ccweb_store.domain.errors import DomainError
+from ccweb_store.services.prompt_forms import prompt_user, respond
+from ccweb_store.services.user_inputs import list_user_inputs
+from ccweb_store.store.models import Message, Run
+from ccweb_store.store.uow import Store
 
 QUESTIONS: list[dict[str, Any]] = [
     {"id": "db", "question": "Which database?", "options": ["SQLite", "PostgreSQL"]},

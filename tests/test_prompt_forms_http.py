@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from ccweb_store.uow import Store
+from ccweb_store.store.uow import Store
 from tests.http_client import app_client, call_tool, rpc, rpc_result
 
 QUESTIONS = [

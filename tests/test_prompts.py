@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ccweb_store.prompts import (
+from ccweb_store.domain.prompts import (
     LEGACY_ORIGINAL_REQUEST,
     ONE_WAY,
     RETURN_AND_CONTINUE,

@@ -14,11 +14,11 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from ccweb_store import json_values
 from ccweb_store.cli import app
 from ccweb_store.config import Settings
-from ccweb_store.db import create_engine
-from ccweb_store.json_repair import (
+from ccweb_store.domain import json_values
+from ccweb_store.domain.json_values import KEPT_AS_TEXT, MAX_DEPTH, find_problem
+from ccweb_store.services.json_repair import (
     NOT_JSON,
     TOO_DEEP_TO_READ,
     JsonColumn,
@@ -26,8 +26,8 @@ from ccweb_store.json_repair import (
     repair_json,
     repaired_value,
 )
-from ccweb_store.json_values import KEPT_AS_TEXT, MAX_DEPTH, find_problem
-from ccweb_store.uow import Store
+from ccweb_store.store.db import create_engine
+from ccweb_store.store.uow import Store
 from tests.cli_support import run_cli
 from tests.http_client import app_client, rpc_result
 from tests.json_support import same

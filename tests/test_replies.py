@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from ccweb_store import errors, messaging, replies, runs
 from ccweb_store.config import Settings
-from ccweb_store.context import Source
-from ccweb_store.errors import DomainError
-from ccweb_store.models import Session, utcnow
-from ccweb_store.prompts import LEGACY_ORIGINAL_REQUEST
-from ccweb_store.uow import Store
+from ccweb_store.domain import errors
+from ccweb_store.domain.context import Source
+from ccweb_store.domain.errors import DomainError
+from ccweb_store.domain.prompts import LEGACY_ORIGINAL_REQUEST
+from ccweb_store.services import messaging, replies, runs
+from ccweb_store.store.models import Session, utcnow
+from ccweb_store.store.uow import Store
 from tests.conftest import migrate_url
 from tests.http_client import app_client, rpc_result
 from tests.lifecycle_support import (

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ccweb_store.uow import Store
+from ccweb_store.store.uow import Store
 from tests.http_client import rpc, rpc_result
 from tests.lifecycle_support import ask_tester, planner_and_tester
 

@@ -10,10 +10,11 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from ccweb_store import errors, runs
 from ccweb_store.config import Settings
-from ccweb_store.errors import Conflict, DomainError, InvalidInput, NotFound
-from ccweb_store.models import (
+from ccweb_store.domain import errors
+from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
+from ccweb_store.services import runs
+from ccweb_store.store.models import (
     ACTIVE_RUN_STATUSES,
     REPLY_TO_REQUEST_ID_INDEX,
     RUN_STATUSES,
@@ -22,19 +23,19 @@ from ccweb_store.models import (
     new_id,
     utcnow,
 )
-from ccweb_store.repositories import SessionRepository
-from ccweb_store.repositories import messages as messages_module
-from ccweb_store.repositories import replies as replies_module
-from ccweb_store.repositories import runs as runs_module
-from ccweb_store.repositories import sessions as sessions_module
-from ccweb_store.repositories.base import MESSAGES, column_attributes
-from ccweb_store.repositories.messages import (
+from ccweb_store.store.repositories import SessionRepository
+from ccweb_store.store.repositories import messages as messages_module
+from ccweb_store.store.repositories import replies as replies_module
+from ccweb_store.store.repositories import runs as runs_module
+from ccweb_store.store.repositories import sessions as sessions_module
+from ccweb_store.store.repositories.base import MESSAGES, column_attributes
+from ccweb_store.store.repositories.messages import (
     NO_SEQ_ABOVE,
     REPLIES_TO_REQUEST,
     REPLY_REQUEST_MESSAGE,
 )
-from ccweb_store.repositories.replies import _SOURCE_STATE, SourceState
-from ccweb_store.uow import Store, UnitOfWork
+from ccweb_store.store.repositories.replies import _SOURCE_STATE, SourceState
+from ccweb_store.store.uow import Store, UnitOfWork
 from tests.lifecycle_support import insert_message_by_hand
 from tests.plans import query_plan
 
@@ -587,8 +588,8 @@ async def test_a_sources_state_is_one_index_probe_for_the_answers(store: Store) 
 
 
 def test_enum_constants_are_written_into_the_sql_and_nothing_else_is() -> None:
-    from ccweb_store.db import InlineSQLiteDialect
-    from ccweb_store.repositories.base import RUNS, constant, one_of
+    from ccweb_store.store.db import InlineSQLiteDialect
+    from ccweb_store.store.repositories.base import RUNS, constant, one_of
 
     stmt = sa.select(RUNS.c.id).where(one_of(RUNS.c.status, ("queued", "running")))
     sql = str(stmt.compile(dialect=InlineSQLiteDialect()))

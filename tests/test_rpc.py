@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from ccweb_store import errors, jsonrpc, tools
-from ccweb_store.uow import Store
+from ccweb_store.domain import errors
+from ccweb_store.protocol import jsonrpc, tools
+from ccweb_store.store.uow import Store
 from tests.http_client import app_client, rpc, rpc_result
 from tests.lifecycle_support import make_conversation, table_row_counts
 

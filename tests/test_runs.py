@@ -7,10 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from ccweb_store import errors, runs
-from ccweb_store.errors import DomainError
-from ccweb_store.models import utcnow
-from ccweb_store.uow import Store
+from ccweb_store.domain import errors
+from ccweb_store.domain.errors import DomainError
+from ccweb_store.services import runs
+from ccweb_store.store.models import utcnow
+from ccweb_store.store.uow import Store
 from tests.lifecycle_support import (
     ask,
     claim,

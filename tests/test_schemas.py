@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from ccweb_store.models import Message
-from ccweb_store.schemas import IsoText, iso
-from ccweb_store.uow import Store
+from ccweb_store.services.schemas import IsoText, iso
+from ccweb_store.store.models import Message
+from ccweb_store.store.uow import Store
 
 
 def _reference(value: datetime) -> str:

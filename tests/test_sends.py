@@ -12,9 +12,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from ccweb_store.models import Message, ReplyRequest, Run, Session, new_id
-from ccweb_store.repositories.sends import _APPEND_READ
-from ccweb_store.uow import Store
+from ccweb_store.store.models import Message, ReplyRequest, Run, Session, new_id
+from ccweb_store.store.repositories.sends import _APPEND_READ
+from ccweb_store.store.uow import Store
 
 NOW = datetime(2026, 12, 1, 11, 0, 0, 123456, tzinfo=UTC)
 METADATA = {"crossConversation": {"sourceConversationId": "conv-a", "hopCount": 2}}

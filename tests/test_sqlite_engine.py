@@ -16,7 +16,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 
 from ccweb_store.config import Settings
-from ccweb_store.db import (
+from ccweb_store.store.db import (
     InlineSQLiteDialect,
     create_engine,
     migrate,
@@ -24,10 +24,10 @@ from ccweb_store.db import (
     sqlite_json_bind,
     sqlite_json_dumps,
 )
-from ccweb_store.models import _sqlite_datetime_to_text
-from ccweb_store.repositories import direct
-from ccweb_store.repositories.messages import _insert_statement
-from ccweb_store.uow import Store
+from ccweb_store.store.models import _sqlite_datetime_to_text
+from ccweb_store.store.repositories import direct
+from ccweb_store.store.repositories.messages import _insert_statement
+from ccweb_store.store.uow import Store
 
 
 @pytest.fixture
@@ -166,7 +166,7 @@ async def test_a_write_waiting_past_the_busy_timeout_fails_as_a_retryable_databa
 
     from sqlalchemy.exc import OperationalError
 
-    from ccweb_store.errors import DatabaseUnavailable
+    from ccweb_store.domain.errors import DatabaseUnavailable
 
     path = tmp_path / "busy.db"
     store = Store.from_settings(

@@ -14,11 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
-from ccweb_store import sqlite_file_watch
 from ccweb_store.config import Settings
-from ccweb_store.db import create_engine, migrate
-from ccweb_store.errors import DATABASE_FILE_MISSING, DatabaseFileMissing
-from ccweb_store.uow import Store
+from ccweb_store.domain.errors import DATABASE_FILE_MISSING, DatabaseFileMissing
+from ccweb_store.store.db import create_engine, migrate
+from ccweb_store.store.sqlite import file_watch as sqlite_file_watch
+from ccweb_store.store.uow import Store
 from tests.http_client import app_client, rpc, rpc_result
 from tests.servers import serving
 

@@ -14,13 +14,14 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 
-from ccweb_store import conversations, errors, messaging
 from ccweb_store.config import Settings
-from ccweb_store.context import Source
-from ccweb_store.db import migrate
-from ccweb_store.errors import Conflict
-from ccweb_store.sqlite_writer import SAVEPOINT
-from ccweb_store.uow import Store
+from ccweb_store.domain import errors
+from ccweb_store.domain.context import Source
+from ccweb_store.domain.errors import Conflict
+from ccweb_store.services import conversations, messaging
+from ccweb_store.store.db import migrate
+from ccweb_store.store.sqlite.writer import SAVEPOINT
+from ccweb_store.store.uow import Store
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ccweb_store.stdio import mcp_url, routing_headers_for
+from ccweb_store.protocol.stdio import mcp_url, routing_headers_for
 from tests.cli_support import run_cli
 from tests.servers import server_env, serving
 

@@ -15,10 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.fuzz_http import DOCUMENTED_CODES, RPC_PARAMS
-from ccweb_store import jsonrpc, rpc, tools
-from ccweb_store.context import Source
-from ccweb_store.errors import DomainError
-from ccweb_store.uow import Store
+from ccweb_store.domain.context import Source
+from ccweb_store.domain.errors import DomainError
+from ccweb_store.http import rpc
+from ccweb_store.protocol import jsonrpc, tools
+from ccweb_store.store.uow import Store
 from tests.lifecycle_support import table_row_counts
 
 JSON_SCALARS = (

@@ -6,10 +6,12 @@ from typing import Any
 
 import pytest
 
-from ccweb_store import errors, messaging, tools
-from ccweb_store.context import Source
-from ccweb_store.errors import DomainError
-from ccweb_store.uow import Store
+from ccweb_store.domain import errors
+from ccweb_store.domain.context import Source
+from ccweb_store.domain.errors import DomainError
+from ccweb_store.protocol import tools
+from ccweb_store.services import messaging
+from ccweb_store.store.uow import Store
 
 PUBLIC = [
     "ccweb_send_message",

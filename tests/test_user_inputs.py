@@ -10,19 +10,19 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from ccweb_store import errors
-from ccweb_store.arguments import bounded_int
-from ccweb_store.context import Source
-from ccweb_store.errors import DomainError
-from ccweb_store.models import Base, Message, utcnow
-from ccweb_store.repositories import MessageRepository, direct
-from ccweb_store.repositories.messages import (
+from ccweb_store.domain import errors
+from ccweb_store.domain.arguments import bounded_int
+from ccweb_store.domain.context import Source
+from ccweb_store.domain.errors import DomainError
+from ccweb_store.services.user_inputs import apply_budget, first_batch, list_user_inputs
+from ccweb_store.store.models import Base, Message, utcnow
+from ccweb_store.store.repositories import MessageRepository, direct
+from ccweb_store.store.repositories.messages import (
     LATEST_NONBLANK_BY_ROLE_SQLITE,
     NO_SEQ_ABOVE,
     latest_nonblank_by_role_statement,
 )
-from ccweb_store.uow import Store
-from ccweb_store.user_inputs import apply_budget, first_batch, list_user_inputs
+from ccweb_store.store.uow import Store
 from tests.plans import query_plan
 
 INDEX = "ix_messages_session_id_role_seq"

@@ -11,10 +11,15 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from ccweb_store.app import create_app
 from ccweb_store.config import Settings
-from ccweb_store.uow import Store
-from ccweb_store.vacuum import AUTO_INTERVAL, UPDATED_TABLES, vacuum_interval, vacuum_updated_tables
+from ccweb_store.http.app import create_app
+from ccweb_store.store.postgres.vacuum import (
+    AUTO_INTERVAL,
+    UPDATED_TABLES,
+    vacuum_interval,
+    vacuum_updated_tables,
+)
+from ccweb_store.store.uow import Store
 
 on_postgres = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 

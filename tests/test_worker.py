@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from ccweb_store.config import Settings
-from ccweb_store.uow import Store
-from ccweb_store.worker_config import (
+from ccweb_store.store.uow import Store
+from ccweb_store.worker.config import (
     ConfigError,
     check_template,
     child_environment,

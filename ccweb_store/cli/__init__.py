@@ -57,8 +57,8 @@ def serve(
 
     import uvicorn
 
-    from ccweb_store.app import create_app
-    from ccweb_store.credentials import RedactCredentials
+    from ccweb_store.http.app import create_app
+    from ccweb_store.services.credentials import RedactCredentials
 
     settings = load_settings(
         host=host, port=port, database_url=database_url, token=token, log_level=log_level
@@ -99,7 +99,7 @@ def migrate(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Upgrade (or downgrade) the database schema."""
-    from ccweb_store import db
+    from ccweb_store.store import db
 
     settings = load_settings(database_url=database_url)
     setup_logging("warning")
@@ -146,7 +146,7 @@ def import_json(
 
     Exits 1 when any file, message or reply was skipped (each is reported with its reason).
     """
-    from ccweb_store.import_console import run_import
+    from ccweb_store.importer.console import run_import
 
     if (
         not (directory / "sessions").is_dir()
@@ -195,8 +195,8 @@ def mcp_stdio(
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "warning",
 ) -> None:
     """Serve the ccweb MCP tools on stdin/stdout (logs go to stderr)."""
-    from ccweb_store import stdio
-    from ccweb_store.context import Source
+    from ccweb_store.domain.context import Source
+    from ccweb_store.protocol import stdio
 
     setup_logging(log_level)
     if credential and not url:
@@ -286,15 +286,15 @@ def worker(
     import os
     import socket
 
-    from ccweb_store import worker as runner
-    from ccweb_store import worker_config as commands
+    from ccweb_store.worker import config as commands
+    from ccweb_store.worker import runner
 
     setup_logging(log_level)
     if log_level.lower() != "debug":  # a line per HTTP call would drown the one per run
         logging.getLogger("httpx").setLevel(logging.WARNING)
     seconds = None
     if timeout is not None:
-        from ccweb_store.debugging import parse_duration
+        from ccweb_store.services.debugging import parse_duration
 
         try:
             seconds = float(parse_duration(timeout))

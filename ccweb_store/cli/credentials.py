@@ -64,8 +64,8 @@ def conversation_url(
     An agent configured with this URL acts as that conversation only. The URL is printed
     once: keep it like a password. Revoke it with `ccweb-store credentials revoke ID`.
     """
-    from ccweb_store.credentials import mint_credential
-    from ccweb_store.debugging import parse_duration
+    from ccweb_store.services.credentials import mint_credential
+    from ccweb_store.services.debugging import parse_duration
 
     params: dict[str, Any] = {"sessionId": conversation_id, "hopCount": hop_count}
     if label is not None:
@@ -135,7 +135,7 @@ def credentials_list(
 ) -> None:
     """Credentials, newest first (active ones only unless --all). Tokens are never shown."""
     from ccweb_store.cli.operator import _print_table
-    from ccweb_store.credentials import list_credentials
+    from ccweb_store.services.credentials import list_credentials
 
     params: dict[str, Any] = {"includeInactive": include_inactive, "limit": limit}
     if conversation is not None:
@@ -157,7 +157,7 @@ def credentials_revoke(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Withdraw a credential: the next request that presents it is refused (exit 3: unknown)."""
-    from ccweb_store.credentials import revoke_credential
+    from ccweb_store.services.credentials import revoke_credential
 
     revoked = _with_store(
         database_url, lambda store: revoke_credential(store, {"credentialId": credential_id})

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from ccweb_store.debugging import ConversationActivity, PendingReply, ReplyStory
-    from ccweb_store.models import ReplyRequest, Run
-    from ccweb_store.uow import Store
+    from ccweb_store.services.debugging import ConversationActivity, PendingReply, ReplyStory
+    from ccweb_store.store.models import ReplyRequest, Run
+    from ccweb_store.store.uow import Store
 
 replies_app = typer.Typer(
     help="Debug and repair cross-conversation reply requests.", no_args_is_help=True
@@ -51,7 +51,7 @@ def _seconds(duration: str | None) -> int | None:
     """Parse ``--older-than``; a malformed duration exits 2."""
     if duration is None:
         return None
-    from ccweb_store.debugging import parse_duration
+    from ccweb_store.services.debugging import parse_duration
 
     try:
         return parse_duration(duration)
@@ -68,9 +68,9 @@ def _with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]])
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
-    from ccweb_store import errors
-    from ccweb_store.errors import DomainError, InvalidInput
-    from ccweb_store.uow import Store
+    from ccweb_store.domain import errors
+    from ccweb_store.domain.errors import DomainError, InvalidInput
+    from ccweb_store.store.uow import Store
 
     settings = load_settings(database_url=database_url)
 
@@ -159,7 +159,7 @@ def _print_table(table: Table) -> None:
 
 
 def _lease(worker_id: str | None, lease_expires_at: datetime | None, now: datetime) -> str:
-    from ccweb_store.debugging import format_duration
+    from ccweb_store.services.debugging import format_duration
 
     if worker_id is None:
         return "-"
@@ -175,8 +175,8 @@ def _pending_table(pending: list[PendingReply], limit: int) -> Table:
     from rich import box
     from rich.table import Table
 
-    from ccweb_store.debugging import format_duration
-    from ccweb_store.models import utcnow
+    from ccweb_store.services.debugging import format_duration
+    from ccweb_store.store.models import utcnow
 
     now = utcnow()
     caption = f"{len(pending)} open request(s), oldest first"
@@ -219,8 +219,8 @@ def _runs_table(runs: list[Run], title: str, caption: str | None = None) -> Tabl
     from rich import box
     from rich.table import Table
 
-    from ccweb_store.debugging import format_duration
-    from ccweb_store.models import utcnow
+    from ccweb_store.services.debugging import format_duration
+    from ccweb_store.store.models import utcnow
 
     now = utcnow()
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD)
@@ -255,8 +255,8 @@ def _print_story(story: ReplyStory) -> None:
     from rich.panel import Panel
     from rich.table import Table
 
-    from ccweb_store.models import Message
-    from ccweb_store.schemas import reply_out
+    from ccweb_store.services.schemas import reply_out
+    from ccweb_store.store.models import Message
 
     console = _console()
     fields = Table.grid(padding=(0, 2))
@@ -304,7 +304,7 @@ def replies_list(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Open requests (waiting, ready, failed), oldest first, from the pending_replies view."""
-    from ccweb_store.debugging import activity_of, list_pending_replies
+    from ccweb_store.services.debugging import activity_of, list_pending_replies
 
     seconds = _seconds(older_than)
 
@@ -339,8 +339,8 @@ def replies_list(
 
 def _activity_line(activity: ConversationActivity) -> str:
     """One line saying what a conversation is doing, above the table of its requests."""
-    from ccweb_store.debugging import format_duration
-    from ccweb_store.models import utcnow
+    from ccweb_store.services.debugging import format_duration
+    from ccweb_store.store.models import utcnow
 
     def counts(open_requests: dict[str, int]) -> str:
         return ", ".join(f"{n} {status}" for status, n in open_requests.items() if n) or "none"
@@ -366,7 +366,7 @@ def replies_show(
     database_url: DatabaseUrl = None,
 ) -> None:
     """One request: its state, every run that worked on it, and the messages on both sides."""
-    from ccweb_store.debugging import reply_story
+    from ccweb_store.services.debugging import reply_story
 
     story = _with_store(database_url, lambda store: reply_story(store, request_id))
     if as_json:
@@ -412,7 +412,7 @@ def replies_retry(
     reply text, or waiting with no run left: queue a new run on the target. returned, or a
     target run for it still queued or running (target_busy): exit 1, nothing changed.
     """
-    from ccweb_store.replies import retry_reply
+    from ccweb_store.services.replies import retry_reply
 
     reply = _with_store(database_url, lambda store: retry_reply(store, {"requestId": request_id}))
     _print_reply_change(reply, as_json)
@@ -431,7 +431,7 @@ def replies_fail(
 
     An already failed request is left as it is; a returned one exits 1.
     """
-    from ccweb_store.replies import fail_reply
+    from ccweb_store.services.replies import fail_reply
 
     reply = _with_store(
         database_url,
@@ -444,8 +444,8 @@ def _expirable_table(requests: list[ReplyRequest], older_than: str) -> Table:
     from rich import box
     from rich.table import Table
 
-    from ccweb_store.debugging import format_duration
-    from ccweb_store.models import utcnow
+    from ccweb_store.services.debugging import format_duration
+    from ccweb_store.store.models import utcnow
 
     now = utcnow()
     table = Table(
@@ -486,8 +486,8 @@ def replies_expire(
 
     Each source gets a failure notice. ready, failed and returned requests are not touched.
     """
-    from ccweb_store.replies import expirable_replies, expire_replies
-    from ccweb_store.schemas import reply_out
+    from ccweb_store.services.replies import expirable_replies, expire_replies
+    from ccweb_store.services.schemas import reply_out
 
     params = {"olderThanSeconds": _seconds(older_than)}
     if dry_run:
@@ -527,8 +527,8 @@ def runs_list(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Runs, newest first."""
-    from ccweb_store.debugging import list_runs
-    from ccweb_store.schemas import run_out
+    from ccweb_store.services.debugging import list_runs
+    from ccweb_store.services.schemas import run_out
 
     seconds = _seconds(older_than)
     runs = _with_store(
@@ -562,7 +562,7 @@ def runs_requeue(
 
     Any worker can then claim it. A run that is not running exits 1.
     """
-    from ccweb_store.runs import requeue_run
+    from ccweb_store.services.runs import requeue_run
 
     run = _with_store(database_url, lambda store: requeue_run(store, {"runId": run_id}))
     if as_json:

@@ -12,8 +12,8 @@ from ccweb_store.cli.common import DatabaseUrl
 from ccweb_store.cli.operator import AsJson, _with_store
 
 if TYPE_CHECKING:
-    from ccweb_store.json_repair import ColumnCounts, RepairedRow, RepairSummary
-    from ccweb_store.uow import Store
+    from ccweb_store.services.json_repair import ColumnCounts, RepairedRow, RepairSummary
+    from ccweb_store.store.uow import Store
 
 
 def repair_json(
@@ -34,7 +34,7 @@ def repair_json(
 
     Example: ccweb-store repair-json --dry-run && ccweb-store repair-json
     """
-    from ccweb_store.json_repair import repair_json as repair
+    from ccweb_store.services.json_repair import repair_json as repair
 
     def progress(counts: ColumnCounts) -> None:
         typer.echo(

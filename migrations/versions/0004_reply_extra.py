@@ -1,7 +1,7 @@
 """Keep every field of an imported reply entry: a nullable JSON ``reply_requests.extra``.
 
 ``import-json`` stores there what no ``reply_requests`` column reproduces exactly (see
-``ccweb_store.legacy_json``), as ``sessions.extra`` does for sessions. Rows written by the
+``ccweb_store.importer.legacy_json``), as ``sessions.extra`` does for sessions. Rows written by the
 lifecycle leave it NULL.
 
 The debugging views of 0003 read ``reply_requests`` but stay in place: neither direction

@@ -7,7 +7,7 @@ Delivering a reply first looks for the source conversation's messages whose
 the source on every delivery. The index is on the expression, not on a new column, so it
 covers every row however it was written: by delivery, by ``message.append`` with any
 metadata, by ``import-json``, by hand. Its first part is
-``ccweb_store.models.reply_to_request_id``, the very expression the query renders:
+``ccweb_store.store.models.reply_to_request_id``, the very expression the query renders:
 
 - SQLite: ``json_extract(metadata, '$.replyToRequestId')``. SQLite evaluates it on every
   insert or update of a message, so a message whose ``metadata`` is not valid JSON can no
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from ccweb_store.models import REPLY_TO_REQUEST_ID_INDEX, reply_to_request_id
+from ccweb_store.store.models import REPLY_TO_REQUEST_ID_INDEX, reply_to_request_id
 
 revision: str = "0006"
 down_revision: str | None = "0005"

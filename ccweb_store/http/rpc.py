@@ -1,0 +1,142 @@
+"""``POST /rpc``: the host API (SPEC §3), JSON-RPC 2.0 over one method table.
+
+Every entry of ``METHODS`` is ``async def fn(store, params) -> result``; a ``DomainError`` it
+raises becomes ``{"code": -32000, "message": …, "data": {"code": "<snake_case>"}}``.
+Add a method by adding a row that points at the service function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ccweb_store.config import Settings
+from ccweb_store.domain.arguments import optional_int, optional_str, reject_nul
+from ccweb_store.domain.context import Source
+from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.http.asgi import (
+    Incoming,
+    Rejected,
+    method_not_allowed,
+    read_payload,
+    send_json,
+    send_response,
+)
+from ccweb_store.http.origins import origin_rejection
+from ccweb_store.protocol import jsonrpc, tools
+from ccweb_store.services import conversations, credentials, prompt_forms, replies, runs
+from ccweb_store.store.uow import Store
+
+RpcMethod = Callable[[Store, Mapping[str, Any]], Awaitable[Any]]
+
+
+async def list_tools(store: Store, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``tools.list``: the public tools, exactly as MCP ``tools/list`` shows them."""
+    return tools.public_tools()
+
+
+async def list_dynamic_tools(store: Store, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``tools.dynamic``: the communication tools with ``namespace: "ccweb"``."""
+    return tools.dynamic_tools()
+
+
+async def list_composer_items(store: Store, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``tools.composerItems``: ``[{id: "mcp:ccweb/<name>", name, description}]``."""
+    return tools.composer_items()
+
+
+async def call_tool(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``tools.call`` / ``tools.callDynamic``: run a tool for a source conversation.
+
+    Accepts ``tool`` or ``name``, ``args`` or ``arguments``, ``sourceSessionId`` and
+    ``sourceHopCount``; hidden aliases are callable here too.
+    """
+    name = params.get("tool", params.get("name"))
+    args = params.get("args", params.get("arguments"))
+    source_id = optional_str(params, "sourceSessionId") or optional_str(
+        params, "sourceConversationId"
+    )
+    hop_count = optional_int(params, "sourceHopCount", minimum=0) or 0
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("tool (or name) is required: the name of the tool to call")
+    try:
+        return await tools.call_tool(store, Source(source_id or None, hop_count), name, args)
+    except tools.UnknownTool as exc:
+        raise jsonrpc.RpcError(jsonrpc.INVALID_PARAMS, str(exc), {"tool": name}) from exc
+
+
+METHODS: dict[str, RpcMethod] = {
+    "session.create": conversations.create_session,
+    "session.get": conversations.get_session,
+    "session.list": conversations.list_sessions,
+    "message.append": conversations.append_message,
+    "message.list": conversations.list_messages,
+    "run.start": runs.start_run,
+    "run.enqueue": runs.enqueue_run,
+    "run.claim": runs.claim_run,
+    "run.heartbeat": runs.heartbeat_run,
+    "run.complete": runs.complete_run,
+    "run.list": runs.list_runs,
+    "run.requeue": runs.requeue_run,
+    "reply.list": replies.list_replies,
+    "reply.get": replies.get_reply,
+    "reply.retry": replies.retry_reply,
+    "reply.fail": replies.fail_reply,
+    "reply.expire": replies.expire_replies,
+    "prompt.respond": prompt_forms.respond,
+    "credential.mint": credentials.mint_credential,
+    "credential.list": credentials.list_credentials,
+    "credential.revoke": credentials.revoke_credential,
+    "tools.list": list_tools,
+    "tools.dynamic": list_dynamic_tools,
+    "tools.composerItems": list_composer_items,
+    "tools.call": call_tool,
+    "tools.callDynamic": call_tool,
+}
+
+
+def dispatcher(store: Store) -> jsonrpc.Dispatch:
+    """Route a JSON-RPC method to its ``METHODS`` entry."""
+
+    async def dispatch(method: str, params: Mapping[str, Any]) -> Any:
+        handler = METHODS.get(method)
+        if handler is None:
+            raise jsonrpc.RpcError(
+                jsonrpc.METHOD_NOT_FOUND, f"method not found: {method!r}", {"method": method}
+            )
+        reject_nul(params, f"{method}: a parameter")
+        return await handler(store, params)
+
+    return dispatch
+
+
+async def rpc_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """``/rpc``: answer a JSON-RPC request or batch sent with ``POST`` (any other method
+    answers 405). Read and answered on the bare ASGI interface (``asgi.py``)."""
+    incoming = Incoming(scope, receive)
+    app = scope["app"]
+    settings: Settings = app.settings
+    refusal = _refusal(incoming, settings)
+    if refusal is not None:
+        await send_response(refusal, incoming, send)
+        return
+    try:
+        payload = await read_payload(incoming, settings.max_body_bytes)
+    except Rejected as rejected:
+        await send_response(rejected.response, incoming, send)
+        return
+    answer = await jsonrpc.handle_payload(payload, dispatcher(app.store))
+    if answer is None:
+        await send_response(Response(status_code=204), incoming, send)
+        return
+    await send_json(send, answer)
+
+
+def _refusal(incoming: Incoming, settings: Settings) -> Response | None:
+    """The answer to a request refused before its body is read (method, ``Origin``)."""
+    if incoming.scope["method"] != "POST":
+        return method_not_allowed(incoming.scope, "send JSON-RPC with POST")
+    return origin_rejection(incoming.header(b"origin"), settings)

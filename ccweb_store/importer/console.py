@@ -1,0 +1,134 @@
+"""What ``ccweb-store import-json`` shows: a progress bar (or plain lines), then a summary.
+
+The database side lives in ``importer``; this module opens the store, migrates it (never in a
+dry run) and reports. Progress and skip reports go to stderr; the summary goes to stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from ccweb_store.config import Settings
+from ccweb_store.importer.load import (
+    ImportSummary,
+    ProgressCallback,
+    import_files_total,
+    import_state,
+)
+from ccweb_store.store import db
+from ccweb_store.store.uow import Store
+
+#: The summary lists this many values kept as text; ``--json`` lists them all.
+KEPT_SHOWN = 20
+
+
+async def run_import(
+    settings: Settings, directory: Path, *, dry_run: bool, as_json: bool
+) -> ImportSummary:
+    """Migrate (unless ``dry_run``), import ``directory`` with progress, print the summary."""
+    store = await _open_store(settings, dry_run=dry_run)
+    try:
+        with _progress(import_files_total(directory)) as on_file:
+            summary = await import_state(store, directory, dry_run=dry_run, on_file=on_file)
+    finally:
+        if store is not None:
+            await store.dispose()
+    if store is None:
+        summary.warnings.append(
+            "the database is missing or not migrated, so the dry run counted against an empty one"
+        )
+    _report(summary, as_json=as_json)
+    return summary
+
+
+async def _open_store(settings: Settings, *, dry_run: bool) -> Store | None:
+    """The store to import into; in a dry run None when the database is not ready to read."""
+    if dry_run and not _database_may_exist(settings):
+        return None
+    store = Store.from_settings(settings)
+    if not dry_run:
+        await db.migrate(store.engine)
+        return store
+    async with db.read_only(store.engine).connect() as connection:
+        revision = await db.current_revision(connection)
+    if revision != await db.head_revision():
+        await store.dispose()
+        return None
+    return store
+
+
+def _database_may_exist(settings: Settings) -> bool:
+    """False for a SQLite file that is not there (connecting would create it)."""
+    if settings.database_kind != "sqlite":
+        return True
+    path = make_url(settings.database_url).database
+    return bool(path) and path != ":memory:" and Path(str(path)).is_file()
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[ProgressCallback]:
+    """A rich progress bar on a terminal, otherwise one plain line per file on stderr."""
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        columns = (
+            TextColumn("importing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+        )
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("", total=total)
+
+            def advance(path: Path, outcome: str) -> None:
+                bar.update(task, advance=1, description=f"{path.name}: {outcome}")
+
+            yield advance
+        return
+
+    done = 0
+
+    def report(path: Path, outcome: str) -> None:
+        nonlocal done
+        done += 1
+        print(f"[{done}/{total}] {path}: {outcome}", file=sys.stderr, flush=True)
+
+    yield report
+
+
+def _report(summary: ImportSummary, *, as_json: bool) -> None:
+    for skipped in summary.skipped:
+        print(f"skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
+    for warning in summary.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(summary.as_dict(), indent=2))
+        return
+    title = "dry run (nothing written)" if summary.dry_run else "import"
+    print(f"{title}:")
+    for name, counts in (
+        ("sessions", summary.sessions),
+        ("messages", summary.messages),
+        ("replies", summary.replies),
+    ):
+        print(
+            f"  {name:<9} {counts.imported} imported, {counts.updated} updated, "
+            f"{counts.unchanged} unchanged, {counts.skipped} skipped"
+        )
+    print(f"  original requests recovered: {summary.original_requests_recovered}")
+    kept = summary.kept_as_text
+    if kept:
+        print(f"  values kept as text (or given U+FFFD): {len(kept)}")
+        for value in kept[:KEPT_SHOWN]:
+            print(f"    {value}")
+        if len(kept) > KEPT_SHOWN:
+            print(f"    … and {len(kept) - KEPT_SHOWN} more (--json lists every one)")
+    if summary.skipped:
+        print(f"{len(summary.skipped)} item(s) skipped; fix them and run the import again.")

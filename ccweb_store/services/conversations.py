@@ -1,0 +1,141 @@
+"""Conversations and their messages: ``ccweb_list_conversations`` and the host's
+``session.*`` / ``message.*`` methods (SPEC §2.3, §3).
+
+Each host method is ``async def fn(store, params) -> result`` and owns its transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ccweb_store.domain import json_values
+from ccweb_store.domain.arguments import (
+    bounded_int,
+    optional_bool,
+    optional_int,
+    optional_object,
+    optional_str,
+    require_str,
+)
+from ccweb_store.domain.content import text_of
+from ccweb_store.domain.context import Source
+from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.services.schemas import iso, message_out, session_out
+from ccweb_store.store.models import AGENT_MAX_LENGTH, ID_MAX_LENGTH
+from ccweb_store.store.repositories import MAX_PAGE, validate_session_id
+from ccweb_store.store.uow import Store
+
+DEFAULT_LIST_LIMIT = 20
+MAX_LIST_LIMIT = 100
+DEFAULT_SESSION_PAGE = 50
+DEFAULT_MESSAGE_PAGE = 100
+#: The longest ``query`` of ``ccweb_list_conversations`` (SQLite refuses LIKE patterns over
+#: 50,000 bytes; no title needs a search of more than this).
+MAX_QUERY_CHARS = 1000
+
+
+async def list_conversations(
+    store: Store, source: Source, args: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``ccweb_list_conversations``: metadata of the newest-active conversations, no text."""
+    limit = bounded_int(args, "limit", DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
+    query = optional_str(args, "query", max_length=MAX_QUERY_CHARS)
+    include_archived = optional_bool(args, "includeArchived")
+    async with store.read_uow() as uow:
+        rows, has_more = await uow.sessions.search(
+            limit=limit, query=(query or "").strip() or None, include_archived=include_archived
+        )
+        ids = [row.id for row in rows]
+        running = await uow.runs.running_for_sessions(ids)
+        counts = await uow.messages.count(ids)
+    return {
+        "conversations": [
+            {
+                "conversationId": row.id,
+                "title": row.title,
+                "agent": row.agent,
+                "createdAt": iso(row.created_at),
+                "updatedAt": iso(row.updated_at),
+                "running": row.id in running,
+                "messageCount": counts.get(row.id, 0),
+                "isSource": row.id == source.session_id,
+            }
+            for row in rows
+        ],
+        "hasMore": has_more,
+    }
+
+
+async def create_session(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``session.create``: a new conversation (``conversation_exists`` on a taken id)."""
+    session_id = optional_str(params, "id")
+    title = optional_str(params, "title")
+    agent = optional_str(params, "agent", max_length=AGENT_MAX_LENGTH)
+    cwd = optional_str(params, "cwd")
+    async with store.uow() as uow:
+        row = await uow.sessions.create(session_id, title=title, agent=agent, cwd=cwd)
+        await uow.commit()
+    return session_out(row)
+
+
+async def get_session(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``session.get``: one conversation with its active run."""
+    session_id = require_str(params, "id")
+    async with store.read_uow() as uow:
+        row = await uow.sessions.require(session_id)
+        active = await uow.runs.active_for_sessions([row.id])
+    return session_out(row, active_run=active.get(row.id))
+
+
+async def list_sessions(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``session.list``: newest created first, ``{sessions, nextCursor}``."""
+    limit = bounded_int(params, "limit", DEFAULT_SESSION_PAGE, MAX_PAGE)
+    cursor = optional_str(params, "cursor")
+    async with store.read_uow() as uow:
+        rows, next_cursor = await uow.sessions.list_page(limit=limit, cursor=cursor)
+        active = await uow.runs.active_for_sessions(row.id for row in rows)
+    return {
+        "sessions": [session_out(row, active_run=active.get(row.id)) for row in rows],
+        "nextCursor": next_cursor,
+    }
+
+
+async def append_message(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``message.append``: add a message at the session's next ``seq``.
+
+    ``content`` may be text or cc-web's list of ``{type: "text", text}`` blocks; blocks are
+    stored as their joined text and kept verbatim in ``metadata.contentBlocks``.
+    """
+    session_id = validate_session_id(require_str(params, "sessionId"))
+    role = optional_str(params, "role") or ""
+    metadata = optional_object(params, "metadata")
+    message_id = optional_str(params, "id", max_length=ID_MAX_LENGTH)
+    content = params.get("content")
+    if isinstance(content, list):
+        metadata = {**(metadata or {}), "contentBlocks": content}
+        content = text_of(content)
+    if not isinstance(content, str):
+        raise InvalidInput("content is required: a string or a list of {type: 'text', text} blocks")
+    if metadata is not None:
+        json_values.require_storable(metadata, "metadata")
+    async with store.uow() as uow:
+        row = await uow.messages.append(
+            session_id, role, content, metadata=metadata, id=message_id or None
+        )
+        await uow.commit()
+    return message_out(row)
+
+
+async def list_messages(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``message.list``: messages after ``afterSeq`` in order, ``{messages, nextAfterSeq}``."""
+    session_id = require_str(params, "sessionId")
+    after_seq = optional_int(params, "afterSeq", minimum=0) or 0
+    limit = bounded_int(params, "limit", DEFAULT_MESSAGE_PAGE, MAX_PAGE)
+    async with store.read_uow() as uow:
+        await uow.sessions.require(session_id)
+        rows = await uow.messages.list_after(session_id, after_seq=after_seq, limit=limit)
+    return {
+        "messages": [message_out(row) for row in rows],
+        "nextAfterSeq": rows[-1].seq if rows else after_seq,
+    }

@@ -1,0 +1,320 @@
+"""Conversation credentials: a signed token that lets an agent act as one conversation only.
+
+A token reads ``ccw1.<conversationId>.<credentialId>.<expiresAt>.<hopCount>.<signature>``:
+``expiresAt`` in Unix seconds (0: never), ``hopCount`` the least hop count of the sends made
+with it, and ``signature`` the unpadded base64url HMAC-SHA256 of everything before it, keyed
+by the server's signing key (``CCWEB_CREDENTIAL_SECRET``, or one the server makes once with
+``secrets.token_bytes`` and keeps in ``server_secrets``). Conversation ids and credential ids
+hold no ``.``, so the parts split unambiguously.
+
+The signature makes a token unforgeable without the key; the ``conversation_credentials`` row
+its id names makes it revocable: every use reads that row (one primary-key lookup), so a
+revocation holds from the next request on. Tokens are never stored, and the key is never
+logged or printed (only tokens are, by the commands that mint them).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ccweb_store.domain import errors
+from ccweb_store.domain.arguments import (
+    CENTURY_SECONDS,
+    INT32_MAX,
+    bounded_int,
+    optional_bool,
+    optional_int,
+    optional_str,
+    require_mapping,
+    require_str,
+)
+from ccweb_store.domain.errors import Conflict, DomainError, NotFound
+from ccweb_store.services.schemas import credential_out
+from ccweb_store.store.models import SESSION_ID_PATTERN, ConversationCredential, utcnow
+from ccweb_store.store.repositories import MAX_PAGE, validate_session_id
+from ccweb_store.store.uow import Store
+
+log = logging.getLogger(__name__)
+
+PREFIX = "ccw1"
+#: ``server_secrets.name`` of the signing key the server made for itself.
+SIGNING_KEY_NAME = "credential_signing_key"
+#: The query parameter of ``/mcp`` that carries a token (``Authorization: Bearer`` works too).
+QUERY_PARAMETER = "credential"
+
+
+class CredentialRefused(DomainError):
+    """A presented credential does not hold (or one is required and missing)."""
+
+    code = errors.INVALID_CREDENTIAL
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """What a token says, once its signature is checked."""
+
+    conversation_id: str
+    credential_id: str
+    expires_at: int  # Unix seconds; 0: never
+    hop_count: int
+
+
+def looks_like_token(value: str | None) -> bool:
+    """Whether ``value`` is shaped like a conversation credential (not whether it holds)."""
+    return value is not None and value.startswith(PREFIX + ".")
+
+
+def _signature(key: bytes, payload: str) -> str:
+    digest = hmac.new(key, payload.encode("ascii"), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def sign(key: bytes, claims: Claims) -> str:
+    """The token for ``claims``."""
+    payload = ".".join(
+        (
+            PREFIX,
+            claims.conversation_id,
+            claims.credential_id,
+            str(claims.expires_at),
+            str(claims.hop_count),
+        )
+    )
+    return f"{payload}.{_signature(key, payload)}"
+
+
+def read_token(key: bytes, token: str) -> Claims:
+    """The claims of ``token`` if its signature is right; ``CredentialRefused`` otherwise.
+
+    Checks no expiry and no revocation (``authenticate`` does).
+    """
+    parts = token.split(".")
+    malformed = CredentialRefused(
+        "malformed conversation credential: expected ccw1.<conversation>.<id>.<expiry>.<hops>"
+        ".<signature>; copy the whole token that `ccweb-store conversation-url` printed"
+    )
+    if len(parts) != 6 or parts[0] != PREFIX:
+        raise malformed
+    _, conversation_id, credential_id, expires_at, hop_count, signature = parts
+    if not (
+        SESSION_ID_PATTERN.fullmatch(conversation_id)
+        and SESSION_ID_PATTERN.fullmatch(credential_id)
+        and expires_at.isascii()
+        and expires_at.isdigit()
+        and hop_count.isascii()
+        and hop_count.isdigit()
+        and signature.isascii()
+    ):
+        raise malformed
+    payload = token[: -len(signature) - 1]
+    if not hmac.compare_digest(_signature(key, payload), signature):
+        raise CredentialRefused(
+            "invalid conversation credential: its signature does not match. It was altered, "
+            "or signed with another key (CCWEB_CREDENTIAL_SECRET must be the same where it is "
+            "minted and where it is used); mint a new one with `ccweb-store conversation-url`"
+        )
+    return Claims(conversation_id, credential_id, int(expires_at), int(hop_count))
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """Who a credential that holds speaks for."""
+
+    conversation_id: str
+    credential_id: str
+    hop_count: int
+
+
+async def authenticate(store: Store, token: str, *, now: float | None = None) -> Binding:
+    """The conversation ``token`` is bound to, if it holds: signed by this server's key, not
+    expired, and its row present and not revoked (one primary-key read).
+
+    Raises ``CredentialRefused`` with ``invalid_credential``, ``credential_expired`` or
+    ``credential_revoked``, and a message saying what to do.
+    """
+    key = await existing_signing_key(store)
+    if key is None:  # nothing was ever minted here: refuse without making a key
+        raise CredentialRefused(
+            "this server has minted no conversation credential, so none holds here; mint one "
+            "with `ccweb-store conversation-url <conversation>`"
+        )
+    claims = read_token(key, token)
+    current = time.time() if now is None else now
+    if claims.expires_at and claims.expires_at <= current:
+        raise CredentialRefused(
+            f"conversation credential {claims.credential_id} expired at "
+            f"{_iso_seconds(claims.expires_at)}; mint a new one with "
+            f"`ccweb-store conversation-url {claims.conversation_id}`",
+            code=errors.CREDENTIAL_EXPIRED,
+        )
+    async with store.read_uow() as uow:
+        row = await uow.credentials.get(claims.credential_id)
+    if row is None or row.session_id != claims.conversation_id:
+        raise CredentialRefused(
+            f"unknown conversation credential {claims.credential_id}: it is not in this "
+            "server's database (deleted with its conversation, or minted elsewhere); mint a "
+            f"new one with `ccweb-store conversation-url {claims.conversation_id}`"
+        )
+    if row.revoked_at is not None:
+        raise CredentialRefused(
+            f"conversation credential {claims.credential_id} was revoked; ask the operator "
+            f"for a new one (`ccweb-store conversation-url {claims.conversation_id}`)",
+            code=errors.CREDENTIAL_REVOKED,
+        )
+    return Binding(claims.conversation_id, claims.credential_id, claims.hop_count)
+
+
+def _iso_seconds(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def signing_key(store: Store) -> bytes:
+    """The key that signs credentials, loaded once per store: ``CCWEB_CREDENTIAL_SECRET``,
+    else the one kept in the database, made there on first use."""
+    key = await _signing_key(store, make=True)
+    assert key is not None
+    return key
+
+
+async def existing_signing_key(store: Store) -> bytes | None:
+    """``signing_key``, but None instead of making one when there is none yet: a request that
+    is refused writes nothing."""
+    return await _signing_key(store, make=False)
+
+
+async def _signing_key(store: Store, *, make: bool) -> bytes | None:
+    if store.credential_key is not None:
+        return store.credential_key
+    async with store.credential_key_lock:  # one request of this process loads or makes it
+        if store.credential_key is None:
+            configured = store.settings.credential_secret
+            if configured is not None:
+                store.credential_key = configured.get_secret_value().encode()
+            else:
+                stored = await _stored_key(store, make=make)
+                if stored is None:
+                    return None
+                store.credential_key = bytes.fromhex(stored)
+    return store.credential_key
+
+
+async def _stored_key(store: Store, *, make: bool = True) -> str | None:
+    """The signing key in ``server_secrets`` (hex); the first caller of all processes makes it."""
+    async with store.read_uow() as uow:
+        found = await uow.secrets.get(SIGNING_KEY_NAME)
+    if found is not None or not make:
+        return found
+    fresh = secrets.token_bytes(32).hex()
+    try:
+        async with store.uow() as uow:
+            await uow.secrets.add(SIGNING_KEY_NAME, fresh)
+            await uow.commit()
+    except Conflict:  # another process made it first: use theirs
+        async with store.read_uow() as uow:
+            found = await uow.secrets.get(SIGNING_KEY_NAME)
+        if found is None:
+            raise
+        return found
+    log.info("made a new key for signing conversation credentials (kept in server_secrets)")
+    return fresh
+
+
+def token_of(key: bytes, row: ConversationCredential) -> str:
+    """The token of a credential row (the same every time: it is never stored)."""
+    expires_at = int(row.expires_at.timestamp()) if row.expires_at is not None else 0
+    return sign(key, Claims(row.session_id, row.id, expires_at, row.hop_count))
+
+
+# --- host API (credential.*) ------------------------------------------------------------------
+
+
+async def mint_credential(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``credential.mint``: a new credential of ``sessionId`` and its token.
+
+    ``expiresInSeconds`` (none: it never expires), ``label``, ``hopCount`` (the least hop count
+    of the sends made with it; a worker passes its run's). The token is shown only here.
+    """
+    params = require_mapping(params, "params")
+    session_id = validate_session_id(require_str(params, "sessionId"))
+    lifetime = optional_int(
+        params, "expiresInSeconds", minimum=1, maximum=CENTURY_SECONDS, unit=" (100 years)"
+    )
+    label = optional_str(params, "label")
+    hop_count = optional_int(params, "hopCount", minimum=0, maximum=INT32_MAX) or 0
+    expires_at = None
+    if lifetime is not None:  # whole seconds, as the token carries it
+        expires_at = (utcnow() + timedelta(seconds=lifetime)).replace(microsecond=0)
+    async with store.read_uow() as uow:  # before the key is made: a refusal writes nothing
+        await uow.sessions.require(session_id)
+    key = await signing_key(store)
+    async with store.uow() as uow:
+        await uow.sessions.require(session_id)
+        row = await uow.credentials.add(
+            session_id, label=label, hop_count=hop_count, expires_at=expires_at
+        )
+        await uow.commit()
+    return {"credential": credential_out(row), "token": token_of(key, row)}
+
+
+async def list_credentials(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``credential.list``: newest first, active ones only unless ``includeInactive``."""
+    params = require_mapping(params, "params")
+    session_id = optional_str(params, "sessionId")
+    if session_id is not None:
+        validate_session_id(session_id)
+    include_inactive = optional_bool(params, "includeInactive")
+    limit = bounded_int(params, "limit", 50, MAX_PAGE)
+    now = utcnow()
+    async with store.read_uow() as uow:
+        rows = await uow.credentials.list_recent(
+            session_id=session_id, active_at=None if include_inactive else now, limit=limit
+        )
+    return {"credentials": [credential_out(row, now=now) for row in rows]}
+
+
+async def revoke_credential(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``credential.revoke``: the credential stops working at once; again changes nothing."""
+    credential_id = require_str(require_mapping(params, "params"), "credentialId")
+    async with store.uow() as uow:
+        row = await uow.credentials.revoke(credential_id, utcnow())
+        if row is None:
+            row = await uow.credentials.get(credential_id)
+            if row is None:
+                raise NotFound(
+                    f"conversation credential {credential_id!r} does not exist "
+                    "(credential.list shows them)",
+                    code=errors.CREDENTIAL_NOT_FOUND,
+                )
+        await uow.commit()
+    return credential_out(row)
+
+
+class RedactCredentials(logging.Filter):
+    """Blank out ``credential=…`` in log records (uvicorn's access log and httpx's
+    request log write the query string)."""
+
+    PATTERN = re.compile(rf"({QUERY_PARAMETER}=)[^&\s\"]*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(self._redacted(arg) for arg in record.args)
+        if isinstance(record.msg, str):
+            record.msg = self.PATTERN.sub(r"\1REDACTED", record.msg)
+        return True
+
+    def _redacted(self, arg: object) -> object:
+        """``arg``, or its text with tokens blanked out (a URL object's too, as httpx logs)."""
+        if isinstance(arg, int | float) or arg is None:
+            return arg
+        text = str(arg)
+        return self.PATTERN.sub(r"\1REDACTED", text) if QUERY_PARAMETER in text else arg

@@ -1,0 +1,345 @@
+"""Read-side queries for debugging pending replies: the views, a request's story, durations.
+
+The ``pending_replies`` and ``conversation_activity`` views come from migration 0003; here
+they are typed table constructs (not ORM metadata), so timestamps and booleans read the same
+on SQLite and PostgreSQL. Everything in this module only reads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from ccweb_store.domain import errors
+from ccweb_store.domain.errors import InvalidInput, NotFound
+from ccweb_store.services.schemas import iso, message_out, reply_out, run_out
+from ccweb_store.store.models import (
+    OPEN_REPLY_STATUSES,
+    RUN_STATUSES,
+    Message,
+    ReplyRequest,
+    Run,
+    UTCDateTime,
+    utcnow,
+)
+from ccweb_store.store.repositories import validate_choice, validate_session_id
+from ccweb_store.store.repositories.base import REPLIES
+from ccweb_store.store.uow import Store
+
+pending_replies = sa.table(
+    "pending_replies",
+    sa.column("request_id", sa.String),
+    sa.column("status", sa.String),
+    sa.column("source_conversation_id", sa.String),
+    sa.column("source_title", sa.Text),
+    sa.column("target_conversation_id", sa.String),
+    sa.column("target_title", sa.Text),
+    sa.column("age_seconds", sa.BigInteger),
+    sa.column("hop_count", sa.Integer),
+    sa.column("source_auto_run", sa.Boolean),
+    sa.column("original_request_known", sa.Boolean),
+    sa.column("last_error", sa.Text),
+    sa.column("created_at", UTCDateTime()),
+    sa.column("target_run_id", sa.String),
+    sa.column("target_run_status", sa.String),
+    sa.column("target_run_worker_id", sa.String),
+    sa.column("target_run_lease_expires_at", UTCDateTime()),
+    sa.column("target_run_attempts", sa.Integer),
+    sa.column("source_running", sa.Boolean),
+)
+
+conversation_activity = sa.table(
+    "conversation_activity",
+    sa.column("session_id", sa.String),
+    sa.column("title", sa.Text),
+    sa.column("message_count", sa.BigInteger),
+    sa.column("last_message_at", UTCDateTime()),
+    sa.column("active_run_id", sa.String),
+    sa.column("active_run_kind", sa.String),
+    sa.column("active_run_status", sa.String),
+    *(
+        sa.column(f"{status}_as_{side}", sa.BigInteger)
+        for side in ("source", "target")
+        for status in OPEN_REPLY_STATUSES
+    ),
+)
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_PART = re.compile(r"(\d+)([smhdw])")
+
+
+def parse_duration(text: str) -> int:
+    """Seconds in ``90s``, ``10m``, ``2h``, ``1d``, ``1w``, ``1h30m`` or a bare ``600``.
+
+    Raises ``ValueError`` with a message fit for the user on anything else.
+    """
+    value = text.strip().lower()
+    if value.isdigit():
+        return int(value)
+    parts = _DURATION_PART.findall(value)
+    if not value or "".join(number + unit for number, unit in parts) != value:
+        raise ValueError(
+            f"invalid duration {text!r}: use a number with a unit, e.g. 90s, 10m, 2h, 1d or 1h30m"
+        )
+    return sum(int(number) * _DURATION_UNITS[unit] for number, unit in parts)
+
+
+def format_duration(seconds: float | None) -> str:
+    """A short human age such as ``45s``, ``10m 5s``, ``2h 3m`` or ``3d 4h``."""
+    if seconds is None:
+        return "-"
+    remaining = max(0, int(seconds))
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, remaining = divmod(remaining, size)
+        if count or (unit == "s" and not parts):
+            parts.append(f"{count}{unit}")
+        if len(parts) == 2:
+            break
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class PendingReply:
+    """One row of ``pending_replies`` with the full request it describes."""
+
+    reply: ReplyRequest
+    age_seconds: int
+    original_request_known: bool
+    source_running: bool
+    target_run_id: str | None
+    target_run_status: str | None
+    target_run_worker_id: str | None
+    target_run_lease_expires_at: datetime | None
+    target_run_attempts: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire Reply plus the view's debugging columns."""
+        target_run = None
+        if self.target_run_id is not None:
+            target_run = {
+                "id": self.target_run_id,
+                "status": self.target_run_status,
+                "workerId": self.target_run_worker_id,
+                "leaseExpiresAt": iso(self.target_run_lease_expires_at),
+                "attempts": self.target_run_attempts,
+            }
+        return {
+            **reply_out(self.reply),
+            "ageSeconds": self.age_seconds,
+            "originalRequestKnown": self.original_request_known,
+            "sourceRunning": self.source_running,
+            "targetRun": target_run,
+        }
+
+
+@dataclass(frozen=True)
+class ReplyStory:
+    """Everything stored about one request: its runs and the messages on both sides.
+
+    ``reply_message`` is the delivered reply or failure notice; ``source_messages`` is every
+    message the source received for this request, in order (a notice, then a reply after a
+    retry).
+    """
+
+    reply: ReplyRequest
+    runs: list[Run]
+    request_message: Message | None
+    reply_message: Message | None
+    source_messages: list[Message]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reply": reply_out(self.reply),
+            "runs": [run_out(run) for run in self.runs],
+            "requestMessage": message_out(self.request_message) if self.request_message else None,
+            "replyMessage": message_out(self.reply_message) if self.reply_message else None,
+            "sourceMessages": [message_out(message) for message in self.source_messages],
+        }
+
+
+@dataclass(frozen=True)
+class ConversationActivity:
+    """One row of ``conversation_activity``: what a conversation is doing right now."""
+
+    session_id: str
+    title: str | None
+    message_count: int
+    last_message_at: datetime | None
+    active_run_id: str | None
+    active_run_kind: str | None
+    active_run_status: str | None
+    open_as_source: dict[str, int]
+    open_as_target: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        active_run = None
+        if self.active_run_id is not None:
+            active_run = {
+                "id": self.active_run_id,
+                "kind": self.active_run_kind,
+                "status": self.active_run_status,
+            }
+        return {
+            "conversationId": self.session_id,
+            "title": self.title,
+            "messageCount": self.message_count,
+            "lastMessageAt": iso(self.last_message_at),
+            "activeRun": active_run,
+            "openAsSource": self.open_as_source,
+            "openAsTarget": self.open_as_target,
+        }
+
+
+async def activity_of(store: Store, session_id: str) -> ConversationActivity | None:
+    """The conversation's row of ``conversation_activity``, or None when it does not exist."""
+    validate_session_id(session_id)
+    view = conversation_activity.c
+    stmt = sa.select(conversation_activity).where(view.session_id == session_id)
+    async with store.read_uow() as uow:
+        row = (await uow.connection.execute(stmt)).mappings().first()
+    if row is None:
+        return None
+    return ConversationActivity(
+        session_id=row["session_id"],
+        title=row["title"],
+        message_count=int(row["message_count"]),
+        last_message_at=row["last_message_at"],
+        active_run_id=row["active_run_id"],
+        active_run_kind=row["active_run_kind"],
+        active_run_status=row["active_run_status"],
+        open_as_source={s: int(row[f"{s}_as_source"]) for s in OPEN_REPLY_STATUSES},
+        open_as_target={s: int(row[f"{s}_as_target"]) for s in OPEN_REPLY_STATUSES},
+    )
+
+
+def _cutoff(older_than_seconds: int | None, now: datetime | None) -> datetime | None:
+    if older_than_seconds is None:
+        return None
+    return (now or utcnow()) - timedelta(seconds=older_than_seconds)
+
+
+def _check_limit(limit: int) -> None:
+    if limit < 1:
+        raise InvalidInput(f"limit must be at least 1, got {limit}")
+
+
+async def list_pending_replies(
+    store: Store,
+    *,
+    statuses: Sequence[str] | None = None,
+    conversation_id: str | None = None,
+    older_than_seconds: int | None = None,
+    limit: int = 100,
+    now: datetime | None = None,
+) -> list[PendingReply]:
+    """Open requests (``waiting``/``ready``/``failed``) from the view, oldest first.
+
+    ``conversation_id`` matches either side; ``older_than_seconds`` keeps requests created
+    at least that long ago.
+    """
+    _check_limit(limit)
+    view = pending_replies.c
+    stmt = (
+        sa.select(
+            *REPLIES.c,
+            view.age_seconds,
+            view.original_request_known,
+            view.source_running,
+            view.target_run_id,
+            view.target_run_status,
+            view.target_run_worker_id,
+            view.target_run_lease_expires_at,
+            view.target_run_attempts,
+        )
+        .join(pending_replies, view.request_id == ReplyRequest.request_id)
+        .order_by(view.created_at, view.request_id)
+        .limit(limit)
+    )
+    if statuses:
+        for status in statuses:
+            validate_choice(status, OPEN_REPLY_STATUSES, errors.INVALID_STATUS, "open status")
+        stmt = stmt.where(view.status.in_(statuses))
+    if conversation_id is not None:
+        validate_session_id(conversation_id)
+        stmt = stmt.where(
+            sa.or_(
+                view.source_conversation_id == conversation_id,
+                view.target_conversation_id == conversation_id,
+            )
+        )
+    cutoff = _cutoff(older_than_seconds, now)
+    if cutoff is not None:
+        stmt = stmt.where(view.created_at < cutoff)
+    width = len(REPLIES.c)
+    async with store.read_uow() as uow:
+        rows = (await uow.connection.execute(stmt)).all()
+        replies = [uow.replies.from_columns(row[:width]) for row in rows]
+    return [
+        PendingReply(
+            reply=reply,
+            age_seconds=int(row.age_seconds),
+            original_request_known=bool(row.original_request_known),
+            source_running=bool(row.source_running),
+            target_run_id=row.target_run_id,
+            target_run_status=row.target_run_status,
+            target_run_worker_id=row.target_run_worker_id,
+            target_run_lease_expires_at=row.target_run_lease_expires_at,
+            target_run_attempts=row.target_run_attempts,
+        )
+        for reply, row in zip(replies, rows, strict=True)
+    ]
+
+
+async def reply_story(store: Store, request_id: str) -> ReplyStory:
+    """The request, every run naming it (oldest first), and the messages that carried it.
+
+    The reply message is the one ``reply_message_id`` names, else the first source message
+    whose ``metadata.replyToRequestId`` is this request. Raises ``request_not_found``.
+    """
+    async with store.read_uow() as uow:
+        reply = await uow.replies.get(request_id)
+        if reply is None:
+            raise NotFound(
+                f"reply request {request_id!r} does not exist", code=errors.REQUEST_NOT_FOUND
+            )
+        runs = await uow.runs.for_request(request_id)
+        request_message = await uow.messages.get(reply.message_id) if reply.message_id else None
+        source_messages = await uow.messages.replies_to_request(
+            reply.source_conversation_id, request_id
+        )
+        reply_message = source_messages[0] if source_messages else None
+        if reply.reply_message_id:
+            reply_message = await uow.messages.get(reply.reply_message_id)
+            if reply_message is not None and reply_message not in source_messages:
+                source_messages.append(reply_message)
+    return ReplyStory(reply, runs, request_message, reply_message, source_messages)
+
+
+async def list_runs(
+    store: Store,
+    *,
+    statuses: Sequence[str] | None = None,
+    conversation_id: str | None = None,
+    older_than_seconds: int | None = None,
+    limit: int = 100,
+    now: datetime | None = None,
+) -> list[Run]:
+    """Runs matching the filters, newest first."""
+    for status in statuses or ():
+        validate_choice(status, RUN_STATUSES, errors.INVALID_STATUS, "run status")
+    if conversation_id is not None:
+        validate_session_id(conversation_id)
+    _check_limit(limit)
+    async with store.read_uow() as uow:
+        return await uow.runs.list_recent(
+            session_id=conversation_id,
+            statuses=statuses,
+            created_before=_cutoff(older_than_seconds, now),
+            limit=limit,
+        )

@@ -1,0 +1,283 @@
+"""Cross-conversation sends (SPEC §2.2, §2.3): one transaction per send.
+
+A send appends the target's ``user`` message (with ``metadata.crossConversation``), creates
+the ``waiting`` reply request for ``return_and_continue``, and queues the target's
+``cross_conversation`` run, all or nothing. Every refusal (``target_busy``,
+``hop_limit_exceeded``, …) happens before anything is written. The call never waits for the
+target: replies come back through ``replies.py`` when the target's run completes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ccweb_store.domain import errors
+from ccweb_store.domain.arguments import optional_bool, optional_str, require_mapping, require_str
+from ccweb_store.domain.context import Source, refuse_other_conversation, require_source
+from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
+from ccweb_store.domain.prompts import ONE_WAY, REPLY_MODES, RETURN_AND_CONTINUE, target_prompt
+from ccweb_store.services.schemas import reply_out
+from ccweb_store.store.models import AGENT_MAX_LENGTH, OPEN_REPLY_STATUSES, Session, new_id, utcnow
+from ccweb_store.store.repositories import MAX_PAGE, Party, validate_session_id
+from ccweb_store.store.uow import Store, UnitOfWork
+
+__all__ = [
+    "ONE_WAY",
+    "REPLY_MODES",
+    "RETURN_AND_CONTINUE",
+    "create_conversation",
+    "get_pending_reply",
+    "send_message",
+]
+
+DEFAULT_TITLE = "New conversation"
+TITLE_FROM_CONTENT_CHARS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class _Send:
+    """A send that passed every check that needs no database."""
+
+    source_id: str
+    content: str
+    reply_mode: str
+    hop_count: int  # of the target's run: the source's hop + 1
+
+
+async def send_message(
+    store: Store, source: Source, args: Mapping[str, Any], *, reply_mode: str | None = None
+) -> dict[str, Any]:
+    """``ccweb_send_message``; ``reply_mode`` forces a mode (the hidden alias)."""
+    args = require_mapping(args)
+    source_id = require_source(source)
+    raw_target = args.get("targetConversationId")
+    if raw_target is None:
+        raise InvalidInput("targetConversationId is required: the conversation to write to")
+    target_id = validate_session_id(raw_target)
+    if target_id == source_id:
+        raise InvalidInput(
+            "a conversation cannot send a message to itself; pick another targetConversationId",
+            code=errors.CANNOT_TARGET_SELF,
+        )
+    send = _validate_send(store, source, source_id, args, reply_mode)
+    # Every refusal comes before the first write (and the writes cannot be refused).
+    async with store.uow(refuses_first=True) as uow:
+        # Locking the target serialises concurrent sends to it (PostgreSQL; SQLite's
+        # BEGIN IMMEDIATE already does), so only one of them finds it idle. The source is
+        # read (and locked, in id order) by the same statement.
+        parties = await uow.sessions.send_parties(source_id, target_id)
+        if parties.source is None:
+            raise _not_found(source_id, "source")
+        if parties.target is None:
+            raise _not_found(target_id, "target")
+        if parties.target_busy:
+            raise Conflict(
+                f"conversation {target_id!r} is busy (it has a queued or running turn); "
+                "nothing was sent. Try again after it finishes, or pick another conversation",
+                code=errors.TARGET_BUSY,
+            )
+        result = await _deliver_to_target(uow, send, parties.source, parties.target)
+        await uow.commit()
+    return result
+
+
+async def create_conversation(
+    store: Store, source: Source, args: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``ccweb_create_conversation``: a new conversation, optionally sent its first message.
+
+    ``requestReply`` (or the legacy ``waitForReply``) makes that send ``return_and_continue``;
+    otherwise it is ``one_way``. Blank ``content`` creates the conversation without a message.
+    """
+    args = require_mapping(args)
+    title = optional_str(args, "title")
+    content = optional_str(args, "content")
+    agent = optional_str(args, "agent", max_length=AGENT_MAX_LENGTH)
+    cwd = optional_str(args, "cwd")
+    wants_reply = optional_bool(args, "requestReply") or optional_bool(args, "waitForReply")
+    has_message = content is not None and bool(content.strip())
+    send = None
+    if has_message:
+        source_id = require_source(source)
+        mode = RETURN_AND_CONTINUE if wants_reply else ONE_WAY
+        send = _validate_send(store, source, source_id, args, mode)
+    title = (title or "").strip() or _title_from(content) or DEFAULT_TITLE
+    async with store.uow() as uow:
+        source_row = await _require_session(uow, send.source_id, "source") if send else None
+        target = await uow.sessions.create(title=title, agent=agent, cwd=cwd)
+        result: dict[str, Any] = {"ok": True, "conversationId": target.id, "title": target.title}
+        if send is not None and source_row is not None:
+            sent = await _deliver_to_target(
+                uow,
+                send,
+                Party(source_row.id, source_row.title),
+                Party(target.id, target.title),
+            )
+            result |= {
+                "replyMode": sent["replyMode"],
+                "messageId": sent["messageId"],
+                "runId": sent["runId"],
+                "deliveryStatus": sent["deliveryStatus"],
+            }
+            if "requestId" in sent:
+                result |= {
+                    "requestId": sent["requestId"],
+                    "replyStatus": sent["status"],
+                    "replyDelivery": sent["replyDelivery"],
+                    "sourceAutoRun": sent["sourceAutoRun"],
+                }
+        await uow.commit()
+    return result
+
+
+async def get_pending_reply(
+    store: Store, source: Source, args: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``ccweb_get_pending_reply``: one request (seen by its source or target only), or the
+    caller's open requests (``waiting``, ``ready``, ``failed``).
+
+    The tool takes no ``conversationId``; a caller bound by a credential that passes another
+    conversation's is refused rather than quietly shown its own.
+    """
+    args = require_mapping(args)
+    source_id = require_source(source)
+    refuse_other_conversation(source, args.get("conversationId"), "reply requests")
+    request_id = optional_str(args, "requestId")
+    async with store.read_uow() as uow:
+        if request_id is not None:
+            row = await uow.replies.get(request_id)
+            if row is None or source_id not in (
+                row.source_conversation_id,
+                row.target_conversation_id,
+            ):
+                raise NotFound(
+                    f"reply request {request_id!r} does not exist or is not visible to "
+                    f"conversation {source_id!r}",
+                    code=errors.REQUEST_NOT_FOUND,
+                )
+            return reply_out(row)
+        rows, _ = await uow.replies.list_page(
+            statuses=OPEN_REPLY_STATUSES,
+            session_id=source_id,
+            as_target=False,
+            limit=MAX_PAGE,
+        )
+    return {"replies": [reply_out(row) for row in rows], "count": len(rows)}
+
+
+def _validate_send(
+    store: Store,
+    source: Source,
+    source_id: str,
+    args: Mapping[str, Any],
+    forced_mode: str | None,
+) -> _Send:
+    """Every check of a send that needs no database: mode, content, hop limit."""
+    mode = forced_mode if forced_mode is not None else args.get("replyMode", ONE_WAY)
+    if mode is None:
+        mode = ONE_WAY
+    if mode not in REPLY_MODES:
+        raise InvalidInput(
+            f"invalid replyMode {mode!r}: use 'one_way' when you do not need the result, "
+            "'return_and_continue' when you need it back",
+            code=errors.INVALID_REPLY_MODE,
+        )
+    content = require_str(args, "content")
+    limit = store.settings.max_content_chars
+    if len(content) > limit:
+        raise InvalidInput(
+            f"content is {len(content)} characters; the limit is {limit}. "
+            "Send a shorter message or point to a file instead"
+        )
+    hop_count = max(source.hop_count, 0) + 1
+    if hop_count > store.settings.max_hops:
+        raise Conflict(
+            f"hop limit reached: this send would be hop {hop_count}, the limit is "
+            f"{store.settings.max_hops}. Finish the work here instead of forwarding it",
+            code=errors.HOP_LIMIT_EXCEEDED,
+        )
+    return _Send(source_id=source_id, content=content, reply_mode=mode, hop_count=hop_count)
+
+
+async def _require_session(uow: UnitOfWork, session_id: str, side: str) -> Session:
+    row = await uow.sessions.get(session_id)
+    if row is None:
+        raise _not_found(session_id, side)
+    return row
+
+
+def _not_found(session_id: str, side: str) -> NotFound:
+    return NotFound(
+        f"{side} conversation {session_id!r} does not exist; "
+        "ccweb_list_conversations shows the ones you can use",
+        code=errors.CONVERSATION_NOT_FOUND,
+    )
+
+
+async def _deliver_to_target(
+    uow: UnitOfWork, send: _Send, source: Party, target: Party
+) -> dict[str, Any]:
+    """Write the send: target message, reply request (``return_and_continue``), queued run.
+
+    They all carry one time, taken once (``now``).
+    """
+    expects_reply = send.reply_mode == RETURN_AND_CONTINUE
+    request_id = new_id("req") if expects_reply else None
+    message_id = new_id("msg")
+    run_id = new_id("run")
+    await uow.sends.deliver(
+        source=source,
+        target=target,
+        content=send.content,
+        metadata={
+            "crossConversation": {
+                "sourceConversationId": source.id,
+                "sourceTitle": source.title,
+                "hopCount": send.hop_count,
+                "replyMode": send.reply_mode,
+                "expectsReply": expects_reply,
+                "replyRequestId": request_id,
+            }
+        },
+        hop_count=send.hop_count,
+        runtime_text=target_prompt(
+            source_id=source.id,
+            source_title=source.title,
+            content=send.content,
+            reply_mode=send.reply_mode,
+            request_id=request_id,
+        ),
+        message_id=message_id,
+        run_id=run_id,
+        request_id=request_id,
+        now=utcnow(),
+    )
+    result: dict[str, Any] = {
+        "ok": True,
+        "replyMode": send.reply_mode,
+        "messageId": message_id,
+        "runId": run_id,
+        "targetConversationId": target.id,
+        "targetTitle": target.title,
+        "deliveryStatus": "queued",
+    }
+    if request_id is not None:
+        result |= {
+            "requestId": request_id,
+            "status": "waiting",
+            "replyDelivery": "automatic",
+            "sourceAutoRun": True,
+        }
+    return result
+
+
+def _title_from(content: str | None) -> str | None:
+    """A title from the first line of the first message, when none was given."""
+    if not content or not content.strip():
+        return None
+    first = content.strip().splitlines()[0].strip()
+    if len(first) <= TITLE_FROM_CONTENT_CHARS:
+        return first
+    return first[: TITLE_FROM_CONTENT_CHARS - 1].rstrip() + "…"

@@ -1,0 +1,396 @@
+"""The run queue's host API (SPEC §3 ``run.*``): start, enqueue, claim, heartbeat, complete,
+list, requeue.
+
+``complete_run`` is where the reply lifecycle turns: closing a ``cross_conversation`` run
+moves its reply request to ``ready`` (or ``failed``) and delivers it, and closing any run
+delivers the replies that waited for its conversation to become idle (``replies.py``).
+A run whose lease expires goes back to the queue; its ``max_attempts``-th expiry fails it
+exactly like a failed run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from ccweb_store.config import MAX_LEASE_SECONDS
+from ccweb_store.domain import errors
+from ccweb_store.domain.arguments import (
+    bounded_int,
+    optional_int,
+    optional_str,
+    optional_str_list,
+    require_mapping,
+    require_str,
+)
+from ccweb_store.domain.errors import Conflict, DatabaseFileMissing, DatabaseUnavailable
+from ccweb_store.services.replies import deliver_ready_replies, record_target_answer
+from ccweb_store.services.schemas import message_out, reply_out, run_out
+from ccweb_store.store.models import (
+    FINISHED_RUN_STATUSES,
+    ID_MAX_LENGTH,
+    RUN_KINDS,
+    Message,
+    ReplyRequest,
+    Run,
+    utcnow,
+)
+from ccweb_store.store.repositories import MAX_PAGE, validate_choice, validate_session_id
+from ccweb_store.store.repositories.runs import ClaimRace
+from ccweb_store.store.uow import Store, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+COMPLETION_STATUSES = ("completed", "failed")
+#: How many times ``run.claim`` claims again after losing a race (``ClaimRace``).
+CLAIM_ATTEMPTS = 5
+#: The shortest lease a worker may ask for (``leaseSeconds``); ``_lease_expired`` relies on it.
+MIN_LEASE_SECONDS = 1
+
+
+async def start_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.start``: a run the host drives itself, already ``running`` (``conversation_busy``)."""
+    params = require_mapping(params, "params")
+    session_id = validate_session_id(require_str(params, "sessionId"))
+    kind = validate_choice(params.get("kind", "user_turn"), RUN_KINDS, errors.INVALID_KIND, "kind")
+    runtime_text = optional_str(params, "runtimeText")
+    worker_id = optional_str(params, "workerId", max_length=ID_MAX_LENGTH)
+    async with store.uow() as uow:
+        await uow.sessions.require(session_id)
+        run = await uow.runs.start(session_id, kind, runtime_text=runtime_text, worker_id=worker_id)
+        await uow.commit()
+    return run_out(run)
+
+
+async def enqueue_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.enqueue``: a ``queued`` run for a worker to claim (what a host does when a person
+    writes in a conversation that a worker drives, ``ccweb-store worker``)."""
+    params = require_mapping(params, "params")
+    session_id = validate_session_id(require_str(params, "sessionId"))
+    kind = validate_choice(params.get("kind", "user_turn"), RUN_KINDS, errors.INVALID_KIND, "kind")
+    runtime_text = optional_str(params, "runtimeText")
+    async with store.uow() as uow:
+        await uow.sessions.require(session_id)
+        run = await uow.runs.enqueue(session_id, kind, runtime_text=runtime_text)
+        await uow.commit()
+    return run_out(run)
+
+
+async def claim_run(
+    store: Store, params: Mapping[str, Any], *, now: datetime | None = None
+) -> dict[str, Any]:
+    """``run.claim``: lease the oldest queued run of an idle conversation, or ``{run: None}``.
+
+    Expired leases are requeued (or failed) first, so a dead worker's run is claimable again.
+    """
+    params = require_mapping(params, "params")
+    worker_id = require_str(params, "workerId", max_length=ID_MAX_LENGTH)
+    lease = _lease_seconds(store, params)
+    kinds = optional_str_list(params, "kinds")
+    for kind in kinds or ():
+        validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "kind")
+    for _ in range(CLAIM_ATTEMPTS):
+        try:
+            run = await _claim(store, worker_id, lease, kinds, now)
+        except ClaimRace:
+            continue  # another worker started a run of that conversation: claim another run
+        return {"run": run_out(run) if run is not None else None}
+    return {"run": None}  # lost every race: the runs there were went to other workers
+
+
+async def _claim(
+    store: Store, worker_id: str, lease: int, kinds: list[str] | None, now: datetime | None
+) -> Run | None:
+    """One claim in a unit of work of its own; expired leases are requeued (in others) first.
+
+    The claim is one statement, and the lease probe before it only a hint, so the unit of
+    work needs no transaction around them (``autocommit``)."""
+    async with store.uow(autocommit=True) as uow:
+        # A probe inside the claim's own transaction instead of a separate pass: expired
+        # leases are rare.
+        if not await _lease_expired(store, uow, now):
+            run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
+            await uow.commit()
+            return run
+    await requeue_expired(store, now=now)
+    async with store.uow(autocommit=True) as uow:
+        run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
+        await uow.commit()
+        return run
+
+
+def _lease_seconds(store: Store, params: Mapping[str, Any]) -> int:
+    """``leaseSeconds`` (``MIN_LEASE_SECONDS`` to ``MAX_LEASE_SECONDS``), else the setting."""
+    lease = optional_int(
+        params,
+        "leaseSeconds",
+        minimum=MIN_LEASE_SECONDS,
+        maximum=MAX_LEASE_SECONDS,
+        unit=" (7 days; heartbeat to hold a run longer)",
+    )
+    return lease or store.settings.lease_seconds
+
+
+async def _lease_expired(store: Store, uow: UnitOfWork, now: datetime | None) -> bool:
+    """Whether a running run's lease has passed, asking the database at most once a second.
+
+    No lease is shorter than ``MIN_LEASE_SECONDS``, so when the earliest lease found at ``t``
+    is still running, none can pass before ``min(earliest, t + MIN_LEASE_SECONDS)``: claims
+    until then skip the query (``Store.no_lease_expires_before``). A caller that passes its
+    own ``now`` (tests, replays) always asks, and forgets what was known.
+    """
+    if now is not None:
+        store.no_lease_expires_before = None  # leases set by that clock may be anywhere
+    current = now or utcnow()
+    horizon = store.no_lease_expires_before
+    if horizon is not None and current < horizon:
+        return False
+    earliest = await uow.runs.earliest_lease_expiry()
+    if earliest is not None and earliest < current:
+        return True
+    if now is None:
+        horizon = current + timedelta(seconds=MIN_LEASE_SECONDS)
+        store.no_lease_expires_before = horizon if earliest is None else min(earliest, horizon)
+    return False
+
+
+async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.heartbeat``: extend the lease of a run this worker holds (``lease_lost`` otherwise)."""
+    params = require_mapping(params, "params")
+    run_id = require_str(params, "runId")
+    worker_id = require_str(params, "workerId", max_length=ID_MAX_LENGTH)
+    lease = _lease_seconds(store, params)
+    async with store.uow() as uow:
+        run = await uow.runs.require(run_id)
+        if not await uow.runs.heartbeat(run_id, worker_id, lease_seconds=lease):
+            raise _lease_lost(run, worker_id)
+        await uow.commit()
+    return run_out(run)
+
+
+async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.complete``: close the run, append its output, answer and deliver replies.
+
+    One transaction. Only the run's lease holder closes it: ``workerId`` must name the worker
+    that holds it, and be left out for a run no worker holds (``run.start`` without one, a
+    queued run); anyone else gets ``lease_lost`` and nothing changes, so a worker whose run
+    was requeued and claimed again cannot drop the new holder's output. Calling it again for
+    a finished run, as its holder, changes nothing and returns the same run, message and
+    replies (in their current state).
+    """
+    params = require_mapping(params, "params")
+    run_id = require_str(params, "runId")
+    status = validate_choice(
+        params.get("status"), COMPLETION_STATUSES, errors.INVALID_STATUS, "run status"
+    )
+    output = optional_str(params, "output")
+    error = optional_str(params, "error")
+    worker_id = optional_str(params, "workerId", max_length=ID_MAX_LENGTH)
+    async with store.uow() as uow:
+        # The conditional UPDATE locks and closes the run in one statement, if this caller
+        # holds it; only a run it could not close (finished, held by another, unknown) needs
+        # reading.
+        run = await uow.runs.finish(run_id, status, worker_id=worker_id, output=output, error=error)
+        if run is None:
+            current = await uow.runs.require(run_id)
+            if current.status in FINISHED_RUN_STATUSES and current.worker_id == worker_id:
+                return await _completion_result(uow, current)
+            raise _lease_lost(current, worker_id)
+        message, replies = await _after_close(uow, run, status, output=output, error=error)
+        await uow.commit()
+    return _completion_out(run, message, replies)
+
+
+def _lease_lost(run: Run, worker_id: str | None) -> Conflict:
+    """``lease_lost`` for a caller (``worker_id``, None: it named none) that does not hold
+    ``run``: what happened to the run and what to do, with ``runId``, ``runStatus`` and
+    ``heldBy`` (the current holder, or None) in the error's data."""
+    caller = f"worker {worker_id!r}" if worker_id is not None else "a caller without workerId"
+    holder = repr(run.worker_id)
+    stop = "stop working on it; nothing was recorded (claim another run)"
+    if run.status == "queued":
+        what = (
+            f"run {run.id!r} was requeued (a lease expired or an operator requeued it) and "
+            f"waits for a worker, so {caller} no longer holds it"
+        )
+    elif run.status == "running" and run.worker_id is not None and worker_id is not None:
+        what = (
+            f"the lease of run {run.id!r} moved to worker {holder}: {caller} no longer holds "
+            "it (the run was requeued, after its lease expired or by an operator, and claimed "
+            "again)"
+        )
+    elif run.status == "running" and run.worker_id is not None:
+        what = f"run {run.id!r} is leased to worker {holder} and only its holder completes it"
+        stop = (
+            f"nothing was recorded: pass workerId {holder}, or requeue the run (run.requeue) "
+            "to take it from that worker"
+        )
+    elif run.status == "running":
+        what = f"run {run.id!r} has no lease holder (run.start without workerId)"
+        stop = "nothing was recorded: complete it without workerId"
+    elif run.worker_id is not None:
+        what = f"run {run.id!r} already ended ({run.status}) under worker {holder}, not {caller}"
+    else:
+        what = (
+            f"run {run.id!r} already ended ({run.status}) with no lease holder (requeued, then "
+            f"failed after its leases expired or closed by an operator), not under {caller}"
+        )
+    return Conflict(
+        f"{what}; {stop}",
+        code=errors.LEASE_LOST,
+        data={"runId": run.id, "runStatus": run.status, "heldBy": run.worker_id},
+    )
+
+
+def _completion_out(
+    run: Run, message: Message | None, replies: list[ReplyRequest]
+) -> dict[str, Any]:
+    """The result of ``run.complete``: the run, its output message, the replies it moved."""
+    return {
+        "run": run_out(run),
+        "message": message_out(message) if message is not None else None,
+        "replies": [reply_out(reply) for reply in replies],
+    }
+
+
+async def _answered_request(uow: UnitOfWork, run: Run) -> ReplyRequest | None:
+    """The reply request a ``cross_conversation`` run answers, if it has one."""
+    if run.kind != "cross_conversation" or run.reply_request_id is None:
+        return None
+    return await uow.replies.get(run.reply_request_id)
+
+
+async def _after_close(
+    uow: UnitOfWork, run: Run, status: str, *, output: str | None, error: str | None
+) -> tuple[Message | None, list[ReplyRequest]]:
+    """Everything the end of ``run`` (just finished, so locked) sets off; the caller commits."""
+    linked = await _answered_request(uow, run)
+    await uow.sessions.lock_many(
+        [run.session_id, linked.source_conversation_id if linked is not None else None]
+    )
+    message = None
+    if output and output.strip():
+        message = await uow.sends.append_read(
+            run.session_id, "assistant", output, metadata={"runId": run.id}
+        )
+    replies: list[ReplyRequest] = []
+    if linked is not None:
+        answered = await record_target_answer(
+            uow,
+            linked,
+            completed=status == "completed",
+            output=output,
+            error=error,
+            delivered_by_run_id=run.id,
+        )
+        if answered is not None:
+            replies.append(answered)
+    replies.extend(await deliver_ready_replies(uow, run.session_id, delivered_by_run_id=run.id))
+    return message, replies
+
+
+async def _completion_result(uow: UnitOfWork, run: Run) -> dict[str, Any]:
+    """The result of ``run.complete`` for a run that is already finished."""
+    message = await uow.messages.find_by_metadata(run.session_id, "runId", run.id)
+    linked = await _answered_request(uow, run)
+    replies = [linked] if linked is not None else []
+    for delivered in await uow.messages.list_by_metadata(
+        run.session_id, "deliveredByRunId", run.id
+    ):
+        request_id = (delivered.metadata_ or {}).get("replyToRequestId")
+        request = await uow.replies.get(request_id) if isinstance(request_id, str) else None
+        if request is not None:
+            replies.append(request)
+    return _completion_out(run, message, replies)
+
+
+async def list_runs(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.list``: newest first, by conversation and/or status."""
+    params = require_mapping(params, "params")
+    session_id = optional_str(params, "sessionId")
+    if session_id is not None:
+        validate_session_id(session_id)
+    statuses = optional_str_list(params, "status")
+    limit = bounded_int(params, "limit", 50, MAX_PAGE)
+    async with store.read_uow() as uow:
+        rows = await uow.runs.list_recent(session_id=session_id, statuses=statuses, limit=limit)
+    return {"runs": [run_out(row) for row in rows]}
+
+
+async def requeue_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Put a running run back in the queue (its worker died); counts as an attempt."""
+    run_id = require_str(require_mapping(params, "params"), "runId")
+    async with store.uow() as uow:
+        run = await uow.runs.require(run_id, for_update=True)
+        if not await uow.runs.requeue(run_id):
+            raise Conflict(
+                f"run {run_id!r} is {run.status}, not running; only a running run can be requeued",
+                code=errors.INVALID_STATE,
+            )
+        await uow.commit()
+    return run_out(run)
+
+
+async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[str, int]:
+    """Requeue running runs whose lease has passed; fail those out of attempts.
+
+    Each run is settled in its own transaction. Usable from a background task; returns
+    ``{requeued, failed}``.
+    """
+    now = now or utcnow()
+    async with store.read_uow() as uow:
+        expired_ids = [run.id for run in await uow.runs.expired(now=now)]
+    requeued = failed = 0
+    max_attempts = store.settings.max_attempts
+    for run_id in expired_ids:
+        async with store.uow() as uow:
+            run = await uow.runs.get(run_id, for_update=True)
+            if (
+                run is None
+                or run.status != "running"
+                or run.lease_expires_at is None
+                or run.lease_expires_at >= now
+            ):
+                continue
+            attempts = run.attempts + 1
+            if not await uow.runs.requeue(run_id):
+                continue
+            if attempts >= max_attempts:
+                error = f"the run's lease expired {attempts} times; giving up"
+                await uow.runs.finish(run_id, "failed", worker_id=None, error=error)
+                await _after_close(uow, run, "failed", output=None, error=error)
+                failed += 1
+                log.warning("run %s failed after %d expired leases", run_id, attempts)
+            else:
+                requeued += 1
+                log.info("run %s requeued after an expired lease (attempt %d)", run_id, attempts)
+            await uow.commit()
+    return {"requeued": requeued, "failed": failed}
+
+
+async def sweep_expired_leases(store: Store, interval: float) -> None:
+    """Requeue (or fail) runs with expired leases every ``interval`` seconds, until cancelled.
+
+    Runs in the server's lifespan, so a dead worker's run goes back to the queue even when
+    no other worker calls ``run.claim``. A failing sweep (database down) is logged and retried.
+    """
+    log.info("sweeping expired run leases every %gs", interval)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            swept = await requeue_expired(store)
+        except (DatabaseUnavailable, DatabaseFileMissing) as exc:  # said once a pass, no trace
+            log.warning("sweeping expired run leases failed: %s", exc.message)
+            continue
+        except Exception:
+            log.exception("sweeping expired run leases failed; retrying in %gs", interval)
+            continue
+        if swept["requeued"] or swept["failed"]:
+            log.info(
+                "lease sweep: %d run(s) requeued, %d failed after too many expired leases",
+                swept["requeued"],
+                swept["failed"],
+            )

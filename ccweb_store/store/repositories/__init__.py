@@ -1,0 +1,45 @@
+"""Repositories: SQL for each table, and nothing else.
+
+They take the unit of work's ``AsyncConnection`` and ``UnitState``, and never commit.
+State changes are conditional (``UPDATE … WHERE status IN (…)``) and report whether they
+won, so two writers can never both move the same row.
+"""
+
+from ccweb_store.store.repositories.base import (
+    MAX_PAGE,
+    UnitState,
+    decode_cursor,
+    encode_cursor,
+    validate_choice,
+    validate_session_id,
+)
+from ccweb_store.store.repositories.credentials import CredentialRepository, SecretRepository
+from ccweb_store.store.repositories.messages import (
+    LATEST_NONBLANK_BY_ROLE,
+    MessageRepository,
+    MessageText,
+)
+from ccweb_store.store.repositories.replies import ReplyRepository
+from ccweb_store.store.repositories.runs import RunRepository
+from ccweb_store.store.repositories.sends import SendRepository
+from ccweb_store.store.repositories.sessions import Party, SendParties, SessionRepository
+
+__all__ = [
+    "LATEST_NONBLANK_BY_ROLE",
+    "MAX_PAGE",
+    "CredentialRepository",
+    "MessageRepository",
+    "MessageText",
+    "Party",
+    "ReplyRepository",
+    "RunRepository",
+    "SecretRepository",
+    "SendParties",
+    "SendRepository",
+    "SessionRepository",
+    "UnitState",
+    "decode_cursor",
+    "encode_cursor",
+    "validate_choice",
+    "validate_session_id",
+]

@@ -1,0 +1,385 @@
+"""What every repository shares: validation at the boundary, keyset cursors, and the
+one-row INSERT/UPDATE … RETURNING helpers the hot path is built on."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sqlite3
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.orm import QueryableAttribute
+
+from ccweb_store.domain import errors, json_values
+from ccweb_store.domain.errors import DomainError, InvalidInput
+from ccweb_store.store.db import driver_of
+from ccweb_store.store.models import (
+    FROM_DATABASE,
+    SESSION_ID_MAX_LENGTH,
+    SESSION_ID_PATTERN,
+    Base,
+    Message,
+    ReplyRequest,
+    Run,
+    Session,
+)
+from ccweb_store.store.repositories import direct
+from ccweb_store.store.repositories.direct import prebuilt as prebuilt
+
+MAX_PAGE = 500
+
+_T = TypeVar("_T")
+_B = TypeVar("_B", bound=Base)
+
+
+def validate_session_id(value: object, *, code: str = errors.INVALID_CONVERSATION_ID) -> str:
+    """Return ``value`` if it is a well-formed conversation id, else raise ``code``."""
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > SESSION_ID_MAX_LENGTH
+        or not SESSION_ID_PATTERN.fullmatch(value)
+    ):
+        raise InvalidInput(
+            f"invalid conversation id {value!r}: use 1-{SESSION_ID_MAX_LENGTH} letters, "
+            "digits, '_' or '-', starting with a letter or digit",
+            code=code,
+        )
+    return value
+
+
+def validate_choice(value: object, choices: Sequence[str], code: str, what: str) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise ``code``."""
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidInput(
+            f"invalid {what} {value!r}: expected one of {', '.join(choices)}", code=code
+        )
+    return value
+
+
+def encode_cursor(*parts: Any) -> str:
+    """An opaque keyset cursor (the last row's sort key)."""
+    raw = json.dumps([p.isoformat() if isinstance(p, datetime) else p for p in parts])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, kinds: Sequence[type]) -> list[Any]:
+    """Parse a cursor made by ``encode_cursor`` whose parts have the given types."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        parts = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        if not isinstance(parts, list) or len(parts) != len(kinds):
+            raise ValueError
+        if json_values.find_problem(parts, "cursor") is not None:
+            raise ValueError
+        return [
+            datetime.fromisoformat(p) if k is datetime else k(p)
+            for p, k in zip(parts, kinds, strict=True)
+        ]
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise InvalidInput(f"invalid cursor {cursor!r}", code=errors.INVALID_CURSOR) from exc
+
+
+# --- statements of the request hot path, built once ------------------------------------------
+# Building a statement (coercing each ``.where``, generating its cache key) costs more than
+# running it on SQLite, so the queries every send, claim and completion runs are built once
+# at import, with bound parameters, in the module of their table, and only executed per
+# call. Parameters that fill INSERT/UPDATE values are named ``p_…``: SQLAlchemy reserves the
+# column names there.
+
+
+_CONSTANT = re.compile(r"\A[a-z_]+\Z")
+
+
+def constant(value: str) -> sa.ColumnElement[str]:
+    """An enum value (a status, a kind) written into the SQL as a literal, not bound.
+
+    SQLite cannot tell whether a partial index applies to ``status = ?`` before the value is
+    bound, so it prepares such a statement again on every run (the claim query took 61 µs
+    instead of 5 against ``uq_runs_session_id_running``); a literal is planned once, and
+    PostgreSQL matches it to partial indexes too. Only plain lowercase words pass.
+    """
+    if not _CONSTANT.fullmatch(value):
+        raise ValueError(f"not an enum value: {value!r}")
+    return sa.literal_column(f"'{value}'", sa.String())
+
+
+def one_of(
+    column: sa.ColumnElement[str] | QueryableAttribute[str], values: Sequence[str]
+) -> sa.ColumnElement[bool]:
+    """``column IN (…)`` over fixed enum values, written into the SQL (see ``constant``).
+
+    An IN over a list bound at execution (an "expanding" parameter) re-renders the SQL on
+    every call, which costs more than running it; hot-path statements that need another set
+    of values are built once per set (``lru_cache``) instead.
+    """
+    return column.in_([constant(value) for value in values])
+
+
+@lru_cache(maxsize=8)
+def column_attributes(model: type[Base]) -> tuple[tuple[str, sa.ColumnElement[Any]], ...]:
+    """``(attribute name, column)`` of every column of a mapped class."""
+    return tuple((attr.key, attr.columns[0]) for attr in sa.inspect(model).column_attrs)
+
+
+def _row_layout(model: type[Base]) -> tuple[tuple[str, ...], int]:
+    """The attribute name of each column of the model's table, in the table's column order
+    (the order of ``select(TABLE)`` and of ``RETURNING *TABLE.c``), and the position of the
+    primary key among them."""
+    by_name = {column.name: key for key, column in column_attributes(model)}
+    table = Base.metadata.tables[model.__tablename__]
+    keys = tuple(by_name[column.name] for column in table.c)
+    (primary,) = table.primary_key.columns
+    return keys, keys.index(by_name[primary.name])
+
+
+# Objects are built without the ORM's loading (``Repository._load``), which would otherwise be
+# what first sets up the mapped classes' attributes.
+sa.orm.configure_mappers()
+
+_MAPPED: tuple[type[Base], ...] = tuple(mapper.class_ for mapper in Base.registry.mappers)
+#: ``_row_layout`` of every mapped class, worked out once: ``_load`` runs for every row read.
+_ROW_LAYOUTS = {model: _row_layout(model) for model in _MAPPED}
+#: Per mapped class, ``(attribute name, column name, has a server default)`` of each column,
+#: for ``Repository._insert``.
+_INSERT_COLUMNS = {
+    model: tuple(
+        (key, column.name, column.server_default is not None)
+        for key, column in column_attributes(model)
+    )
+    for model in _MAPPED
+}
+
+SESSIONS = Base.metadata.tables[Session.__tablename__]
+MESSAGES = Base.metadata.tables[Message.__tablename__]
+REPLIES = Base.metadata.tables[ReplyRequest.__tablename__]
+RUNS = Base.metadata.tables[Run.__tablename__]
+
+
+class UnitState:
+    """What the repositories of one unit of work share besides its connection."""
+
+    def __init__(self, connection: AsyncConnection) -> None:
+        #: The unit of work's connection, which every repository of it uses.
+        self.connection = connection
+        #: On PostgreSQL, until the unit of work's first statement: what runs that statement,
+        #: again on a fresh connection if the kept one it began on turns out to be dead
+        #: (``uow.UnitOfWork``).
+        self.first_statement: Callable[[sa.Executable, Any], Awaitable[Any]] | None = None
+        #: SQLite's connection under the async one, which statements use directly: the
+        #: driver is synchronous and runs on the event loop's thread
+        #: (``db.InlineSQLiteDialect``), and SQLAlchemy's asyncio layer (a greenlet per
+        #: statement, the switches in and out, the result's re-wrapping) costs more than the
+        #: statement itself. None on PostgreSQL.
+        sync = connection.sync_connection
+        assert sync is not None, "the connection is closed"
+        #: The dialect's name ("sqlite", "postgresql"), which repositories ask often.
+        self.dialect: str = sync.dialect.name
+        self.inline: Connection | None = sync if self.dialect == "sqlite" else None
+        #: The ``sqlite3`` connection under ``inline``, which runs the prebuilt statements.
+        self.driver: sqlite3.Connection | None = (
+            driver_of(self.inline) if self.inline is not None else None
+        )
+        #: The object standing for each row read so far, by (mapped class, primary key).
+        self.loaded: dict[tuple[type[Base], Any], Any] = {}
+        #: Sessions whose rows the current transaction locked (``SessionRepository``); the
+        #: unit of work forgets them when it commits or rolls back.
+        self.locked_sessions: dict[str, Any] = {}
+        #: Set when the unit of work ended (committed or rolled back on SQLite's writer,
+        #: ``sqlite_writer.SQLiteWriter``): its connection is another's turn now.
+        self.finished = False
+
+
+class Repository:
+    """SQL on one table, inside the unit of work's transaction.
+
+    Rows come back as instances of the mapped classes, filled straight from Core rows: the
+    ORM's loading and its unit of work (identity map, attribute events, flushes) cost more
+    than the statements on SQLite, and nothing here writes through the ORM — every change is
+    a Core statement. One object stands for one row per unit of work (``_load``), refreshed
+    whenever a statement returns that row, so a conditional ``UPDATE … RETURNING`` updates
+    the object a caller already holds.
+    """
+
+    def __init__(self, connection: AsyncConnection, state: UnitState | None = None) -> None:
+        self.state = state if state is not None else UnitState(connection)
+        self._loaded = self.state.loaded
+        self._inline = self.state.inline
+        self._driver = self.state.driver
+
+    def _require_open(self) -> None:
+        """Refuse a statement once the unit of work has ended (``UnitState.finished``)."""
+        if self.state.finished:
+            raise RuntimeError("this unit of work has ended; run statements in a new one")
+
+    async def _execute(
+        self,
+        stmt: sa.Executable,
+        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> sa.CursorResult[Any]:
+        """Run ``stmt`` in the unit of work's transaction, prebuilt ones straight on the
+        driver (``direct``)."""
+        self._require_open()
+        result: sa.CursorResult[Any]
+        if self._inline is not None:
+            assert self._driver is not None
+            result = direct.execute_sqlite(self._inline, self._driver, stmt, params)
+        elif self.state.first_statement is not None:
+            result = await self.state.first_statement(stmt, params)
+        else:
+            result = await direct.execute_postgres(self.state.connection, stmt, params)
+        return result
+
+    def _fetch_sqlite(self, sql: str, values: tuple[Any, ...]) -> list[Any] | None:
+        """The rows of ``sql``, a query written for SQLite, run straight on the driver
+        (``direct.fetch_sqlite``); None when the unit of work cannot run it so (PostgreSQL, or
+        no transaction begun yet): the caller then runs its portable statement."""
+        driver = self._driver
+        if driver is None or not driver.in_transaction:
+            return None
+        self._require_open()
+        assert self._inline is not None
+        return direct.fetch_sqlite(self._inline, driver, sql, values)
+
+    async def _execute_batch(self, batch: direct.Batch, values: dict[str, Any]) -> None:
+        """Run ``batch`` with ``values`` in the unit of work's transaction: on SQLite straight
+        on the driver, on PostgreSQL as one statement (``direct.Batch``)."""
+        self._require_open()
+        if self._inline is not None:
+            assert self._driver is not None
+            direct.execute_batch_sqlite(self._inline, self._driver, batch, values)
+            return
+        params = {name: values[name] for name in batch.names}
+        await self._execute(batch.as_one_statement(), params)
+
+    async def _execute_many(self, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run ``stmt`` once per parameter set of ``rows`` (one executemany), returning nothing."""
+        self._require_open()
+        if self._inline is not None:
+            assert self._driver is not None
+            direct.execute_many(self._inline, self._driver, stmt, rows)
+        elif rows:
+            await self._execute(stmt, list(rows))  # through SQLAlchemy (``direct``)
+
+    @property
+    def connection(self) -> AsyncConnection:
+        """The unit of work's connection (``UnitState.connection``)."""
+        return self.state.connection
+
+    @property
+    def dialect(self) -> str:
+        return self.state.dialect
+
+    def _load(self, model: type[_B], row: Sequence[Any], into: _B | None = None) -> _B:
+        """The unit of work's object for ``row`` (every column, in table order), refreshed.
+
+        A new object is a bare instance of the mapped class, without the ORM's instance
+        state (which only a session would use, and none ever sees these objects): its
+        columns and the ``FROM_DATABASE`` mark go straight into ``__dict__``, where the
+        mapped attributes read them, and ``Base.__setattr__`` refuses changes.
+        """
+        keys, primary = _ROW_LAYOUTS[model]
+        key = (model, row[primary])
+        loaded = self._loaded.get(key, into)
+        if loaded is None:
+            loaded = model.__new__(model)
+        fields = loaded.__dict__
+        fields.update(zip(keys, row, strict=True))
+        fields[FROM_DATABASE] = True
+        self._loaded[key] = loaded
+        found: _B = loaded
+        return found
+
+    async def _first(
+        self, model: type[_B], stmt: sa.Executable, params: Mapping[str, Any] | None = None
+    ) -> _B | None:
+        """The first row of ``stmt`` (selecting or returning every column) as an object."""
+        row = (await self._execute(stmt, params)).first()
+        return None if row is None else self._load(model, row)
+
+    async def _all(
+        self, model: type[_B], stmt: sa.Executable, params: Mapping[str, Any] | None = None
+    ) -> list[_B]:
+        """Every row of ``stmt`` (selecting or returning every column) as objects."""
+        return [self._load(model, row) for row in (await self._execute(stmt, params))]
+
+    async def _insert(
+        self,
+        model: type[_B],
+        values: Mapping[str, Any],
+        conflict: Callable[[], DomainError],
+        *,
+        into: _B | None = None,
+    ) -> _B:
+        """Insert one row (attribute names as keys) now; the row as an object (``into`` if
+        given), server defaults included. A uniqueness clash raises ``conflict()``.
+
+        One Core ``INSERT … RETURNING``. Like a flush, a ``None`` leaves a column with a
+        server default to that default. No savepoint: a clash ends the unit of work (the
+        caller raises, the transaction rolls back), so nothing ever continues in it.
+        """
+        try:
+            row = (
+                await self._execute(insert_statement(model), _insert_params(model, values))
+            ).one()
+        except IntegrityError as exc:
+            raise conflict() from exc
+        return self._load(model, row, into)
+
+    async def _insert_unread(
+        self, model: type[Base], values: Mapping[str, Any], conflict: Callable[[], DomainError]
+    ) -> None:
+        """``_insert`` without reading the row back, for a caller that needs nothing of it
+        but what it gave: on SQLite, ``RETURNING`` and converting its row cost more than
+        the INSERT itself."""
+        stmt = insert_statement(model, read_back=False)
+        try:
+            await self._execute(stmt, _insert_params(model, values))
+        except IntegrityError as exc:
+            raise conflict() from exc
+
+    async def _page(
+        self,
+        model: type[_B],
+        stmt: sa.Select[Any],
+        limit: int,
+        sort_key: Callable[[_B], tuple[Any, ...]],
+    ) -> tuple[list[_B], str | None]:
+        """Up to ``limit`` rows of ``stmt`` and the cursor to the next page (None: no more),
+        made from the last row's ``sort_key``."""
+        rows = await self._all(model, stmt.limit(limit + 1))
+        if len(rows) <= limit:
+            return rows, None
+        rows = rows[:limit]
+        return rows, encode_cursor(*sort_key(rows[-1]))
+
+    async def _update_returning(self, model: type[_B], stmt: sa.Update) -> _B | None:
+        """Run a conditional UPDATE of one row; the updated row if it matched, else None."""
+        table = Base.metadata.tables[model.__tablename__]
+        return await self._first(model, stmt.returning(*table.c))
+
+
+def _insert_params(model: type[Base], values: Mapping[str, Any]) -> dict[str, Any]:
+    """An insert's parameters by column name; like a flush, a ``None`` leaves a column with a
+    server default to that default."""
+    return {
+        name: values[key]
+        for key, name, defaulted in _INSERT_COLUMNS[model]
+        if key in values and not (defaulted and values[key] is None)
+    }
+
+
+@lru_cache(maxsize=16)
+def insert_statement(model: type[Base], *, read_back: bool = True) -> sa.Insert:
+    """``INSERT INTO <table>`` (Core, no flush), ``RETURNING`` every column if ``read_back``."""
+    table = Base.metadata.tables[model.__tablename__]
+    stmt = sa.insert(table)
+    return prebuilt(stmt.returning(*table.c) if read_back else stmt)

@@ -1,0 +1,465 @@
+"""Messages: append with the next seq, read in order, find by metadata (the replies to a
+request by index), prompt cards."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from functools import cache, lru_cache
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.expression import bindparam
+
+from ccweb_store.domain import errors
+from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
+from ccweb_store.services.schemas import IsoText, iso_of_sqlite_text
+from ccweb_store.store.models import (
+    ROLES,
+    Message,
+    new_id,
+    reply_to_request_id,
+    utcnow,
+)
+from ccweb_store.store.repositories.base import (
+    MESSAGES,
+    Repository,
+    column_attributes,
+    prebuilt,
+    validate_choice,
+)
+from ccweb_store.store.repositories.sessions import SessionRepository
+
+_APPEND_MESSAGE_UNREAD = prebuilt(
+    sa.insert(MESSAGES).values(
+        id=bindparam("p_id"),
+        session_id=bindparam("p_session_id"),
+        seq=sa.select(sa.func.coalesce(sa.func.max(MESSAGES.c.seq), 0) + 1)
+        .where(MESSAGES.c.session_id == bindparam("p_session_id"))
+        .scalar_subquery(),
+        role=bindparam("p_role"),
+        content=bindparam("p_content"),
+        created_at=bindparam("p_created_at"),
+        metadata=bindparam("p_metadata"),
+    )
+)
+_APPEND_MESSAGE = prebuilt(_APPEND_MESSAGE_UNREAD.returning(*MESSAGES.c))
+
+
+_COLUMNS_BY_ATTRIBUTE = dict(column_attributes(Message))
+
+
+@cache  # unbounded: a prebuilt statement must live as long as the process (few key sets)
+def _insert_statement(keys: tuple[str, ...]) -> sa.Insert:
+    """An INSERT of the columns named by attribute (``metadata_``), as ``insert_many`` takes
+    them, with one bound parameter each (named like the attribute)."""
+    return prebuilt(
+        sa.insert(MESSAGES).values({_COLUMNS_BY_ATTRIBUTE[key]: bindparam(key) for key in keys})
+    )
+
+
+#: The sessions holding up to ``_OWNERS_CHUNK`` message ids: one statement built (and on SQLite
+#: compiled) once, its unused places NULL, which no id equals.
+_OWNERS_CHUNK = 500
+_OWNERS = prebuilt(
+    sa.select(MESSAGES.c.id, MESSAGES.c.session_id).where(
+        MESSAGES.c.id.in_([bindparam(f"id_{i}") for i in range(_OWNERS_CHUNK)])
+    )
+)
+
+_GET_MESSAGE = prebuilt(sa.select(MESSAGES).where(MESSAGES.c.id == bindparam("message_id")))
+#: A session's messages whose ``metadata.replyToRequestId`` names a request, in order: a probe
+#: of ``ix_messages_reply_to_request_id`` (migration 0006), which ``reply_to_request_id``
+#: renders with its key as a literal so that both planners match it to the index.
+REPLIES_TO_REQUEST = prebuilt(
+    sa.select(MESSAGES)
+    .where(
+        reply_to_request_id() == bindparam("request_id"),
+        MESSAGES.c.session_id == bindparam("session_id"),
+    )
+    .order_by(MESSAGES.c.seq)
+)
+
+
+def _reply_request_message(*, text_prefilter: bool) -> sa.Select[Any]:
+    """The first message of a session that carried a reply request (see
+    ``MessageRepository.find_reply_request_message``).
+
+    With ``text_prefilter`` (SQLite, whose JSON is text) a row is parsed as JSON only when its
+    text holds ``replyRequestId`` or a ``\\u`` escape, which could spell that key otherwise:
+    the same rows come out, but most rows of a long conversation are never parsed.
+    """
+    metadata = MESSAGES.c["metadata"]
+    matches = sa.or_(
+        metadata[("crossConversation", "replyRequestId")].as_string() == bindparam("request_id"),
+        metadata["replyRequestId"].as_string() == bindparam("request_id"),
+    )
+    if text_prefilter:
+        text = sa.cast(metadata, sa.Text)
+        matches = sa.and_(sa.or_(text.contains("replyRequestId"), text.contains("\\u")), matches)
+    return (
+        sa.select(MESSAGES)
+        .where(MESSAGES.c.session_id == bindparam("session_id"), matches)
+        .order_by(MESSAGES.c.seq)
+        .limit(1)
+    )
+
+
+REPLY_REQUEST_MESSAGE = prebuilt(_reply_request_message(text_prefilter=False))
+REPLY_REQUEST_MESSAGE_SQLITE = prebuilt(_reply_request_message(text_prefilter=True))
+
+
+@lru_cache(maxsize=16)
+def _by_metadata_statement(key: str) -> sa.Select[Any]:
+    """A session's messages whose ``metadata[key]`` equals a value, in order (one per key)."""
+    return prebuilt(
+        sa.select(MESSAGES)
+        .where(
+            MESSAGES.c.session_id == bindparam("session_id"),
+            MESSAGES.c["metadata"][key].as_string() == bindparam("value"),
+        )
+        .order_by(MESSAGES.c.seq)
+    )
+
+
+class MessageRepository(Repository):
+    async def append(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+        created_at: datetime | None = None,
+    ) -> Message:
+        """Append a message with the session's next ``seq``.
+
+        Bumping the session's ``updated_at`` first takes its row lock (PostgreSQL) or the
+        write lock (SQLite, ``BEGIN IMMEDIATE``), so concurrent appends get gap-free seqs.
+        The seq is computed inside the INSERT, which returns the new row.
+        """
+        params = await self._append_params(
+            session_id, role, content, metadata, id, created_at, None
+        )
+        returned = (await self._run_append(_APPEND_MESSAGE, params)).one()
+        return self._load(Message, returned)
+
+    async def append_id(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+        now: datetime | None = None,
+    ) -> str:
+        """``append`` without reading the row back: the new message's id. ``now`` is its time
+        and its session's (default: the current time)."""
+        params = await self._append_params(session_id, role, content, metadata, id, now, now)
+        await self._run_append(_APPEND_MESSAGE_UNREAD, params)
+        message_id: str = params["p_id"]
+        return message_id
+
+    async def _append_params(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        metadata: dict[str, Any] | None,
+        id: str | None,
+        created_at: datetime | None,
+        now: datetime | None,
+    ) -> dict[str, Any]:
+        """Check the message, bump its session (see ``append``) to ``now`` (default: the
+        current time); the INSERT's parameters."""
+        validate_choice(role, ROLES, errors.INVALID_ROLE, "role")
+        if not isinstance(content, str):
+            raise InvalidInput("content must be a string")
+        now = now or utcnow()
+        sessions = SessionRepository(self.connection, self.state)
+        if not await sessions.touch(session_id, now):
+            raise NotFound(
+                f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
+            )
+        return {
+            "p_id": id or new_id("msg"),
+            "p_session_id": session_id,
+            "p_role": role,
+            "p_content": content,
+            "p_created_at": created_at or now,
+            "p_metadata": metadata,
+        }
+
+    async def _run_append(self, stmt: sa.Insert, params: dict[str, Any]) -> Any:
+        try:
+            return await self._execute(stmt, params)
+        except IntegrityError as exc:
+            raise Conflict(
+                f"message id {params['p_id']!r} already exists; leave id out to get a new one",
+                code=errors.MESSAGE_EXISTS,
+            ) from exc
+
+    async def get(self, message_id: str) -> Message | None:
+        return await self._first(Message, _GET_MESSAGE, {"message_id": message_id})
+
+    async def list_after(
+        self, session_id: str, *, after_seq: int = 0, limit: int = 100
+    ) -> list[Message]:
+        """Messages with ``seq > after_seq``, in order."""
+        stmt = (
+            sa.select(MESSAGES)
+            .where(Message.session_id == session_id, Message.seq > after_seq)
+            .order_by(Message.seq)
+            .limit(limit)
+        )
+        return await self._all(Message, stmt)
+
+    async def count(self, session_ids: Iterable[str]) -> dict[str, int]:
+        ids = list(session_ids)
+        if not ids:
+            return {}
+        stmt = (
+            sa.select(Message.session_id, sa.func.count())
+            .where(Message.session_id.in_(ids))
+            .group_by(Message.session_id)
+        )
+        counts: Sequence[Any] = (await self._execute(stmt)).all()
+        return {session_id: int(n) for session_id, n in counts}
+
+    async def replies_to_request(self, session_id: str, request_id: str) -> list[Message]:
+        """The session's messages whose ``metadata.replyToRequestId`` is ``request_id``, in
+        order: the replies (and failure notices) already delivered for that request.
+
+        An index probe (``REPLIES_TO_REQUEST``), however many messages the session holds.
+        """
+        params = {"session_id": session_id, "request_id": request_id}
+        return await self._all(Message, REPLIES_TO_REQUEST, params)
+
+    async def list_by_metadata(self, session_id: str, key: str, value: str) -> list[Message]:
+        """Every message of the session whose ``metadata[key]`` equals ``value``, in order.
+
+        It reads every message of the session (the path is a bound parameter, which no
+        index can serve); ``replies_to_request`` is the indexed lookup for
+        ``replyToRequestId``.
+        """
+        params = {"session_id": session_id, "value": value}
+        return await self._all(Message, _by_metadata_statement(key), params)
+
+    async def find_by_metadata(self, session_id: str, key: str, value: str) -> Message | None:
+        """The first message of the session whose ``metadata[key]`` equals ``value``."""
+        params = {"session_id": session_id, "value": value}
+        return await self._first(Message, _by_metadata_statement(key).limit(1), params)
+
+    async def find_reply_request_message(self, session_id: str, request_id: str) -> Message | None:
+        """The message of the session that carried reply request ``request_id``.
+
+        cc-web marks it with ``metadata.crossConversation.replyRequestId`` (older rows with a
+        top-level ``metadata.replyRequestId``).
+        """
+        sqlite = self.dialect == "sqlite"
+        stmt = REPLY_REQUEST_MESSAGE_SQLITE if sqlite else REPLY_REQUEST_MESSAGE
+        params = {"session_id": session_id, "request_id": request_id}
+        return await self._first(Message, stmt, params)
+
+    async def latest_nonblank_by_role(
+        self, session_id: str, role: str, *, limit: int, before_seq: int | None = None
+    ) -> list[MessageText]:
+        """The newest ``limit`` non-blank ``role`` messages below ``before_seq``, newest first
+        (``LATEST_NONBLANK_BY_ROLE``; on SQLite its text, ``LATEST_NONBLANK_BY_ROLE_SQLITE``)."""
+        below = NO_SEQ_ABOVE if before_seq is None else before_seq
+        rows = self._fetch_sqlite(LATEST_NONBLANK_BY_ROLE_SQLITE, (session_id, role, below, limit))
+        if rows is not None:
+            return [
+                (message_id, seq, content, iso_of_sqlite_text(created_at))
+                for message_id, seq, content, created_at in rows
+            ]
+        params = {"session_id": session_id, "role": role, "before_seq": below, "limit": limit}
+        result = await self._execute(latest_nonblank_by_role_statement(self.dialect), params)
+        return [cast(MessageText, tuple(row)) for row in result.all()]
+
+    async def find_prompt_card(self, prompt_id: str) -> Message | None:
+        """The assistant message carrying ``metadata.ccwebPrompt.promptId == prompt_id``.
+
+        Cards written here use the prompt id as their message id, so this is a primary-key
+        read; cards imported from cc-web's JSON keep their own ids and are found by a JSON
+        lookup over assistant messages (a scan, run only when the key read misses).
+        """
+        row = await self.get(prompt_id)
+        if row is not None and _prompt_id_of(row) == prompt_id:
+            return row
+        stmt = (
+            sa.select(MESSAGES)
+            .where(Message.role == "assistant", _prompt_field("promptId") == prompt_id)
+            .order_by(Message.seq)
+            .limit(1)
+        )
+        return await self._first(Message, stmt)
+
+    async def snapshot(self, session_id: str) -> list[sa.Row[Any]]:
+        """Every message of the session as ``(id, seq, role, content, created_at, metadata)``."""
+        column = MESSAGES.c
+        stmt = sa.select(
+            column.id,
+            column.seq,
+            column.role,
+            column.content,
+            column.created_at,
+            column["metadata"].label("metadata_"),  # named like the attribute
+        ).where(column.session_id == session_id)
+        return list((await self._execute(stmt)).all())
+
+    async def owners(self, message_ids: Sequence[str]) -> dict[str, str]:
+        """``{message_id: session_id}`` for those of ``message_ids`` that exist."""
+        owners: dict[str, str] = {}
+        for start in range(0, len(message_ids), _OWNERS_CHUNK):
+            chunk = message_ids[start : start + _OWNERS_CHUNK]
+            params: dict[str, str | None] = {f"id_{i}": id for i, id in enumerate(chunk)}
+            params.update({f"id_{i}": None for i in range(len(chunk), _OWNERS_CHUNK)})
+            found: Sequence[Any] = (await self._execute(_OWNERS, params)).all()
+            owners.update({message_id: session_id for message_id, session_id in found})
+        return owners
+
+    async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert rows (attribute names as keys) in batches: one executemany, not N adds.
+
+        A Core insert, so an explicit ``created_at: None`` stays NULL (legacy rows) instead of
+        taking the server default as the ORM would.
+        """
+        if rows:
+            await self._execute_many(_insert_statement(tuple(sorted(rows[0]))), rows)
+
+    async def update_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Update rows by primary key (each dict holds ``id`` and the new values, attribute
+        names as keys): one executemany per set of changed columns."""
+        columns = {key: column.name for key, column in column_attributes(Message)}
+        batches: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row in rows:
+            keys = tuple(sorted(key for key in row if key != "id"))
+            params = {"b_id": row["id"]} | {f"b_{key}": row[key] for key in keys}
+            batches.setdefault(keys, []).append(params)
+        for keys, batch in batches.items():
+            stmt = (
+                sa.update(MESSAGES)
+                .where(MESSAGES.c.id == bindparam("b_id"))
+                .values({columns[key]: bindparam(f"b_{key}") for key in keys})
+            )
+            await self._execute(stmt, batch)
+
+    async def answer_prompt_card(self, message_id: str, metadata: dict[str, Any]) -> bool:
+        """Replace the card's metadata only while its prompt is still pending; True if it won."""
+        stmt = (
+            sa.update(MESSAGES)
+            .where(MESSAGES.c.id == message_id, _prompt_field("status") == "pending")
+            .values({MESSAGES.c["metadata"]: metadata})
+        )
+        return await self._update_returning(Message, stmt) is not None
+
+
+#: Characters a blank message consists of, as far as SQL can tell (Python decides the rest).
+_BLANK_CHARACTERS = " \t\n\r\f\v"
+
+
+def latest_nonblank_by_role_statement(dialect: str) -> sa.Select[Any]:
+    """``LATEST_NONBLANK_BY_ROLE`` as ``dialect`` runs it."""
+    return LATEST_NONBLANK_BY_ROLE_POSTGRES if dialect == "postgresql" else LATEST_NONBLANK_BY_ROLE
+
+
+def _prompt_field(name: str) -> sa.ColumnElement[str]:
+    """``metadata.ccwebPrompt.<name>`` as text (SQLite ``json_extract``, PostgreSQL ``#>>``)."""
+    field: sa.ColumnElement[str] = Message.metadata_[("ccwebPrompt", name)].as_string()
+    return field
+
+
+def _prompt_id_of(row: Message) -> object:
+    prompt = (row.metadata_ or {}).get("ccwebPrompt")
+    return prompt.get("promptId") if isinstance(prompt, dict) else None
+
+
+#: The columns a reader of message text needs, ``(id, seq, content, created_at)``: no
+#: metadata, no ORM identity, the time as the text ``schemas.iso`` makes of it; a plain tuple,
+#: as the driver returns a row.
+MessageText = tuple[str, int, str, str | None]
+
+
+#: Above every ``seq``: the largest BIGINT.
+NO_SEQ_ABOVE = 2**63 - 1
+
+
+def _latest_nonblank_by_role(
+    value: Callable[[str, sa.types.TypeEngine[Any]], Any], not_blank: sa.ColumnElement[bool]
+) -> sa.Select[Any]:
+    """The newest ``limit`` messages of ``role`` below ``before_seq`` whose content is
+    ``not_blank``, newest first, each parameter given by ``value(name, type)``."""
+    return (
+        sa.select(
+            MESSAGES.c.id,
+            MESSAGES.c.seq,
+            MESSAGES.c.content,
+            sa.type_coerce(MESSAGES.c.created_at, IsoText()).label("created_at"),
+        )
+        .where(
+            MESSAGES.c.session_id == value("session_id", sa.String()),
+            MESSAGES.c.role == value("role", sa.String()),
+            not_blank,
+            MESSAGES.c.seq < value("before_seq", sa.BigInteger()),
+        )
+        .order_by(MESSAGES.c.seq.desc())
+        .limit(value("limit", sa.Integer()))
+    )
+
+
+def _planned_once(name: str, type_: sa.types.TypeEngine[Any]) -> sa.ScalarSelect[Any]:
+    """A parameter PostgreSQL's planner cannot see the value of: ``(SELECT $n)``.
+
+    PostgreSQL plans a prepared statement anew for each call's values (a custom plan) until
+    the plan it makes without them (the generic plan) costs no more. It costs a ``LIMIT`` or a
+    range whose value it cannot see at a guess, so for ``LATEST_NONBLANK_BY_ROLE`` the generic
+    plan never looked cheap enough, and every call paid some 30 µs of planning, a fifth of
+    ``ccweb_list_user_inputs``. Given as subqueries, the values are unknown to both plans,
+    which then cost the same: from the sixth call on a connection the statement runs on the
+    plan made once, the same backward range scan of the index (``tests/test_user_inputs.py``
+    checks the plan, ``tests/test_postgres_statements.py`` that it is made once).
+    """
+    return sa.select(bindparam(name, type_=type_)).scalar_subquery()
+
+
+#: ``content`` is not empty once the blank characters are trimmed.
+_TRIMMED_NOT_EMPTY = sa.func.trim(MESSAGES.c.content, _BLANK_CHARACTERS) != ""
+
+#: The same, on PostgreSQL, looking at the first character first: its ``trim`` with a set of
+#: characters measures every character of the text (in a multibyte encoding) and copies it,
+#: 12 µs for the 16 rows ``ccweb_list_user_inputs`` reads, where ``ascii`` (the code of the
+#: first character, 0 for an empty text) settles nearly every row at once.
+_NOT_BLANK_POSTGRES = sa.or_(
+    sa.func.ascii(MESSAGES.c.content).not_in(
+        [sa.literal_column(str(code)) for code in sorted({0, *map(ord, _BLANK_CHARACTERS)})]
+    ),
+    _TRIMMED_NOT_EMPTY,
+)
+
+#: The newest ``limit`` messages of ``role`` below ``before_seq`` whose content is not blank,
+#: newest first. A backward range scan of ``ix_messages_session_id_role_seq``: the blank test
+#: is a filter on the rows the index yields, so it reads ``limit`` rows plus any blank ones
+#: among them. ``LATEST_NONBLANK_BY_ROLE_POSTGRES`` is the same for PostgreSQL, planned once
+#: per connection (``_planned_once``), with a cheaper blank test (``_NOT_BLANK_POSTGRES``).
+LATEST_NONBLANK_BY_ROLE = prebuilt(
+    _latest_nonblank_by_role(lambda name, type_: bindparam(name, type_=type_), _TRIMMED_NOT_EMPTY)
+)
+LATEST_NONBLANK_BY_ROLE_POSTGRES = prebuilt(
+    _latest_nonblank_by_role(_planned_once, _NOT_BLANK_POSTGRES)
+)
+
+#: ``LATEST_NONBLANK_BY_ROLE`` as SQLite's driver runs it (``Repository._fetch_sqlite``): the
+#: same query with its constants written in, so that only the four values are bound, in this
+#: order: session id, role, the seq to stay below, limit. Through the prebuilt statement the
+#: parameters by name, their ordering and the rows' conversion cost as much as the query
+#: itself. ``tests/test_user_inputs.py`` checks that both return the same rows, and the plan.
+LATEST_NONBLANK_BY_ROLE_SQLITE = (
+    "SELECT id, seq, content, created_at FROM messages"
+    " WHERE session_id = ? AND role = ?"
+    f" AND trim(content, '{_BLANK_CHARACTERS}') != '' AND seq < ?"
+    " ORDER BY seq DESC LIMIT ?"
+)
