@@ -31,12 +31,13 @@ from ccweb_store.importer.legacy_json import (
 from ccweb_store.importer.load import plan_session
 from ccweb_store.services.schemas import iso
 from ccweb_store.store.db import create_engine
-from ccweb_store.store.repositories.direct import ROWS_PER_INSERT
 from tests.cli_support import COMMAND
 from tests.conftest import migrate_url
 from tests.servers import ROOT, server_env
 
 TABLES = {"sessions": "id", "messages": "id", "reply_requests": "request_id"}
+#: A number of messages that several inserts of many rows take in turn.
+ROWS_PER_INSERT = 100
 
 ALPHA_MESSAGES: list[dict[str, Any]] = [
     {"id": "a-1", "role": "user", "content": "plain text", "timestamp": "2024-03-01T10:00:00.000Z"},

@@ -242,10 +242,10 @@ async def test_rows_written_in_the_old_format_read_back_and_compare_as_before(
         async with store.uow() as uow:
             for run_id, text in written.items():
                 # A session each: a session has at most one running run.
-                await uow.connection.execute(
+                await uow.execute(
                     sa.text("INSERT INTO sessions (id) VALUES (:id)"), {"id": f"s_{run_id}"}
                 )
-                await uow.connection.execute(
+                await uow.execute(
                     sa.text(
                         "INSERT INTO runs (id, session_id, kind, status, lease_expires_at, "
                         "created_at) VALUES (:id, :session, 'user_turn', 'running', :at, :at)"
@@ -302,8 +302,8 @@ async def test_both_execution_paths_store_the_same_text(tmp_path: Path) -> None:
                     if path == "direct":
                         direct.execute_sqlite(sync, sqlite_driver(uow.connection), stmt, params)
                     else:
-                        await uow.connection.execute(stmt, params)
-                    raw = await uow.connection.execute(
+                        await uow.execute(stmt, params)
+                    raw = await uow.execute(
                         sa.text("SELECT started_at, finished_at FROM runs WHERE id = :id"),
                         {"id": run.id},
                     )
@@ -331,12 +331,12 @@ async def test_postgresql_reads_every_datetime_back_as_the_same_instant_in_utc(
         run = await uow.runs.enqueue("s", "user_turn")
         for value in DATETIMES:
             params = {"run_id": run.id, "p_at": value}
-            await uow.connection.execute(
+            await uow.execute(
                 set_times.values(started_at=sa.bindparam("p_at"), finished_at=None), params
             )
             read = [
                 tuple((await direct.execute_postgres(uow.connection, stmt, {"id": run.id})).one()),
-                tuple((await uow.connection.execute(stmt, {"id": run.id})).one()),
+                tuple((await uow.execute(stmt, {"id": run.id})).one()),
             ]
             instant = UTCDateTime().process_bind_param(value, store.engine.dialect)
             assert read == [(instant, None)] * 2, value

@@ -48,7 +48,7 @@ async def test_list_user_inputs_runs_on_a_plan_made_once_per_connection(store: S
     sql = str(latest_nonblank_by_role_statement("postgresql").compile(dialect=store.engine.dialect))
     async with store.read_uow() as uow:  # the connection the calls ran on, kept
         generic, custom = (
-            await uow.connection.execute(
+            await uow.execute(
                 sa.text(
                     "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
                     " WHERE statement = :sql"

@@ -175,7 +175,7 @@ async def test_the_database_refuses_a_second_running_run_even_by_hand(store: Sto
         await uow.commit()
     async with store.uow() as uow:
         with pytest.raises(IntegrityError):
-            await uow.connection.execute(
+            await uow.execute(
                 sa.text(
                     "INSERT INTO runs (id, session_id, kind, status)"
                     " VALUES ('run_by_hand', 'one', 'user_turn', 'running')"
@@ -412,7 +412,7 @@ async def test_the_check_constraints_refuse_bad_enums_written_by_hand(store: Sto
     await _make_sessions(store, "raw")
     async with store.uow() as uow:
         with pytest.raises(IntegrityError):
-            await uow.connection.execute(
+            await uow.execute(
                 sa.text(
                     "INSERT INTO messages (id, session_id, seq, role, content)"
                     " VALUES ('m1', 'raw', 1, 'owner', 'x')"
@@ -588,11 +588,11 @@ async def test_a_sources_state_is_one_index_probe_for_the_answers(store: Store) 
 
 
 def test_enum_constants_are_written_into_the_sql_and_nothing_else_is() -> None:
-    from ccweb_store.store.db import InlineSQLiteDialect
+    from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
     from ccweb_store.store.repositories.base import RUNS, constant, one_of
 
     stmt = sa.select(RUNS.c.id).where(one_of(RUNS.c.status, ("queued", "running")))
-    sql = str(stmt.compile(dialect=InlineSQLiteDialect()))
+    sql = str(stmt.compile(dialect=SQLiteDialect_aiosqlite()))
     assert "IN ('queued', 'running')" in sql
     for bad in ("Queued", "queued'; DROP TABLE runs; --", "", "a b"):
         with pytest.raises(ValueError):
@@ -683,7 +683,7 @@ async def test_insert_many_stores_exactly_what_sqlalchemys_executemany_stores(
         await uow.messages.insert_many(rows("fast", no_time, 4))
         for batch in (rows("stock", shapes, 1), rows("stock", no_time, 4)):
             params = [{columns[key].name: value for key, value in row.items()} for row in batch]
-            await uow.connection.execute(sa.insert(MESSAGES), params)
+            await uow.execute(sa.insert(MESSAGES), params)
         await uow.commit()
 
     fast, stock = await _stored_messages(store, "fast"), await _stored_messages(store, "stock")
@@ -735,7 +735,7 @@ async def test_the_message_that_carried_a_request_is_found_however_its_key_is_wr
     async with store.read_uow() as uow:
         found = await uow.messages.find_reply_request_message("target", "req-9")
         missing = await uow.messages.find_reply_request_message("target", "req-7")
-        every_row = (await uow.connection.execute(REPLY_REQUEST_MESSAGE, params)).first()
+        every_row = (await uow.execute(REPLY_REQUEST_MESSAGE, params)).first()
     assert (found and found.id) == (every_row and every_row.id)
     assert missing is None
     if not escaped or store.dialect == "postgresql":  # jsonb reads the escape; SQLite does not
@@ -805,7 +805,7 @@ async def test_prebuilt_statements_read_back_exactly_as_sqlalchemy_reads_them(
     async with store.read_uow() as uow:
         for stmt, params in checks:
             straight = [tuple(row) for row in await uow.sessions._execute(stmt, params)]
-            through = [tuple(row) for row in await uow.connection.execute(stmt, params)]
+            through = [tuple(row) for row in await uow.execute(stmt, params)]
             assert straight == through, stmt
             assert straight, stmt
     assert isinstance(through[0][0], bool)

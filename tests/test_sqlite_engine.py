@@ -136,7 +136,7 @@ async def test_unit_of_work_statements_skip_the_greenlet_but_async_calls_still_w
         repository_calls = list(seen)
         async with store.read_uow() as uow:
             count = (
-                await uow.connection.execute(sa.text("SELECT count(*) FROM messages"))
+                await uow.execute(sa.text("SELECT count(*) FROM messages"))
             ).scalar()
         read_calls = list(seen)
     finally:

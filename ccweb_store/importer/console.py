@@ -55,7 +55,7 @@ async def _open_store(settings: Settings, *, dry_run: bool) -> Store | None:
     if not dry_run:
         await db.migrate(store.engine)
         return store
-    async with db.read_only(store.engine).connect() as connection:
+    async with store.engine.connect() as connection:
         revision = await db.current_revision(connection)
     if revision != await db.head_revision():
         await store.dispose()

@@ -202,7 +202,7 @@ async def activity_of(store: Store, session_id: str) -> ConversationActivity | N
     view = conversation_activity.c
     stmt = sa.select(conversation_activity).where(view.session_id == session_id)
     async with store.read_uow() as uow:
-        row = (await uow.connection.execute(stmt)).mappings().first()
+        row = next(iter((await uow.execute(stmt)).mappings()), None)
     if row is None:
         return None
     return ConversationActivity(
@@ -278,7 +278,7 @@ async def list_pending_replies(
         stmt = stmt.where(view.created_at < cutoff)
     width = len(REPLIES.c)
     async with store.read_uow() as uow:
-        rows = (await uow.connection.execute(stmt)).all()
+        rows = (await uow.execute(stmt)).all()
         replies = [uow.replies.from_columns(row[:width]) for row in rows]
     return [
         PendingReply(

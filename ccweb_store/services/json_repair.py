@@ -182,7 +182,7 @@ async def _repair_batch(
     where = f"{name} IS NOT NULL" + ("" if after is None else f" AND {key} > :after")
     select = sa.text(
         f"SELECT {key}, {stored} FROM {table} WHERE {where} ORDER BY {key} LIMIT :limit"
-    )
+    ).columns(sa.column("key"), sa.column("stored", sa.Text))
     value = "CAST(:value AS jsonb)" if postgres else ":value"
     update = sa.text(
         f"UPDATE {table} SET {name} = {value} WHERE {key} = :key AND {stored} = :stored"
@@ -192,7 +192,7 @@ async def _repair_batch(
         params: dict[str, Any] = {"limit": batch_rows}
         if after is not None:
             params["after"] = after
-        result = await uow.connection.execute(select, params)
+        result = await uow.execute(select, params)
         rows = result.all()
         for row_key, text in rows:
             fixed = repaired_value(text, name, postgres=postgres)
@@ -200,7 +200,7 @@ async def _repair_batch(
                 continue
             kept, places = fixed
             if not dry_run:
-                written = await uow.connection.execute(
+                written = await uow.execute(
                     update, {"value": json.dumps(kept), "key": row_key, "stored": text}
                 )
                 if written.rowcount == 0:

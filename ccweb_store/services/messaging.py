@@ -63,7 +63,7 @@ async def send_message(
         )
     send = _validate_send(store, source, source_id, args, reply_mode)
     # Every refusal comes before the first write (and the writes cannot be refused).
-    async with store.uow(refuses_first=True) as uow:
+    async with store.uow() as uow:
         # Locking the target serialises concurrent sends to it (PostgreSQL; SQLite's
         # BEGIN IMMEDIATE already does), so only one of them finds it idle. The source is
         # read (and locked, in id order) by the same statement.

@@ -6,21 +6,17 @@ from __future__ import annotations
 import base64
 import json
 import re
-import sqlite3
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import QueryableAttribute
 
 from ccweb_store.domain import errors, json_values
 from ccweb_store.domain.errors import DomainError, InvalidInput
-from ccweb_store.store.db import driver_of
 from ccweb_store.store.models import (
     FROM_DATABASE,
     SESSION_ID_MAX_LENGTH,
@@ -31,8 +27,9 @@ from ccweb_store.store.models import (
     Run,
     Session,
 )
-from ccweb_store.store.repositories import direct
-from ccweb_store.store.repositories.direct import prebuilt as prebuilt
+from ccweb_store.store.statements import Batch, Rows
+from ccweb_store.store.statements import prebuilt as prebuilt
+from ccweb_store.store.transaction import Transaction
 
 MAX_PAGE = 500
 
@@ -141,22 +138,29 @@ def _row_layout(model: type[Base]) -> tuple[tuple[str, ...], int]:
     return keys, keys.index(by_name[primary.name])
 
 
-# Objects are built without the ORM's loading (``Repository._load``), which would otherwise be
-# what first sets up the mapped classes' attributes.
-sa.orm.configure_mappers()
+#: ``_row_layout`` and the insert columns of each mapped class, worked out the first time a
+#: repository reads or inserts one (``_load`` runs for every row read).
+_ROW_LAYOUTS: dict[type[Base], tuple[tuple[str, ...], int]] = {}
+_INSERT_COLUMNS: dict[type[Base], tuple[tuple[str, str, bool], ...]] = {}
 
-_MAPPED: tuple[type[Base], ...] = tuple(mapper.class_ for mapper in Base.registry.mappers)
-#: ``_row_layout`` of every mapped class, worked out once: ``_load`` runs for every row read.
-_ROW_LAYOUTS = {model: _row_layout(model) for model in _MAPPED}
-#: Per mapped class, ``(attribute name, column name, has a server default)`` of each column,
-#: for ``Repository._insert``.
-_INSERT_COLUMNS = {
-    model: tuple(
-        (key, column.name, column.server_default is not None)
-        for key, column in column_attributes(model)
-    )
-    for model in _MAPPED
-}
+
+def _layout(model: type[Base]) -> tuple[tuple[str, ...], int]:
+    layout = _ROW_LAYOUTS.get(model)
+    if layout is None:
+        layout = _ROW_LAYOUTS[model] = _row_layout(model)
+    return layout
+
+
+def _insert_columns(model: type[Base]) -> tuple[tuple[str, str, bool], ...]:
+    """``(attribute name, column name, has a server default)`` of each column."""
+    columns = _INSERT_COLUMNS.get(model)
+    if columns is None:
+        columns = _INSERT_COLUMNS[model] = tuple(
+            (key, column.name, column.server_default is not None)
+            for key, column in column_attributes(model)
+        )
+    return columns
+
 
 SESSIONS = Base.metadata.tables[Session.__tablename__]
 MESSAGES = Base.metadata.tables[Message.__tablename__]
@@ -165,118 +169,48 @@ RUNS = Base.metadata.tables[Run.__tablename__]
 
 
 class UnitState:
-    """What the repositories of one unit of work share besides its connection."""
+    """What the repositories of one unit of work share: its transaction, and the objects
+    standing for the rows read so far."""
 
-    def __init__(self, connection: AsyncConnection) -> None:
-        #: The unit of work's connection, which every repository of it uses.
-        self.connection = connection
-        #: On PostgreSQL, until the unit of work's first statement: what runs that statement,
-        #: again on a fresh connection if the kept one it began on turns out to be dead
-        #: (``uow.UnitOfWork``).
-        self.first_statement: Callable[[sa.Executable, Any], Awaitable[Any]] | None = None
-        #: SQLite's connection under the async one, which statements use directly: the
-        #: driver is synchronous and runs on the event loop's thread
-        #: (``db.InlineSQLiteDialect``), and SQLAlchemy's asyncio layer (a greenlet per
-        #: statement, the switches in and out, the result's re-wrapping) costs more than the
-        #: statement itself. None on PostgreSQL.
-        sync = connection.sync_connection
-        assert sync is not None, "the connection is closed"
-        #: The dialect's name ("sqlite", "postgresql"), which repositories ask often.
-        self.dialect: str = sync.dialect.name
-        self.inline: Connection | None = sync if self.dialect == "sqlite" else None
-        #: The ``sqlite3`` connection under ``inline``, which runs the prebuilt statements.
-        self.driver: sqlite3.Connection | None = (
-            driver_of(self.inline) if self.inline is not None else None
-        )
+    def __init__(self, transaction: Transaction) -> None:
+        self.transaction = transaction
         #: The object standing for each row read so far, by (mapped class, primary key).
         self.loaded: dict[tuple[type[Base], Any], Any] = {}
-        #: Sessions whose rows the current transaction locked (``SessionRepository``); the
-        #: unit of work forgets them when it commits or rolls back.
+        #: Sessions whose rows the current transaction read to change (``SessionRepository``;
+        #: locked where the database locks rows).
         self.locked_sessions: dict[str, Any] = {}
-        #: Set when the unit of work ended (committed or rolled back on SQLite's writer,
-        #: ``sqlite_writer.SQLiteWriter``): its connection is another's turn now.
-        self.finished = False
 
 
 class Repository:
     """SQL on one table, inside the unit of work's transaction.
 
-    Rows come back as instances of the mapped classes, filled straight from Core rows: the
-    ORM's loading and its unit of work (identity map, attribute events, flushes) cost more
-    than the statements on SQLite, and nothing here writes through the ORM — every change is
-    a Core statement. One object stands for one row per unit of work (``_load``), refreshed
-    whenever a statement returns that row, so a conditional ``UPDATE … RETURNING`` updates
-    the object a caller already holds.
+    Rows come back as instances of the mapped classes, filled straight from the rows the
+    driver returned: nothing here writes through the ORM — every change is a Core statement.
+    One object stands for one row per unit of work (``_load``), refreshed whenever a
+    statement returns that row, so a conditional ``UPDATE … RETURNING`` updates the object a
+    caller already holds.
     """
 
-    def __init__(self, connection: AsyncConnection, state: UnitState | None = None) -> None:
-        self.state = state if state is not None else UnitState(connection)
-        self._loaded = self.state.loaded
-        self._inline = self.state.inline
-        self._driver = self.state.driver
-
-    def _require_open(self) -> None:
-        """Refuse a statement once the unit of work has ended (``UnitState.finished``)."""
-        if self.state.finished:
-            raise RuntimeError("this unit of work has ended; run statements in a new one")
+    def __init__(self, state: UnitState) -> None:
+        self.state = state
+        self.transaction = state.transaction
+        self._loaded = state.loaded
 
     async def _execute(
         self,
         stmt: sa.Executable,
         params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
-    ) -> sa.CursorResult[Any]:
-        """Run ``stmt`` in the unit of work's transaction, prebuilt ones straight on the
-        driver (``direct``)."""
-        self._require_open()
-        result: sa.CursorResult[Any]
-        if self._inline is not None:
-            assert self._driver is not None
-            result = direct.execute_sqlite(self._inline, self._driver, stmt, params)
-        elif self.state.first_statement is not None:
-            result = await self.state.first_statement(stmt, params)
-        else:
-            result = await direct.execute_postgres(self.state.connection, stmt, params)
-        return result
+    ) -> Rows:
+        """Run ``stmt`` in the unit of work's transaction."""
+        return await self.transaction.execute(stmt, params)
 
-    def _fetch_sqlite(self, sql: str, values: tuple[Any, ...]) -> list[Any] | None:
-        """The rows of ``sql``, a query written for SQLite, run straight on the driver
-        (``direct.fetch_sqlite``); None when the unit of work cannot run it so (PostgreSQL, or
-        no transaction begun yet): the caller then runs its portable statement."""
-        driver = self._driver
-        if driver is None or not driver.in_transaction:
-            return None
-        self._require_open()
-        assert self._inline is not None
-        return direct.fetch_sqlite(self._inline, driver, sql, values)
-
-    async def _execute_batch(self, batch: direct.Batch, values: dict[str, Any]) -> None:
-        """Run ``batch`` with ``values`` in the unit of work's transaction: on SQLite straight
-        on the driver, on PostgreSQL as one statement (``direct.Batch``)."""
-        self._require_open()
-        if self._inline is not None:
-            assert self._driver is not None
-            direct.execute_batch_sqlite(self._inline, self._driver, batch, values)
-            return
-        params = {name: values[name] for name in batch.names}
-        await self._execute(batch.as_one_statement(), params)
+    async def _execute_batch(self, batch: Batch, values: dict[str, Any]) -> Rows:
+        """Run the steps of ``batch`` with ``values`` in the unit of work's transaction."""
+        return await self.transaction.execute_batch(batch, values)
 
     async def _execute_many(self, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]) -> None:
         """Run ``stmt`` once per parameter set of ``rows`` (one executemany), returning nothing."""
-        self._require_open()
-        if self._inline is not None:
-            assert self._driver is not None
-            direct.execute_many(self._inline, self._driver, stmt, rows)
-        elif rows:
-            await self._execute(stmt, list(rows))  # through SQLAlchemy (``direct``)
-
-    @property
-    def connection(self) -> AsyncConnection:
-        """The unit of work's connection (``UnitState.connection``)."""
-        return self.state.connection
-
-    @property
-    def dialect(self) -> str:
-        return self.state.dialect
+        await self.transaction.execute_many(stmt, rows)
 
     def _load(self, model: type[_B], row: Sequence[Any], into: _B | None = None) -> _B:
         """The unit of work's object for ``row`` (every column, in table order), refreshed.
@@ -286,7 +220,7 @@ class Repository:
         columns and the ``FROM_DATABASE`` mark go straight into ``__dict__``, where the
         mapped attributes read them, and ``Base.__setattr__`` refuses changes.
         """
-        keys, primary = _ROW_LAYOUTS[model]
+        keys, primary = _layout(model)
         key = (model, row[primary])
         loaded = self._loaded.get(key, into)
         if loaded is None:
@@ -372,7 +306,7 @@ def _insert_params(model: type[Base], values: Mapping[str, Any]) -> dict[str, An
     server default to that default."""
     return {
         name: values[key]
-        for key, name, defaulted in _INSERT_COLUMNS[model]
+        for key, name, defaulted in _insert_columns(model)
         if key in values and not (defaulted and values[key] is None)
     }
 

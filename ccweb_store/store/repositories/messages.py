@@ -14,7 +14,7 @@ from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
-from ccweb_store.services.schemas import IsoText, iso_of_sqlite_text
+from ccweb_store.services.schemas import IsoText
 from ccweb_store.store.models import (
     ROLES,
     Message,
@@ -82,22 +82,21 @@ REPLIES_TO_REQUEST = prebuilt(
 )
 
 
-def _reply_request_message(*, text_prefilter: bool) -> sa.Select[Any]:
+def _reply_request_message() -> sa.Select[Any]:
     """The first message of a session that carried a reply request (see
     ``MessageRepository.find_reply_request_message``).
 
-    With ``text_prefilter`` (SQLite, whose JSON is text) a row is parsed as JSON only when its
-    text holds ``replyRequestId`` or a ``\\u`` escape, which could spell that key otherwise:
-    the same rows come out, but most rows of a long conversation are never parsed.
+    A row's JSON is looked into only when its text holds ``replyRequestId`` or a ``\\u``
+    escape, which could spell that key otherwise: the same rows come out, but most rows of a
+    long conversation are never parsed.
     """
     metadata = MESSAGES.c["metadata"]
     matches = sa.or_(
         metadata[("crossConversation", "replyRequestId")].as_string() == bindparam("request_id"),
         metadata["replyRequestId"].as_string() == bindparam("request_id"),
     )
-    if text_prefilter:
-        text = sa.cast(metadata, sa.Text)
-        matches = sa.and_(sa.or_(text.contains("replyRequestId"), text.contains("\\u")), matches)
+    text = sa.cast(metadata, sa.Text)
+    matches = sa.and_(sa.or_(text.contains("replyRequestId"), text.contains("\\u")), matches)
     return (
         sa.select(MESSAGES)
         .where(MESSAGES.c.session_id == bindparam("session_id"), matches)
@@ -106,8 +105,7 @@ def _reply_request_message(*, text_prefilter: bool) -> sa.Select[Any]:
     )
 
 
-REPLY_REQUEST_MESSAGE = prebuilt(_reply_request_message(text_prefilter=False))
-REPLY_REQUEST_MESSAGE_SQLITE = prebuilt(_reply_request_message(text_prefilter=True))
+REPLY_REQUEST_MESSAGE = prebuilt(_reply_request_message())
 
 
 @lru_cache(maxsize=16)
@@ -179,7 +177,7 @@ class MessageRepository(Repository):
         if not isinstance(content, str):
             raise InvalidInput("content must be a string")
         now = now or utcnow()
-        sessions = SessionRepository(self.connection, self.state)
+        sessions = SessionRepository(self.state)
         if not await sessions.touch(session_id, now):
             raise NotFound(
                 f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
@@ -259,25 +257,17 @@ class MessageRepository(Repository):
         cc-web marks it with ``metadata.crossConversation.replyRequestId`` (older rows with a
         top-level ``metadata.replyRequestId``).
         """
-        sqlite = self.dialect == "sqlite"
-        stmt = REPLY_REQUEST_MESSAGE_SQLITE if sqlite else REPLY_REQUEST_MESSAGE
         params = {"session_id": session_id, "request_id": request_id}
-        return await self._first(Message, stmt, params)
+        return await self._first(Message, REPLY_REQUEST_MESSAGE, params)
 
     async def latest_nonblank_by_role(
         self, session_id: str, role: str, *, limit: int, before_seq: int | None = None
     ) -> list[MessageText]:
         """The newest ``limit`` non-blank ``role`` messages below ``before_seq``, newest first
-        (``LATEST_NONBLANK_BY_ROLE``; on SQLite its text, ``LATEST_NONBLANK_BY_ROLE_SQLITE``)."""
+        (``LATEST_NONBLANK_BY_ROLE``)."""
         below = NO_SEQ_ABOVE if before_seq is None else before_seq
-        rows = self._fetch_sqlite(LATEST_NONBLANK_BY_ROLE_SQLITE, (session_id, role, below, limit))
-        if rows is not None:
-            return [
-                (message_id, seq, content, iso_of_sqlite_text(created_at))
-                for message_id, seq, content, created_at in rows
-            ]
         params = {"session_id": session_id, "role": role, "before_seq": below, "limit": limit}
-        result = await self._execute(latest_nonblank_by_role_statement(self.dialect), params)
+        result = await self._execute(LATEST_NONBLANK_BY_ROLE, params)
         return [cast(MessageText, tuple(row)) for row in result.all()]
 
     async def find_prompt_card(self, prompt_id: str) -> Message | None:
@@ -362,11 +352,6 @@ class MessageRepository(Repository):
 _BLANK_CHARACTERS = " \t\n\r\f\v"
 
 
-def latest_nonblank_by_role_statement(dialect: str) -> sa.Select[Any]:
-    """``LATEST_NONBLANK_BY_ROLE`` as ``dialect`` runs it."""
-    return LATEST_NONBLANK_BY_ROLE_POSTGRES if dialect == "postgresql" else LATEST_NONBLANK_BY_ROLE
-
-
 def _prompt_field(name: str) -> sa.ColumnElement[str]:
     """``metadata.ccwebPrompt.<name>`` as text (SQLite ``json_extract``, PostgreSQL ``#>>``)."""
     field: sa.ColumnElement[str] = Message.metadata_[("ccwebPrompt", name)].as_string()
@@ -412,16 +397,15 @@ def _latest_nonblank_by_role(
 
 
 def _planned_once(name: str, type_: sa.types.TypeEngine[Any]) -> sa.ScalarSelect[Any]:
-    """A parameter PostgreSQL's planner cannot see the value of: ``(SELECT $n)``.
+    """A parameter the planner cannot see the value of: ``(SELECT $n)``.
 
     PostgreSQL plans a prepared statement anew for each call's values (a custom plan) until
-    the plan it makes without them (the generic plan) costs no more. It costs a ``LIMIT`` or a
-    range whose value it cannot see at a guess, so for ``LATEST_NONBLANK_BY_ROLE`` the generic
-    plan never looked cheap enough, and every call paid some 30 µs of planning, a fifth of
-    ``ccweb_list_user_inputs``. Given as subqueries, the values are unknown to both plans,
-    which then cost the same: from the sixth call on a connection the statement runs on the
-    plan made once, the same backward range scan of the index (``tests/test_user_inputs.py``
-    checks the plan, ``tests/test_postgres_statements.py`` that it is made once).
+    the plan it makes without them (the generic plan) costs no more; it costs a ``LIMIT`` or
+    a range whose value it cannot see at a guess, so the generic plan of a plain parameter
+    never looks cheap enough and every call pays for planning. Given as subqueries, the
+    values are unknown to both plans, which then cost the same, and the statement runs on the
+    plan made once per connection: the same backward range scan of the index. SQLite plans
+    the same statement to the same scan (``tests/test_user_inputs.py`` checks both plans).
     """
     return sa.select(bindparam(name, type_=type_)).scalar_subquery()
 
@@ -429,37 +413,9 @@ def _planned_once(name: str, type_: sa.types.TypeEngine[Any]) -> sa.ScalarSelect
 #: ``content`` is not empty once the blank characters are trimmed.
 _TRIMMED_NOT_EMPTY = sa.func.trim(MESSAGES.c.content, _BLANK_CHARACTERS) != ""
 
-#: The same, on PostgreSQL, looking at the first character first: its ``trim`` with a set of
-#: characters measures every character of the text (in a multibyte encoding) and copies it,
-#: 12 µs for the 16 rows ``ccweb_list_user_inputs`` reads, where ``ascii`` (the code of the
-#: first character, 0 for an empty text) settles nearly every row at once.
-_NOT_BLANK_POSTGRES = sa.or_(
-    sa.func.ascii(MESSAGES.c.content).not_in(
-        [sa.literal_column(str(code)) for code in sorted({0, *map(ord, _BLANK_CHARACTERS)})]
-    ),
-    _TRIMMED_NOT_EMPTY,
-)
-
 #: The newest ``limit`` messages of ``role`` below ``before_seq`` whose content is not blank,
 #: newest first. A backward range scan of ``ix_messages_session_id_role_seq``: the blank test
 #: is a filter on the rows the index yields, so it reads ``limit`` rows plus any blank ones
-#: among them. ``LATEST_NONBLANK_BY_ROLE_POSTGRES`` is the same for PostgreSQL, planned once
-#: per connection (``_planned_once``), with a cheaper blank test (``_NOT_BLANK_POSTGRES``).
-LATEST_NONBLANK_BY_ROLE = prebuilt(
-    _latest_nonblank_by_role(lambda name, type_: bindparam(name, type_=type_), _TRIMMED_NOT_EMPTY)
-)
-LATEST_NONBLANK_BY_ROLE_POSTGRES = prebuilt(
-    _latest_nonblank_by_role(_planned_once, _NOT_BLANK_POSTGRES)
-)
-
-#: ``LATEST_NONBLANK_BY_ROLE`` as SQLite's driver runs it (``Repository._fetch_sqlite``): the
-#: same query with its constants written in, so that only the four values are bound, in this
-#: order: session id, role, the seq to stay below, limit. Through the prebuilt statement the
-#: parameters by name, their ordering and the rows' conversion cost as much as the query
-#: itself. ``tests/test_user_inputs.py`` checks that both return the same rows, and the plan.
-LATEST_NONBLANK_BY_ROLE_SQLITE = (
-    "SELECT id, seq, content, created_at FROM messages"
-    " WHERE session_id = ? AND role = ?"
-    f" AND trim(content, '{_BLANK_CHARACTERS}') != '' AND seq < ?"
-    " ORDER BY seq DESC LIMIT ?"
-)
+#: among them. The values are given as subqueries (``_planned_once``), so PostgreSQL plans the
+#: statement once per connection.
+LATEST_NONBLANK_BY_ROLE = prebuilt(_latest_nonblank_by_role(_planned_once, _TRIMMED_NOT_EMPTY))

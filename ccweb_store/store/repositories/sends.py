@@ -1,4 +1,4 @@
-"""The writes of a send and of a reply's return, each as one ``direct.Batch``.
+"""The writes of a send and of a reply's return, each as one ``statements.Batch``.
 
 A send (``messaging``): the target's touch, its message, the reply request and its run. A
 reply returned at once (``replies._return_at_once``): the source's touch, the reply message and
@@ -6,12 +6,10 @@ the source's auto-run. The messages and the runs are written by the statements
 ``MessageRepository.append_id`` and ``RunRepository.enqueue_id`` write them with; the touch
 and the request only these write this way (the caller read and, on PostgreSQL, locked the
 conversation already, so the touch needs no ``RETURNING``, and a request is ``waiting`` when
-it is made). Neither reads back what it writes, so on SQLite a batch's statements cost little
-more than their ``execute``s (a send: ~60,000 instructions less than a repository call each,
-callgrind in process: 541,861 -> 481,607), and on PostgreSQL they are one statement, one round
-trip to the server instead of three or four. A run's output at its completion
-(``append_read``) is a message appended and read back: on PostgreSQL its touch and INSERT one
-statement too, on SQLite ``MessageRepository.append``.
+it is made). Neither reads back what it writes; a database whose round trips cost more
+than its statements runs a batch as one statement (``Transaction.one_statement_batches``). A
+run's output at its completion (``append_read``) is a message appended and read back, the
+touch and the INSERT one batch too.
 """
 
 from __future__ import annotations
@@ -32,13 +30,12 @@ from ccweb_store.store.repositories.base import (
     constant,
     validate_choice,
 )
-from ccweb_store.store.repositories.direct import Batch
 from ccweb_store.store.repositories.messages import (
     _APPEND_MESSAGE,
     _APPEND_MESSAGE_UNREAD,
-    MessageRepository,
 )
 from ccweb_store.store.repositories.runs import _ENQUEUE
+from ccweb_store.store.statements import Batch
 
 Step = tuple[UpdateBase, dict[str, str]]
 
@@ -118,7 +115,7 @@ _RETURN_AND_CONTINUE = Batch(
 #: A reply returned to its source, without and with the source's auto-run.
 _REPLY_ONLY = Batch(_touch("source_id"), _message("source_id"))
 _REPLY_AND_AUTO_RUN = Batch(_touch("source_id"), _message("source_id"), _run("source_id"))
-#: A message appended and read back (``SendRepository.append_read``), run on PostgreSQL only.
+#: A message appended and read back (``SendRepository.append_read``).
 _APPEND_READ = Batch(_touch("conversation"), _message("conversation", _APPEND_MESSAGE))
 
 
@@ -129,14 +126,10 @@ class SendRepository(Repository):
     async def append_read(
         self, session_id: str, role: str, content: str, *, metadata: dict[str, Any]
     ) -> Message:
-        """``MessageRepository.append`` to a conversation this transaction locked already
-        (``SessionRepository.lock_many``: a run's output at its completion). On PostgreSQL
-        the touch and the INSERT are one statement: the lock already held, the INSERT's
-        ``seq`` reads a snapshot no other append to the conversation can have overtaken. On
-        SQLite, ``append`` itself (its statements cost no round trip)."""
-        if self.dialect != "postgresql":
-            messages = MessageRepository(self.connection, self.state)
-            return await messages.append(session_id, role, content, metadata=metadata)
+        """``MessageRepository.append`` to a conversation this transaction read (and locked)
+        already (``SessionRepository.lock_many``: a run's output at its completion): the
+        touch and the INSERT as one batch; the lock already held, the INSERT's ``seq`` reads a
+        snapshot no other append to the conversation can have overtaken."""
         validate_choice(role, ROLES, errors.INVALID_ROLE, "role")
         values = {
             "conversation": session_id,
@@ -146,7 +139,7 @@ class SendRepository(Repository):
             "content": content,
             "metadata": metadata,
         }
-        returned = (await self._execute(_APPEND_READ.as_one_statement(), values)).one()
+        returned = (await self._execute_batch(_APPEND_READ, values)).one()
         return self._load(Message, returned)
 
     async def deliver(

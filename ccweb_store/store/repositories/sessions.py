@@ -31,7 +31,8 @@ from ccweb_store.store.repositories.base import (
 
 @lru_cache(maxsize=32)
 def _lock_sessions_statement(count: int) -> sa.Select[Any]:
-    """SELECT … FOR UPDATE of ``count`` sessions by id (``id_0``, ``id_1``, …), in id order.
+    """SELECT … FOR UPDATE of ``count`` sessions by id (``id_0``, ``id_1``, …), in id order
+    (SQLite has no row locks and ignores ``FOR UPDATE``: its writer holds the whole database).
 
     One statement per count, each id its own bound parameter (see ``base.one_of``).
     """
@@ -39,18 +40,6 @@ def _lock_sessions_statement(count: int) -> sa.Select[Any]:
     return prebuilt(
         sa.select(SESSIONS).where(SESSIONS.c.id.in_(ids)).order_by(SESSIONS.c.id).with_for_update()
     )
-
-
-@lru_cache(maxsize=32)
-def _read_sessions_statement(count: int) -> sa.Executable:
-    """SQLite's ``_lock_sessions_statement``: no row locks (``BEGIN IMMEDIATE`` holds the whole
-    database), and one index probe per id joined by ``UNION ALL``, because SQLite builds a
-    temporary table of an ``IN`` list of two or more values on every run of a statement whose
-    index lookup it drives (5.1 µs instead of 6.6 for two sessions)."""
-    probes = [
-        sa.select(SESSIONS).where(SESSIONS.c.id == bindparam(f"id_{i}")) for i in range(count)
-    ]
-    return prebuilt(probes[0] if count == 1 else sa.union_all(*probes))
 
 
 class Party(NamedTuple):
@@ -200,10 +189,7 @@ class SessionRepository(Repository):
         locked = self.state.locked_sessions
         missing = [sid for sid in ids if sid not in locked]
         if missing:
-            if self._inline is not None:
-                stmt: sa.Executable = _read_sessions_statement(len(missing))
-            else:
-                stmt = _lock_sessions_statement(len(missing))
+            stmt = _lock_sessions_statement(len(missing))
             params = {f"id_{i}": sid for i, sid in enumerate(missing)}
             for row in await self._all(Session, stmt, params):
                 locked[row.id] = row
@@ -215,7 +201,7 @@ class SessionRepository(Repository):
         database). Plain tuples: a send copies two titles and needs nothing else of them."""
         params = {"source_id": source_id, "target_id": target_id}
         by_id: dict[str, Any]
-        if self._inline is not None:
+        if not self.transaction.locks_rows:  # the writer holds the whole database
             by_id = {row[0]: row for row in await self._execute(_SEND_PARTIES, params)}
             busy = target_id in by_id and bool(by_id[target_id][2])
         else:

@@ -9,7 +9,7 @@ on its own connection in a daemon thread instead; ``sqlite3`` releases the GIL w
 works, so the copying and syncing overlap with the loop serving requests. A passive
 checkpoint never waits for readers or writers, nor they for it.
 
-SQLite's own automatic checkpoint (``db.WAL_AUTOCHECKPOINT_PAGES``) stays, for two reasons.
+SQLite's own automatic checkpoint (``WAL_AUTOCHECKPOINT_PAGES``) stays, for two reasons.
 It bounds the WAL if this thread falls behind or fails. And the WAL starts again from its
 beginning only when a write transaction begins while every frame in it has been copied:
 when the writer pauses, that follows this thread's checkpoints, but under a steady stream of
@@ -27,10 +27,14 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from ccweb_store.store.db import WAL_AUTOCHECKPOINT_PAGES
 from ccweb_store.store.sqlite.file_watch import SQLiteFileWatch
 
 log = logging.getLogger(__name__)
+
+#: Pages of WAL after which a commit checkpoints it into the database file (SQLite's default:
+#: 1000). ``WalCheckpointer`` does most of that work before then; this limit bounds the WAL
+#: if it falls behind, and lets the writer start the WAL over.
+WAL_AUTOCHECKPOINT_PAGES = 10_000
 
 #: Commits between two checkpoints while the WAL is less than half of SQLite's limit. Every
 #: checkpoint syncs both files and copies each page changed since the last one, so frequent

@@ -1,0 +1,295 @@
+"""PostgreSQL through asyncpg: the engine's pool, and a unit of work's transaction on asyncpg's
+public ``Connection``.
+
+A unit of work checks a connection out of SQLAlchemy's pool (``AsyncEngine.connect``) and runs
+every statement on the asyncpg connection under it (``get_raw_connection().driver_connection``):
+``fetch`` and ``execute`` prepare each statement once per connection and keep it (asyncpg's
+statement cache). The unit of work owns its transaction (asyncpg's ``Connection.transaction``),
+begun with its first statement; SQLAlchemy runs nothing on that connection meanwhile, and its
+pool finds no transaction of its own to end when the connection comes back.
+
+A pooled connection is pinged before use only after sitting idle (``PING_AFTER_IDLE_S``); one
+the server closed since (asyncpg saw its socket end) is replaced without a round trip. A
+connection that dies unnoticed within that second fails the statement that finds out: a unit
+of work's first statement then runs again once on a fresh connection, when nothing of it can
+have been written (``PostgresTransaction._first``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import orjson
+from asyncpg.exceptions import InternalClientError
+from sqlalchemy import event, exc
+from sqlalchemy.engine import ExceptionContext
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from ccweb_store.domain import json_values
+from ccweb_store.store.transaction import CompiledStatements, Transaction
+
+#: A pooled connection idle for longer than this is pinged before it is used.
+PING_AFTER_IDLE_S = 1.0
+_IDLE_SINCE = "ccweb_idle_since"
+
+
+def create_postgres_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    """An engine on ``postgresql+asyncpg`` with the pool setup the store relies on."""
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 10)
+    kwargs.setdefault("json_deserializer", loads_postgres_json)
+    engine = create_async_engine(url, **kwargs)
+    if not kwargs.get("pool_pre_ping"):
+        _ping_after_idle(engine)
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _dead_connection(context: ExceptionContext) -> None:
+        if unsent_on_dead_connection(context.original_exception):
+            context.is_disconnect = True  # SQLAlchemy invalidates the connection
+
+    return engine
+
+
+def loads_postgres_json(text: str) -> Any:
+    """A PostgreSQL JSON column's value. ``jsonb`` keeps numbers as ``numeric``, so a float
+    such as ``1e20`` comes back written as an integer; orjson reads an integer beyond 64 bits
+    as the float it was. Text orjson refuses takes ``json_values.loads_stored``."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json_values.loads_stored(text)
+
+
+def _ping_after_idle(engine: AsyncEngine) -> None:
+    """Ping a pooled connection before use only when it sat idle for ``PING_AFTER_IDLE_S``.
+
+    SQLAlchemy's ``pool_pre_ping`` pings at every checkout, a round trip against the few a
+    unit of work needs. A connection handed back moments ago has just worked, unless asyncpg
+    has seen the server close it since (``driver_closed``, no round trip); one that sat in the
+    pool may have been closed unnoticed (an idle timeout across a network) and is pinged.
+    Either is replaced here, as the pre-ping would.
+    """
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _note_idle(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _ping_if_idle(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        if driver_closed(dbapi_connection):
+            raise exc.DisconnectionError("the server closed a pooled connection")
+        idle_since = record.info.get(_IDLE_SINCE)
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:  # the pool replaces the connection and tries again
+            raise exc.DisconnectionError(f"a pooled connection failed its ping: {error}") from error
+
+
+def driver_closed(dbapi_connection: Any) -> bool:
+    """Whether asyncpg knows the connection to be closed: it reads the socket whenever the
+    event loop runs, so it sees the server end the connection without a round trip."""
+    is_closed = getattr(dbapi_connection.driver_connection, "is_closed", None)
+    return bool(is_closed()) if is_closed is not None else False
+
+
+def unsent_on_dead_connection(error: BaseException | None) -> bool:
+    """Whether asyncpg refused to send a statement because its connection was still taking in
+    an error the server sent unasked: the ``FATAL`` with which PostgreSQL ends a connection (a
+    terminated backend, a shutdown). The statement never left, and the connection is dead."""
+    while error is not None:
+        if isinstance(error, InternalClientError) and "another operation" in str(error):
+            return True
+        error = error.__cause__
+    return False
+
+
+#: SQLAlchemy's exception for an asyncpg error, by the SQLSTATE class (its first two
+#: characters), as SQLAlchemy's own asyncpg adapter sorts them.
+_ERROR_CLASSES: dict[str, type[exc.DBAPIError]] = {
+    "22": exc.DataError,
+    "23": exc.IntegrityError,
+    "42": exc.ProgrammingError,
+    "08": exc.OperationalError,
+    "53": exc.OperationalError,
+    "57": exc.OperationalError,
+    "40": exc.OperationalError,
+}
+
+
+def _disconnected(error: BaseException, driver: asyncpg.Connection) -> bool:
+    return (
+        driver.is_closed()
+        or isinstance(error, asyncpg.exceptions.ConnectionDoesNotExistError | OSError)
+        or unsent_on_dead_connection(error)
+    )
+
+
+class PostgresDatabase:
+    """A PostgreSQL database and the pool this process uses on it."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.statements = CompiledStatements(engine.dialect)
+
+    async def begin(self, *, write: bool) -> PostgresTransaction:
+        """A unit of work's connection; ``write`` runs its statements in one transaction,
+        else each statement commits by itself (reads, and units of work that need no
+        atomicity: saves the ``BEGIN`` and ``COMMIT`` round trips)."""
+        connection, driver = await self.connect()
+        return PostgresTransaction(self, connection, driver, atomic=write)
+
+    async def connect(self) -> tuple[AsyncConnection, asyncpg.Connection]:
+        connection = await self.engine.connect()
+        try:
+            raw = await connection.get_raw_connection()
+        except BaseException:
+            await connection.close()
+            raise
+        return connection, raw.driver_connection
+
+    async def close(self) -> None:
+        """Nothing kept: connections go back to the engine's pool after each unit of work."""
+
+
+class PostgresTransaction(Transaction):
+    """One unit of work on an asyncpg connection."""
+
+    one_statement_batches = True
+    locks_rows = True
+
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        connection: AsyncConnection,
+        driver: asyncpg.Connection,
+        *,
+        atomic: bool,
+    ) -> None:
+        super().__init__(database.statements)
+        self.database = database
+        self.connection = connection
+        self.driver = driver
+        self.atomic = atomic
+        self._transaction: Any = None
+        self._first_done = False
+        self._released = False
+
+    async def fetch(
+        self, sql: str, values: Sequence[Any], returns_rows: bool | None
+    ) -> tuple[list[Any], int]:
+        if not self._first_done:
+            self._first_done = True
+            return await self._first(sql, values, returns_rows)
+        return await self._run(sql, values, returns_rows)
+
+    async def _first(
+        self, sql: str, values: Sequence[Any], returns_rows: bool | None
+    ) -> tuple[list[Any], int]:
+        """The unit of work's first statement; if its connection turns out to be dead, run
+        once more on a fresh connection when nothing of it can have been written: the
+        statement never left, or ran in the unit of work's transaction (lost with the
+        connection), or only reads. A write of an autocommit unit of work may have committed
+        before the connection died, so its error reaches the caller."""
+        try:
+            return await self._run(sql, values, returns_rows)
+        except exc.DBAPIError as error:
+            if not error.connection_invalidated or not (
+                unsent_on_dead_connection(error)
+                or self.atomic
+                or sql.lstrip().upper().startswith("SELECT")
+            ):
+                raise
+        await self.connection.close()
+        self._transaction = None
+        self.connection, self.driver = await self.database.connect()
+        return await self._run(sql, values, returns_rows)
+
+    async def _run(
+        self, sql: str, values: Sequence[Any], returns_rows: bool | None
+    ) -> tuple[list[Any], int]:
+        rows: list[Any] = []
+        try:
+            if self.atomic and self._transaction is None:
+                await self._begin()
+            if returns_rows:
+                rows = await self.driver.fetch(sql, *values)
+                return rows, len(rows)
+            if returns_rows is None:  # SQL text: its rows, and its status for the count
+                prepared = await self.driver.prepare(sql)
+                rows = await prepared.fetch(*values)
+                status = prepared.get_statusmsg() or ""
+            else:
+                status = await self.driver.execute(sql, *values)
+        except Exception as error:
+            raise await self._error(error, sql, values) from error
+        count = status.rsplit(" ", 1)[-1]
+        return rows, int(count) if count.isdigit() else len(rows)
+
+    async def _begin(self) -> None:
+        transaction = self.driver.transaction()
+        await transaction.start()
+        self._transaction = transaction
+
+    async def fetch_many(self, sql: str, values: list[Sequence[Any]]) -> None:
+        self._first_done = True
+        try:
+            if self.atomic and self._transaction is None:
+                await self._begin()
+            await self.driver.executemany(sql, values)
+        except Exception as error:
+            raise await self._error(error, sql, values) from error
+
+    async def _error(self, error: Exception, sql: str, values: Any) -> exc.DBAPIError:
+        """An asyncpg error as the SQLAlchemy exception SQLAlchemy's execution raises for it;
+        a connection the server closed is invalidated, so it is never used again."""
+        disconnect = _disconnected(error, self.driver)
+        sqlstate = getattr(error, "sqlstate", None) or ""
+        error_class = _ERROR_CLASSES.get(sqlstate[:2], exc.DBAPIError)
+        if disconnect:
+            error_class = exc.OperationalError
+        wrapped = error_class(sql, values, error, connection_invalidated=disconnect)
+        if disconnect:
+            self._transaction = None
+            await self.connection.invalidate()
+        return wrapped
+
+    async def commit(self) -> None:
+        self.ended = True
+        transaction, self._transaction = self._transaction, None
+        try:
+            if transaction is not None:
+                await transaction.commit()
+        except Exception as error:
+            wrapped = await self._error(error, "COMMIT", ())
+            await self._release()
+            raise wrapped from error
+        await self._release()
+
+    async def rollback(self) -> None:
+        self.ended = True
+        await self._release()
+
+    async def close(self) -> None:
+        self.ended = True
+        await self._release()
+
+    async def _release(self) -> None:
+        """Roll back what is still open and give the connection back to the pool (closed
+        for good if it cannot be rolled back)."""
+        if self._released:
+            return
+        self._released = True
+        transaction, self._transaction = self._transaction, None
+        try:
+            if transaction is not None and not self.connection.invalidated:
+                await transaction.rollback()
+        except Exception:
+            await self.connection.invalidate()
+        finally:
+            await self.connection.close()

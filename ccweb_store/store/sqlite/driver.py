@@ -1,0 +1,292 @@
+"""SQLite through aiosqlite: the engine's connection setup, this process's one writer, its
+readers, and a unit of work's transaction on the aiosqlite connection.
+
+Every connection gets the pragmas the store relies on (WAL, ``synchronous = NORMAL``, foreign
+keys, the busy timeout) and leaves transactions to us (``isolation_level = None``, as
+SQLAlchemy's documentation shows for SQLite). SQLite lets one transaction write at a time:
+this process's writers take turns on one connection, holding ``SQLiteDatabase.lock`` from
+``BEGIN IMMEDIATE`` (which takes SQLite's write lock, waiting up to the busy timeout for
+another process on aiosqlite's thread, not on the event loop) to ``COMMIT``. Reads run on
+connections of their own, each statement on its own snapshot, as PostgreSQL's reads do.
+Statements run on aiosqlite's public connection (``execute_fetchall``, ``execute``,
+``executemany``), reached through ``AsyncConnection.get_raw_connection``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import aiosqlite
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+from ccweb_store.domain import json_values
+from ccweb_store.store.sqlite.checkpoints import WAL_AUTOCHECKPOINT_PAGES, WalCheckpointer
+from ccweb_store.store.sqlite.file_watch import SQLiteFileWatch
+from ccweb_store.store.transaction import CompiledStatements, Transaction
+
+#: Idle read connections kept open between units of work.
+KEEP_READERS = 4
+
+
+def create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> AsyncEngine:
+    """An engine on ``sqlite+aiosqlite`` with the connection setup the store relies on."""
+    kwargs.setdefault("json_deserializer", json_values.loads_stored)
+    engine = create_async_engine(make_url(url).set(drivername="sqlite+aiosqlite"), **kwargs)
+    path = sqlite_file(engine)
+    watch = SQLiteFileWatch(path) if path is not None else None
+
+    if watch is not None:
+
+        @event.listens_for(engine.sync_engine, "do_connect")
+        def _refuse_another_file(*_args: Any) -> None:
+            # Before SQLite opens the path: it would create an empty file where the store's
+            # was deleted, or read another file moved there with the store's WAL.
+            watch.check()
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        if watch is not None:
+            try:
+                watch.opened()
+            except BaseException:
+                dbapi_connection.close()
+                raise
+        # Transactions begin as the store begins them (BEGIN IMMEDIATE for writes).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute("PRAGMA temp_store = MEMORY")
+            # The store's checkpoint thread (``checkpoints``) copies most pages before SQLite's
+            # own automatic checkpoint, which bounds the WAL should that thread fall behind.
+            cursor.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+        finally:
+            cursor.close()
+
+    _file_watches[engine.sync_engine] = watch
+    return engine
+
+
+#: The watch on each engine's file, made with the engine (its connect events use it).
+_file_watches: weakref.WeakKeyDictionary[Engine, SQLiteFileWatch | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def sqlite_file(engine: AsyncEngine) -> str | None:
+    """The path of the SQLite file behind ``engine``; None for an in-memory database or a
+    ``file:`` URI (``?uri=true``), which is passed to SQLite as it is."""
+    database = engine.url.database
+    if not database or database == ":memory:" or engine.url.query.get("uri"):
+        return None
+    args, kwargs = engine.dialect.create_connect_args(engine.url)
+    if kwargs.get("uri"):
+        return None
+    path: str = args[0]
+    return path
+
+
+def file_watch(engine: AsyncEngine) -> SQLiteFileWatch | None:
+    """The watch on the SQLite file behind ``engine`` (None: in memory, or a URI)."""
+    return _file_watches.get(engine.sync_engine)
+
+
+def driver_error(error: sqlite3.Error, sql: str, values: Any) -> DBAPIError:
+    """A ``sqlite3`` error as the SQLAlchemy exception SQLAlchemy's execution raises for it
+    (``IntegrityError``, ``OperationalError``, …)."""
+    wrapped = DBAPIError.instance(sql, values, error, sqlite3.Error)
+    assert isinstance(wrapped, DBAPIError)
+    return wrapped
+
+
+async def _driver(connection: AsyncConnection) -> aiosqlite.Connection:
+    raw = await connection.get_raw_connection()
+    driver: aiosqlite.Connection = raw.driver_connection  # type: ignore[assignment]
+    return driver
+
+
+class SQLiteDatabase:
+    """A SQLite file (or in-memory database) and the connections this process uses on it."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.statements = CompiledStatements(engine.dialect)
+        #: Held by the unit of work that writes (from BEGIN IMMEDIATE to its end).
+        self.lock = asyncio.Lock()
+        #: An in-memory database is one connection: everything takes turns on it.
+        self.single = isinstance(engine.pool, StaticPool)
+        self._writer: tuple[AsyncConnection, aiosqlite.Connection] | None = None
+        self._readers: list[tuple[AsyncConnection, aiosqlite.Connection]] = []
+        self._closed = False
+        #: Whether the path still names the file the store opened: checked before every
+        #: COMMIT, and at most once a second before reads.
+        self.file_watch = file_watch(engine)
+        path = sqlite_file(engine)
+        #: Checkpoints the WAL on a thread of its own (None for an in-memory database).
+        self.checkpointer = (
+            WalCheckpointer(path, file_watch=self.file_watch) if path is not None else None
+        )
+
+    async def begin(self, *, write: bool) -> SQLiteTransaction:
+        """A unit of work's transaction: writing (the writer's turn, ``BEGIN IMMEDIATE``) or
+        reading (a reader connection, each statement on its own snapshot)."""
+        if write or self.single:
+            await self.lock.acquire()
+            try:
+                connection, driver = await self._writer_connection()
+                if write:
+                    await driver.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as error:
+                self.lock.release()
+                raise driver_error(error, "BEGIN IMMEDIATE", ()) from error
+            except BaseException:
+                self.lock.release()
+                raise
+            return SQLiteTransaction(self, connection, driver, writer=True)
+        if self.file_watch is not None:
+            self.file_watch.check_for_read()
+        if self._readers:
+            connection, driver = self._readers.pop()
+        else:
+            connection = await self.engine.connect()
+            driver = await _driver(connection)
+        return SQLiteTransaction(self, connection, driver, writer=False)
+
+    async def _writer_connection(self) -> tuple[AsyncConnection, aiosqlite.Connection]:
+        if self._writer is None or self._writer[0].invalidated:
+            connection = await self.engine.connect()
+            self._writer = (connection, await _driver(connection))
+        return self._writer
+
+    async def end_write(self, connection: AsyncConnection, *, failed: bool) -> None:
+        """The writer's turn ends; a connection whose transaction could not end is dropped."""
+        try:
+            if failed and self._writer is not None and self._writer[0] is connection:
+                self._writer = None
+                await connection.invalidate()
+                await connection.close()
+        finally:
+            self.lock.release()
+
+    async def keep_reader(
+        self, connection: AsyncConnection, driver: aiosqlite.Connection, *, failed: bool
+    ) -> None:
+        if failed or self._closed or len(self._readers) >= KEEP_READERS:
+            if failed:
+                await connection.invalidate()
+            await connection.close()
+        else:
+            self._readers.append((connection, driver))
+
+    def committed(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.note_commit()
+
+    async def close(self) -> None:
+        """Close the connections and stop the checkpoint thread; the engine stays open."""
+        self._closed = True
+        async with self.lock:
+            if self.checkpointer is not None:
+                self.checkpointer.stop()
+            if self._writer is not None:
+                await self._writer[0].close()
+                self._writer = None
+        readers, self._readers = self._readers, []
+        for connection, _ in readers:
+            await connection.close()
+
+
+class SQLiteTransaction(Transaction):
+    """One unit of work on an aiosqlite connection: the writer's (in ``BEGIN IMMEDIATE``) or
+    a reader's (autocommit)."""
+
+    def __init__(
+        self,
+        database: SQLiteDatabase,
+        connection: AsyncConnection,
+        driver: aiosqlite.Connection,
+        *,
+        writer: bool,
+    ) -> None:
+        super().__init__(database.statements)
+        self.database = database
+        self.connection = connection
+        self.driver = driver
+        self.writer = writer
+        self._released = False
+
+    async def fetch(
+        self, sql: str, values: Sequence[Any], returns_rows: bool | None
+    ) -> tuple[list[Any], int]:
+        try:
+            if returns_rows:
+                rows = list(await self.driver.execute_fetchall(sql, values))
+                return rows, len(rows)
+            cursor = await self.driver.execute(sql, values)
+            if returns_rows is None:
+                rows = list(await cursor.fetchall())
+                return rows, cursor.rowcount if cursor.rowcount >= 0 else len(rows)
+            return [], cursor.rowcount
+        except sqlite3.Error as error:
+            raise driver_error(error, sql, values) from error
+
+    async def fetch_many(self, sql: str, values: list[Sequence[Any]]) -> None:
+        try:
+            await self.driver.executemany(sql, values)
+        except sqlite3.Error as error:
+            raise driver_error(error, sql, values) from error
+
+    async def commit(self) -> None:
+        """COMMIT, unless the file's path no longer names the file the store opened: a write
+        committed there would be answered as done and gone at the next start."""
+        self.ended = True
+        if self.database.file_watch is not None and self.writer:
+            try:
+                self.database.file_watch.check()
+            except BaseException:
+                await self._release(rollback=True)
+                raise
+        try:
+            if self.driver.in_transaction:
+                await self.driver.execute("COMMIT")
+        except sqlite3.Error as error:
+            await self._release(rollback=True)
+            raise driver_error(error, "COMMIT", ()) from error
+        self.database.committed()
+        await self._release(rollback=False)
+
+    async def rollback(self) -> None:
+        self.ended = True
+        await self._release(rollback=True)
+
+    async def close(self) -> None:
+        self.ended = True
+        await self._release(rollback=True)
+
+    async def _release(self, *, rollback: bool) -> None:
+        if self._released:
+            return
+        self._released = True
+        failed = False
+        try:
+            if rollback and self.driver.in_transaction:
+                await self.driver.execute("ROLLBACK")
+        except Exception:
+            failed = True
+            raise
+        finally:
+            if self.writer:
+                await self.database.end_write(self.connection, failed=failed)
+            else:
+                await self.database.keep_reader(self.connection, self.driver, failed=failed)

@@ -1,0 +1,276 @@
+"""Statements compiled by SQLAlchemy and run by the store's driver, and what they return.
+
+A unit of work runs every statement itself, on one driver connection in a transaction it owns
+(``store.sqlite.driver``, ``store.postgres.driver``): SQLAlchemy builds and compiles the SQL
+and supplies each type's conversions through its public API (``compile``,
+``bind_processor``, ``result_processor``); the driver runs the SQL and the values. A statement
+marked ``prebuilt`` (built once, at import) is compiled once per database and kept; any other
+statement is compiled each time it runs.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import InvalidRequestError, MultipleResultsFound, NoResultFound
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.visitors import replacement_traverse
+
+Processor = Callable[[Any], Any]
+_S = TypeVar("_S", bound=sa.Executable)
+
+#: The execution option that marks a statement built once, whose compiled form is kept.
+PREBUILT = "ccweb_prebuilt"
+
+
+def prebuilt(stmt: _S) -> _S:
+    """``stmt`` marked as built once (module level or a bounded ``lru_cache``): each database
+    compiles it once and keeps the compiled form."""
+    return stmt.execution_options(**{PREBUILT: True})
+
+
+def is_prebuilt(stmt: sa.Executable) -> bool:
+    return bool(stmt.get_execution_options().get(PREBUILT))
+
+
+class Compiled:
+    """One statement's SQL for one dialect, the order of its parameters, and the conversions
+    of the values bound and returned."""
+
+    __slots__ = (
+        "compiled",
+        "converters",
+        "defaults",
+        "expanding",
+        "keys",
+        "names",
+        "ordered",
+        "processors",
+        "results",
+        "returns_rows",
+        "sql",
+        "width",
+    )
+
+    def __init__(self, stmt: sa.Executable, dialect: Dialect, keys: Sequence[str]) -> None:
+        compiled = stmt.compile(dialect=dialect, column_keys=sorted(keys))  # type: ignore[attr-defined]
+        if not isinstance(compiled, SQLCompiler):
+            raise InvalidRequestError(f"cannot run {type(stmt).__name__} on the driver")
+        if compiled.insert_prefetch or compiled.update_prefetch:
+            raise InvalidRequestError("a column default computed in Python: give its value")
+        self.compiled = compiled
+        #: Whether a parameter stands for a list (``IN``), whose SQL depends on its length:
+        #: rendered per call (``SQLCompiler.construct_expanded_state``).
+        self.expanding = bool(compiled.post_compile_params or compiled.literal_execute_params)
+        self.sql = str(compiled)
+        positions = compiled.positiontup or ()
+        binds = [compiled.binds[name] for name in positions]
+        #: The parameters' names, in the order the SQL binds them.
+        self.names = tuple(positions)
+        #: The values the statement gives its parameters itself (``status == 'queued'`` bound),
+        #: for those a caller leaves out.
+        self.defaults = {
+            name: bind.effective_value
+            for name, bind in zip(positions, binds, strict=True)
+            if not bind.required
+        }
+        #: The values of ``names`` from a mapping, in order, as a tuple.
+        self.ordered = _getter(self.names)
+        #: The bind processor of each parameter by position (None: none).
+        self.converters: tuple[Processor | None, ...] = tuple(
+            bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds
+        )
+        #: Only the parameters whose values need converting: position, converter.
+        self.processors = tuple(
+            (index, processor)
+            for index, processor in enumerate(self.converters)
+            if processor is not None
+        )
+        # An INSERT, UPDATE or DELETE exports its RETURNING columns (none without); SQL text
+        # (``sa.text``) says nothing of what it returns.
+        columns = list(getattr(stmt, "exported_columns", ()))
+        #: The names of the returned columns.
+        self.keys = tuple(column.key for column in columns)
+        #: Whether the statement returns rows: None for SQL text, which may or may not.
+        self.returns_rows: bool | None = (
+            None if isinstance(stmt, sa.TextClause) else bool(columns)
+        )
+        self.width = len(columns)
+        #: Per returned column that needs converting (times, JSON, booleans): position, converter.
+        self.results = tuple(
+            (index, processor)
+            for index, column in enumerate(columns)
+            if (processor := column.type.dialect_impl(dialect).result_processor(dialect, None))
+        )
+
+    def statement(self, params: Mapping[str, Any] | None) -> tuple[str, Sequence[Any]]:
+        """The SQL and the values to bind, in order, converted by their types."""
+        if self.expanding:
+            return self._expanded(params)
+        return self.sql, self.values(params)
+
+    def values(self, params: Mapping[str, Any] | None) -> Sequence[Any]:
+        """The values to bind, in order, converted by their types (None stays None)."""
+        given: Mapping[str, Any] = params or {}
+        if self.defaults:
+            given = {**self.defaults, **given}
+        try:
+            ordered = self.ordered(given)
+        except KeyError as missing:
+            raise InvalidRequestError(
+                f"a value is required for bind parameter {missing.args[0]!r}"
+            ) from None
+        if not self.processors:
+            return ordered
+        values = list(ordered)
+        for index, processor in self.processors:
+            value = values[index]
+            if value is not None:
+                values[index] = processor(value)
+        return values
+
+    def _expanded(self, params: Mapping[str, Any] | None) -> tuple[str, Sequence[Any]]:
+        state = self.compiled.construct_expanded_state(dict(params or {}))
+        processors = {**dict(zip(self.names, self.converters, strict=True)), **state.processors}
+        names = state.positiontup or ()
+        values = [
+            value if value is None or (convert := processors.get(name)) is None else convert(value)
+            for name, value in zip(names, state.positional_parameters, strict=True)
+        ]
+        return state.statement, values
+
+    def many(self, rows: Sequence[Mapping[str, Any]]) -> list[Sequence[Any]]:
+        """The values of several parameter sets; every value passes its type's converter, None
+        included (so a JSON column stores ``null``), as SQLAlchemy's executemany does."""
+        defaults = self.defaults
+        ordered = self.ordered
+        converters = self.converters
+        converted: list[Sequence[Any]] = []
+        for row in rows:
+            values = ordered({**defaults, **row} if defaults else row)
+            if self.processors:
+                values = tuple(
+                    value if processor is None else processor(value)
+                    for value, processor in zip(values, converters, strict=True)
+                )
+            converted.append(values)
+        return converted
+
+    def rows(self, raw: list[Any]) -> list[Any]:
+        """The rows the driver returned, their values converted by their columns' types."""
+        if raw and self.returns_rows is not None and len(raw[0]) != self.width:
+            raise InvalidRequestError(f"{self.sql!r} returned {len(raw[0])} columns")
+        if not self.results:
+            return raw
+        converted = []
+        for values in raw:
+            row = list(values)
+            for index, processor in self.results:
+                if row[index] is not None:
+                    row[index] = processor(row[index])
+            converted.append(row)
+        return converted
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A function giving the values of ``names`` from a mapping, in order, as a tuple."""
+    if len(names) > 1:
+        return operator.itemgetter(*names)
+    if names:
+        only = operator.itemgetter(names[0])
+        return lambda given: (only(given),)
+    return lambda given: ()
+
+
+class Rows:
+    """What a statement returned: its rows (tuples, in the statement's column order) and how
+    many rows it changed or returned; read like SQLAlchemy's ``Result``."""
+
+    __slots__ = ("_rows", "keys", "rowcount")
+
+    def __init__(self, rows: list[Any], rowcount: int, keys: Sequence[str] = ()) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+        #: The names of the returned columns (``mappings``).
+        self.keys = keys
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+    def all(self) -> list[Any]:
+        return self._rows
+
+    def first(self) -> Any | None:
+        return self._rows[0] if self._rows else None
+
+    def one(self) -> Any:
+        if not self._rows:
+            raise NoResultFound("the statement returned no row")
+        if len(self._rows) > 1:
+            raise MultipleResultsFound("the statement returned several rows")
+        return self._rows[0]
+
+    def scalar(self) -> Any:
+        return self._rows[0][0] if self._rows else None
+
+    def scalar_one(self) -> Any:
+        return self.one()[0]
+
+    def scalars(self) -> Rows:
+        return Rows([row[0] for row in self._rows], self.rowcount)
+
+    def mappings(self) -> Rows:
+        """The rows as dicts by column name."""
+        return Rows([dict(zip(self.keys, row, strict=True)) for row in self._rows], self.rowcount)
+
+
+class Batch:
+    """Prebuilt statements that return nothing, run with one set of values: writes of a unit
+    of work that nobody reads back (a send's touch, message, request and run).
+
+    Each step is a statement and the names its bound parameters take their values from
+    (``{"p_id": "run_id"}``: the statement's ``p_id`` is the values' ``run_id``), so that
+    statements written for one repository each can share values. A driver runs the steps one
+    after another, or all as one statement (``as_one_statement``) where a round trip to the
+    server costs more than the statements: PostgreSQL runs the steps before the last as
+    data-modifying CTEs (``WITH step_0 AS (UPDATE …), step_1 AS (INSERT …) INSERT …``). It
+    runs every sub-statement of a ``WITH`` exactly once, on one snapshot, in no set order,
+    and checks foreign keys at the statement's end, so the steps must not read each other's
+    rows (a send's do not: its message's ``seq`` reads the target's earlier messages only).
+    """
+
+    __slots__ = ("_combined", "names", "statements")
+
+    def __init__(self, *steps: tuple[UpdateBase, Mapping[str, str]]) -> None:
+        #: The steps, each with its parameters named as the batch's values.
+        self.statements: tuple[UpdateBase, ...] = tuple(
+            prebuilt(_bound_as(stmt, names)) for stmt, names in steps
+        )
+        #: The values' names the steps bind.
+        self.names = tuple(sorted({name for _, names in steps for name in names.values()}))
+        self._combined: sa.Executable | None = None
+
+    def as_one_statement(self) -> sa.Executable:
+        """The steps as one statement of data-modifying CTEs."""
+        if self._combined is None:
+            *before, last = self.statements
+            ctes = [stmt.cte(f"step_{index}") for index, stmt in enumerate(before)]
+            self._combined = prebuilt(last.add_cte(*ctes))
+        return self._combined
+
+
+def _bound_as(stmt: UpdateBase, names: Mapping[str, str]) -> UpdateBase:
+    """``stmt`` with its bound parameters renamed by ``names`` (the others kept)."""
+
+    def rename(element: Any, **_: Any) -> Any:
+        if isinstance(element, BindParameter) and element.key in names:
+            return sa.bindparam(names[element.key], type_=element.type, required=True)
+        return None
+
+    return cast(UpdateBase, replacement_traverse(stmt, {}, rename))

@@ -1,0 +1,111 @@
+"""A unit of work's transaction on the driver, whatever the database: statements compiled once
+(``statements``), run by the dialect's driver (``store.sqlite.driver``,
+``store.postgres.driver``), their errors raised as SQLAlchemy's."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+from ccweb_store.store.statements import Batch, Compiled, Rows, is_prebuilt
+
+Params = Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
+
+
+class CompiledStatements:
+    """The compiled forms of the prebuilt statements one database runs, by statement and the
+    names of the values given (SQLAlchemy compiles an INSERT or UPDATE for those)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self._kept: dict[tuple[sa.Executable, tuple[str, ...]], Compiled] = {}
+
+    def get(self, stmt: sa.Executable, keys: tuple[str, ...]) -> Compiled:
+        compiled = self._kept.get((stmt, keys))
+        if compiled is None:
+            compiled = Compiled(stmt, self.dialect, keys)
+            if is_prebuilt(stmt):
+                self._kept[(stmt, keys)] = compiled
+        return compiled
+
+
+class Transaction:
+    """One unit of work's connection: the statements it runs, in the transaction it began
+    (or, for ``autocommit``, each on its own).
+
+    A driver subclass runs SQL with positional values (``fetch``, ``fetch_many``) and ends the
+    transaction (``commit``, ``rollback``, ``close``)."""
+
+    #: Whether the steps of a ``Batch`` run as one statement (``Batch.as_one_statement``).
+    one_statement_batches = False
+    #: Whether rows read to be changed are locked until the transaction ends
+    #: (``SELECT … FOR UPDATE``); without, the database's one writer holds all of them.
+    locks_rows = False
+
+    def __init__(self, statements: CompiledStatements) -> None:
+        self.statements = statements
+        #: Set when the unit of work committed or rolled back: no statement may follow.
+        self.ended = False
+
+    async def execute(self, stmt: sa.Executable, params: Params = None) -> Rows:
+        """Run ``stmt`` with ``params`` (one mapping, or several for an executemany)."""
+        if self.ended:
+            raise RuntimeError("this unit of work has ended; run statements in a new one")
+        if params is not None and not isinstance(params, Mapping):
+            await self.execute_many(stmt, params)
+            return Rows([], len(params))
+        compiled = self.statements.get(stmt, tuple(params) if params else ())
+        sql, values = compiled.statement(params)
+        raw, count = await self.fetch(sql, values, compiled.returns_rows)
+        return Rows(compiled.rows(raw), count, compiled.keys)
+
+    async def execute_many(self, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run ``stmt``, which returns nothing, once per parameter set of ``rows`` (all with
+        the same names)."""
+        if self.ended:
+            raise RuntimeError("this unit of work has ended; run statements in a new one")
+        if not rows:
+            return
+        compiled = self.statements.get(stmt, tuple(rows[0]))
+        if compiled.returns_rows is not False or compiled.expanding:
+            for row in rows:
+                await self.execute(stmt, row)
+            return
+        await self.fetch_many(compiled.sql, compiled.many(rows))
+
+    async def execute_batch(self, batch: Batch, values: dict[str, Any]) -> Rows:
+        """Run the steps of ``batch`` with ``values``; what the last step returned."""
+        if self.one_statement_batches:
+            return await self.execute(batch.as_one_statement(), values)
+        result = Rows([], 0)
+        for stmt in batch.statements:
+            compiled = self.statements.get(stmt, ())
+            raw, count = await self.fetch(
+                compiled.sql, compiled.values(values), compiled.returns_rows
+            )
+            result = Rows(compiled.rows(raw), count, compiled.keys)
+        return result
+
+    async def fetch(
+        self, sql: str, values: Sequence[Any], returns_rows: bool | None
+    ) -> tuple[list[Any], int]:
+        """Run ``sql``: the rows it returned (if it returns rows; None: whatever it returns)
+        and how many rows it changed or returned."""
+        raise NotImplementedError
+
+    async def fetch_many(self, sql: str, values: list[Sequence[Any]]) -> None:
+        """Run ``sql`` once per set of ``values``."""
+        raise NotImplementedError
+
+    async def commit(self) -> None:
+        raise NotImplementedError
+
+    async def rollback(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Roll back what was not committed and give the connection back."""
+        raise NotImplementedError
