@@ -11,6 +11,7 @@ statement is compiled each time it runs.
 from __future__ import annotations
 
 import operator
+from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -224,6 +225,13 @@ class Rows:
 
     def scalars(self) -> Rows:
         return Rows([row[0] for row in self._rows], self.rowcount)
+
+    def named(self) -> Rows:
+        """The rows as named tuples: each value also an attribute named as its column."""
+        if not self.keys:
+            return self
+        row_type = namedtuple("Row", self.keys, rename=True)  # type: ignore[misc]
+        return Rows([row_type._make(row) for row in self._rows], self.rowcount, self.keys)
 
     def mappings(self) -> Rows:
         """The rows as dicts by column name."""

@@ -100,8 +100,8 @@ class UnitOfWork:
 
     async def execute(self, stmt: sa.Executable, params: Params = None) -> Rows:
         """Run a statement no repository owns (the operator's views, repairs) in this unit
-        of work."""
-        return await self._current().execute(stmt, params)
+        of work; its rows read by position or by column name."""
+        return (await self._current().execute(stmt, params)).named()
 
     async def commit(self) -> None:
         """Commit; the unit of work ends, and no statement may follow."""

@@ -288,7 +288,7 @@ class MessageRepository(Repository):
         )
         return await self._first(Message, stmt)
 
-    async def snapshot(self, session_id: str) -> list[sa.Row[Any]]:
+    async def snapshot(self, session_id: str) -> list[Any]:
         """Every message of the session as ``(id, seq, role, content, created_at, metadata)``."""
         column = MESSAGES.c
         stmt = sa.select(
@@ -299,7 +299,7 @@ class MessageRepository(Repository):
             column.created_at,
             column["metadata"].label("metadata_"),  # named like the attribute
         ).where(column.session_id == session_id)
-        return list((await self._execute(stmt)).all())
+        return (await self._execute(stmt)).named().all()
 
     async def owners(self, message_ids: Sequence[str]) -> dict[str, str]:
         """``{message_id: session_id}`` for those of ``message_ids`` that exist."""
