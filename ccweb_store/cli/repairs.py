@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ccweb_store.cli.common import DatabaseUrl
-from ccweb_store.cli.operator import AsJson, _with_store
+from ccweb_store.cli.common import AsJson, DatabaseUrl, with_store
 
 if TYPE_CHECKING:
     from ccweb_store.services.json_repair import ColumnCounts, RepairedRow, RepairSummary
@@ -55,7 +54,7 @@ def repair_json(
             on_batch=None if as_json else progress,
         )
 
-    summary = _with_store(database_url, work)
+    summary = with_store(database_url, work)
     if as_json:
         typer.echo(json.dumps(summary.as_dict(), indent=2))
         return
