@@ -1,5 +1,5 @@
-"""``ccweb-store repair-json``: rewrite stored JSON values written before the stored-value
-rule (``json_repair``)."""
+"""``ccweb-store repair-json``: rewrite stored JSON values that break the stored-value rule
+(``services.json_repair``), losslessly."""
 
 from __future__ import annotations
 

@@ -239,7 +239,8 @@ class Worker:
             run_id=run["id"],
             hop_count=run["hopCount"],
         )
-        if cwd and not _is_directory(cwd):
+        # One stat, not worth a thread of its own.
+        if cwd and not os.path.isdir(cwd):  # noqa: ASYNC240
             return Outcome(
                 "failed",
                 error=f"the conversation's working directory {cwd!r} does not exist on the "
@@ -363,10 +364,6 @@ class Worker:
                 run_id,
                 _describe(exc),
             )
-
-
-def _is_directory(path: str) -> bool:
-    return os.path.isdir(path)  # one stat: nothing worth a thread
 
 
 def _describe(exc: BaseException) -> str:
