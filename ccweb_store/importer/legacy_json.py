@@ -51,6 +51,12 @@ from typing import Any
 
 from ccweb_store.domain.content import join_text_blocks, text_of
 from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.domain.ids import (
+    REPLY_STATUSES,
+    ROLES,
+    SESSION_ID_MAX_LENGTH,
+    validate_session_id,
+)
 from ccweb_store.domain.json_values import edited
 from ccweb_store.domain.storable_json import (
     Place,
@@ -61,9 +67,7 @@ from ccweb_store.domain.storable_json import (
     storable,
     surely_storable,
 )
-from ccweb_store.services.schemas import iso
-from ccweb_store.store.models import REPLY_STATUSES, ROLES, SESSION_ID_MAX_LENGTH
-from ccweb_store.store.repositories import validate_session_id
+from ccweb_store.domain.timestamps import iso
 
 SESSIONS_DIR = "sessions"
 REPLIES_FILE = Path("config") / "cross-conversation-replies.json"

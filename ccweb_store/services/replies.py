@@ -56,6 +56,7 @@ from ccweb_store.domain.arguments import (
     require_str,
 )
 from ccweb_store.domain.errors import Conflict, NotFound
+from ccweb_store.domain.ids import MAX_PAGE, new_id, validate_session_id
 from ccweb_store.domain.prompts import (
     RETURN_AND_CONTINUE,
     failure_notice,
@@ -63,9 +64,9 @@ from ccweb_store.domain.prompts import (
     source_auto_run_prompt,
     target_prompt,
 )
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.schemas import reply_out
-from ccweb_store.store.models import ReplyRequest, new_id, utcnow
-from ccweb_store.store.repositories import MAX_PAGE, validate_session_id
+from ccweb_store.store.models import ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
 
 EXPIRED = "expired"

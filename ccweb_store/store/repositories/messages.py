@@ -14,24 +14,22 @@ from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
-from ccweb_store.services.schemas import IsoText, iso_of_sqlite_text
-from ccweb_store.store.models import (
-    ROLES,
-    Message,
-    new_id,
-    reply_to_request_id,
-    utcnow,
-)
+from ccweb_store.domain.ids import ROLES, new_id, validate_choice
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.column_types import IsoText, iso_of_sqlite_text
+from ccweb_store.store.models import Message, reply_to_request_id
 from ccweb_store.store.repositories.base import (
     MESSAGES,
     Repository,
     column_attributes,
     prebuilt,
-    validate_choice,
 )
+from ccweb_store.store.repositories.batch_steps import BatchStep
 from ccweb_store.store.repositories.sessions import SessionRepository
 
-_APPEND_MESSAGE_UNREAD = prebuilt(
+#: A message appended with its session's next ``seq``, computed inside the INSERT; only the
+#: session's write lock (``SessionRepository.touch``, taken first) keeps seqs gap-free.
+APPEND_MESSAGE_UNREAD = prebuilt(
     sa.insert(MESSAGES).values(
         id=bindparam("p_id"),
         session_id=bindparam("p_session_id"),
@@ -44,7 +42,23 @@ _APPEND_MESSAGE_UNREAD = prebuilt(
         metadata=bindparam("p_metadata"),
     )
 )
-_APPEND_MESSAGE = prebuilt(_APPEND_MESSAGE_UNREAD.returning(*MESSAGES.c))
+#: The same, returning the new row.
+APPEND_MESSAGE = prebuilt(APPEND_MESSAGE_UNREAD.returning(*MESSAGES.c))
+
+
+def append_step(session: str, *, read_back: bool = False) -> BatchStep:
+    """A ``direct.Batch`` step: the message ``message_id`` (``role``, ``content``,
+    ``metadata``, made ``now``) appended to the session the values' ``session`` names, its
+    row returned when ``read_back`` (``APPEND_MESSAGE``; else ``APPEND_MESSAGE_UNREAD``).
+    The batch must touch the session first, as ``MessageRepository.append`` does."""
+    return APPEND_MESSAGE if read_back else APPEND_MESSAGE_UNREAD, {
+        "p_id": "message_id",
+        "p_session_id": session,
+        "p_role": "role",
+        "p_content": "content",
+        "p_created_at": "now",
+        "p_metadata": "metadata",
+    }
 
 
 _COLUMNS_BY_ATTRIBUTE = dict(column_attributes(Message))
@@ -143,7 +157,7 @@ class MessageRepository(Repository):
         params = await self._append_params(
             session_id, role, content, metadata, id, created_at, None
         )
-        returned = (await self._run_append(_APPEND_MESSAGE, params)).one()
+        returned = (await self._run_append(APPEND_MESSAGE, params)).one()
         return self._load(Message, returned)
 
     async def append_id(
@@ -159,7 +173,7 @@ class MessageRepository(Repository):
         """``append`` without reading the row back: the new message's id. ``now`` is its time
         and its session's (default: the current time)."""
         params = await self._append_params(session_id, role, content, metadata, id, now, now)
-        await self._run_append(_APPEND_MESSAGE_UNREAD, params)
+        await self._run_append(APPEND_MESSAGE_UNREAD, params)
         message_id: str = params["p_id"]
         return message_id
 

@@ -13,22 +13,23 @@ from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
-from ccweb_store.store.models import (
+from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
     RUN_KINDS,
     RUN_STATUSES,
-    Run,
     new_id,
-    utcnow,
+    validate_choice,
 )
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.models import Run
 from ccweb_store.store.repositories.base import (
     RUNS,
     Repository,
     constant,
     one_of,
     prebuilt,
-    validate_choice,
 )
+from ccweb_store.store.repositories.batch_steps import BatchStep
 
 _GET_RUN = prebuilt(sa.select(RUNS).where(RUNS.c.id == bindparam("run_id")))
 _LOCK_RUN = prebuilt(_GET_RUN.with_for_update())
@@ -143,7 +144,7 @@ _FINISH_RUN = prebuilt(
 
 #: A queued run, as ``enqueue_id`` writes it: only the columns a new queued run sets, each a
 #: bound parameter (the others keep their defaults: no worker, no lease, no attempt yet).
-_ENQUEUE = prebuilt(
+ENQUEUE = prebuilt(
     sa.insert(RUNS).values(
         id=bindparam("p_id"),
         session_id=bindparam("p_session_id"),
@@ -155,6 +156,21 @@ _ENQUEUE = prebuilt(
         created_at=bindparam("p_created_at"),
     )
 )
+
+
+def enqueue_step(session: str) -> BatchStep:
+    """A ``direct.Batch`` step: the session the values' ``session`` names gets the queued run
+    ``run_id`` of ``kind`` (``runtime_text``, ``hop_count``, made ``now``), answering
+    ``request_id`` (None: no request) (``ENQUEUE``)."""
+    return ENQUEUE, {
+        "p_id": "run_id",
+        "p_session_id": session,
+        "p_kind": "kind",
+        "p_runtime_text": "runtime_text",
+        "p_reply_request_id": "request_id",
+        "p_hop_count": "hop_count",
+        "p_created_at": "now",
+    }
 
 
 def _new_run(
@@ -230,7 +246,7 @@ class RunRepository(Repository):
             "p_created_at": now or utcnow(),
         }
         try:
-            await self._execute(_ENQUEUE, params)
+            await self._execute(ENQUEUE, params)
         except IntegrityError as exc:
             raise _busy(session_id)() from exc
         return run_id

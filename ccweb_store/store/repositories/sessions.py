@@ -12,12 +12,9 @@ from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, NotFound
-from ccweb_store.store.models import (
-    ACTIVE_RUN_STATUSES,
-    Session,
-    new_id,
-    utcnow,
-)
+from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, new_id, validate_session_id
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.models import Session
 from ccweb_store.store.repositories.base import (
     RUNS,
     SESSIONS,
@@ -25,8 +22,8 @@ from ccweb_store.store.repositories.base import (
     constant,
     decode_cursor,
     prebuilt,
-    validate_session_id,
 )
+from ccweb_store.store.repositories.batch_steps import BatchStep
 
 
 @lru_cache(maxsize=32)
@@ -130,12 +127,26 @@ _HAS_ACTIVE_RUN = prebuilt(sa.select(_has_active_run(bindparam("session_id"))))
 _GET_SESSION = prebuilt(sa.select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id")))
 
 
+#: A session's ``updated_at`` bumped to ``at``, its id returned (none: it does not exist).
 _TOUCH_SESSION = prebuilt(
     sa.update(SESSIONS)
     .where(SESSIONS.c.id == bindparam("session_id"))
     .values(updated_at=bindparam("at"))
     .returning(SESSIONS.c.id)
 )
+#: The same for a session this transaction read (and on PostgreSQL locked) already: it exists,
+#: so nothing is returned.
+TOUCH_SESSION_UNREAD = prebuilt(
+    sa.update(SESSIONS)
+    .where(SESSIONS.c.id == bindparam("session_id"))
+    .values(updated_at=bindparam("at"))
+)
+
+
+def touch_step(session: str, at: str) -> BatchStep:
+    """A ``direct.Batch`` step: the session the values' ``session`` names bumped to their
+    ``at`` (``TOUCH_SESSION_UNREAD``)."""
+    return TOUCH_SESSION_UNREAD, {"session_id": session, "at": at}
 
 
 class SessionRepository(Repository):
