@@ -36,7 +36,7 @@ from ccweb_store.domain.ids import (
     validate_session_id,
 )
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.services.replies import deliver_ready_replies, record_target_answer
+from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
 from ccweb_store.services.schemas import message_out, reply_out, run_out
 from ccweb_store.store.models import Message, ReplyRequest, Run
 from ccweb_store.store.repositories.runs import ClaimRace
