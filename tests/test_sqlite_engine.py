@@ -26,7 +26,7 @@ from ccweb_store.store.db import (
     sqlite_json_dumps,
 )
 from ccweb_store.store.repositories import direct
-from ccweb_store.store.repositories.messages import _insert_statement
+from ccweb_store.store.repositories.message_import import _insert_statement
 from ccweb_store.store.uow import Store
 
 

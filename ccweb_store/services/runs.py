@@ -39,7 +39,7 @@ from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
 from ccweb_store.services.schemas import message_out, reply_out, run_out
 from ccweb_store.store.models import Message, ReplyRequest, Run
-from ccweb_store.store.repositories.runs import ClaimRace
+from ccweb_store.store.repositories.run_leases import ClaimRace
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
