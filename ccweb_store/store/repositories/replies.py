@@ -241,7 +241,7 @@ class ReplyRepository(Repository):
 
     async def source_state(self, source_id: str, request_id: str) -> SourceState:
         """Whether the source runs now, and its message that already answers the request:
-        one statement (``_SOURCE_STATE``), where it took two."""
+        one statement (``_SOURCE_STATE``)."""
         params = {"source_id": source_id, "request_id": request_id}
         rows: Sequence[Any] = (await self._execute(_SOURCE_STATE, params)).all()
         # each row: (source_running, message id, message metadata)
