@@ -39,7 +39,7 @@ def _pending_table(pending: list[PendingReply], limit: int) -> Table:
     from rich import box
     from rich.table import Table
 
-    from ccweb_store.store.models import utcnow
+    from ccweb_store.domain.timestamps import utcnow
 
     now = utcnow()
     caption = f"{len(pending)} open request(s), oldest first"
@@ -168,7 +168,7 @@ def replies_list(
 
 def _activity_line(activity: ConversationActivity) -> str:
     """One line saying what a conversation is doing, above the table of its requests."""
-    from ccweb_store.store.models import utcnow
+    from ccweb_store.domain.timestamps import utcnow
 
     def counts(open_requests: dict[str, int]) -> str:
         return ", ".join(f"{n} {status}" for status, n in open_requests.items() if n) or "none"
@@ -272,7 +272,7 @@ def _expirable_table(requests: list[ReplyRequest], older_than: str) -> Table:
     from rich import box
     from rich.table import Table
 
-    from ccweb_store.store.models import utcnow
+    from ccweb_store.domain.timestamps import utcnow
 
     now = utcnow()
     table = Table(

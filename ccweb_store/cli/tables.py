@@ -84,7 +84,7 @@ def runs_table(runs: list[Run], title: str, caption: str | None = None) -> Table
     from rich import box
     from rich.table import Table
 
-    from ccweb_store.store.models import utcnow
+    from ccweb_store.domain.timestamps import utcnow
 
     now = utcnow()
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD)

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ccweb_store.services.schemas import iso
+from ccweb_store.domain.timestamps import iso
 
 #: Why a file nested too deep for ``json.loads`` (or for a part of it to be written back as
 #: text) is skipped.

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ccweb_store.domain.ids import REPLY_STATUSES, SESSION_ID_MAX_LENGTH
 from ccweb_store.domain.json_values import edited
 from ccweb_store.domain.storable_json import (
     Place,
@@ -39,7 +40,6 @@ from ccweb_store.importer.legacy_json import (
     load_screened_json,
     parse_timestamp,
 )
-from ccweb_store.store.models import REPLY_STATUSES, SESSION_ID_MAX_LENGTH
 
 REPLIES_FILE = Path("config") / "cross-conversation-replies.json"
 

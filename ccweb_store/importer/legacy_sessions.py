@@ -28,6 +28,7 @@ from typing import Any
 
 from ccweb_store.domain.content import join_text_blocks, text_of
 from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.domain.ids import ROLES, validate_session_id
 from ccweb_store.domain.json_values import edited
 from ccweb_store.domain.storable_json import (
     Place,
@@ -48,8 +49,6 @@ from ccweb_store.importer.legacy_json import (
     load_screened_json,
     parse_timestamp,
 )
-from ccweb_store.store.models import ROLES
-from ccweb_store.store.repositories import validate_session_id
 
 SESSIONS_DIR = "sessions"
 #: Keys of ``messages.metadata`` the importer itself writes.

@@ -16,17 +16,16 @@ import sqlalchemy as sa
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import InvalidInput, NotFound
-from ccweb_store.services.schemas import iso, message_out, reply_out, run_out
-from ccweb_store.store.models import (
+from ccweb_store.domain.ids import (
     OPEN_REPLY_STATUSES,
     RUN_STATUSES,
-    Message,
-    ReplyRequest,
-    Run,
-    UTCDateTime,
-    utcnow,
+    validate_choice,
+    validate_session_id,
 )
-from ccweb_store.store.repositories import validate_choice, validate_session_id
+from ccweb_store.domain.timestamps import iso, utcnow
+from ccweb_store.services.schemas import message_out, reply_out, run_out
+from ccweb_store.store.column_types import UTCDateTime
+from ccweb_store.store.models import Message, ReplyRequest, Run
 from ccweb_store.store.repositories.base import REPLIES
 from ccweb_store.store.uow import Store
 
