@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ccweb_store.config import Settings
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.user_inputs import (
     DEFAULT_LIMIT,
     DEFAULT_MAX_CHARS,
@@ -42,7 +43,7 @@ from ccweb_store.services.user_inputs import (
     list_user_inputs,
 )
 from ccweb_store.store.db import create_database, create_engine, drop_database, migrate
-from ccweb_store.store.models import Message, utcnow
+from ccweb_store.store.models import Message
 from ccweb_store.store.uow import Store
 
 SIZES = (1_000, 10_000, 100_000)

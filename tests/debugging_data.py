@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from ccweb_store.config import Settings
-from ccweb_store.store.models import ReplyRequest, utcnow
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.models import ReplyRequest
 from ccweb_store.store.uow import Store
 
 WAITING = "req_waiting"  # alpha -> beta, queued target run (a cancelled one before it), 2h old

@@ -17,8 +17,9 @@ import pytest
 import sqlalchemy as sa
 
 from ccweb_store.config import Settings
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import runs
-from ccweb_store.store.models import Message, ReplyRequest, Run, utcnow
+from ccweb_store.store.models import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store
 from tests.cli_support import as_json, ccweb_store, run_cli
 from tests.lifecycle_support import (

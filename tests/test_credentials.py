@@ -16,10 +16,11 @@ from pydantic import SecretStr
 
 from ccweb_store.config import Settings
 from ccweb_store.domain import errors
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.services import credentials
 from ccweb_store.services.credentials import Claims, CredentialRefused, read_token, sign
-from ccweb_store.store.models import ServerSecret, utcnow
+from ccweb_store.store.models import ServerSecret
 from ccweb_store.store.uow import Store
 from tests.http_client import app_client, mcp, rpc, rpc_result
 from tests.lifecycle_support import messages_of, row_counts, runs_of, table_row_counts

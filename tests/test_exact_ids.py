@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+from ccweb_store.domain.ids import SESSION_ID_PATTERN
 from ccweb_store.importer.load import import_state
 from ccweb_store.services import credentials
-from ccweb_store.store.models import SESSION_ID_PATTERN
 from ccweb_store.store.uow import Store
 from tests.http_client import call_tool, rpc, rpc_result
 from tests.lifecycle_support import planner_and_tester

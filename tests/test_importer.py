@@ -19,16 +19,14 @@ from typer.testing import CliRunner
 
 from ccweb_store.cli import app
 from ccweb_store.domain.json_values import KEPT_AS_TEXT
-from ccweb_store.importer.legacy_json import (
-    ABSENT_KEY,
-    REPLY_COLUMNS,
-    REPLY_TIME_FIELDS,
+from ccweb_store.importer.legacy_json import parse_timestamp
+from ccweb_store.importer.legacy_replies import ABSENT_KEY, REPLY_COLUMNS, REPLY_TIME_FIELDS
+from ccweb_store.importer.legacy_sessions import (
     RESERVED_METADATA_KEYS,
     LegacySession,
     normalise_message,
-    parse_timestamp,
 )
-from ccweb_store.importer.load import plan_session
+from ccweb_store.importer.session_sync import plan_session
 from ccweb_store.services.schemas import iso
 from ccweb_store.store.db import create_engine
 from tests.cli_support import COMMAND

@@ -12,10 +12,10 @@ import pytest
 from ccweb_store import __version__
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.http.mcp_http import SourceError, source_from_query
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.protocol.mcp import UNSUPPORTED_PROTOCOL_VERSION
-from ccweb_store.store.models import utcnow
 from ccweb_store.store.uow import Store
 from tests.http_client import app_client, call_tool, mcp
 from tests.lifecycle_support import table_row_counts

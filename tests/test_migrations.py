@@ -225,7 +225,7 @@ async def test_a_claim_for_one_kind_reads_the_0005_index_which_comes_and_goes(
     empty_database_url: str,
 ) -> None:
     """0005 adds ``runs (status, kind, created_at, id)``; the claim's plan uses it."""
-    from ccweb_store.store.repositories.runs import oldest_claimable
+    from ccweb_store.store.repositories.run_leases import oldest_claimable
 
     index = "ix_runs_status_kind_created_at_id"
     engine = create_engine(empty_database_url)

@@ -16,8 +16,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
 from ccweb_store.config import Settings
+from ccweb_store.domain.ids import new_id
+from ccweb_store.store.column_types import UTCDateTime
 from ccweb_store.store.db import InlineSQLiteDialect, migrate, sqlite_driver
-from ccweb_store.store.models import UTCDateTime, new_id
 from ccweb_store.store.repositories import direct
 from ccweb_store.store.repositories.base import RUNS
 from ccweb_store.store.uow import Store

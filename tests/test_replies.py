@@ -15,8 +15,9 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.prompts import LEGACY_ORIGINAL_REQUEST
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import messaging, replies, runs
-from ccweb_store.store.models import Session, utcnow
+from ccweb_store.store.models import Session
 from ccweb_store.store.uow import Store
 from tests.conftest import migrate_url
 from tests.http_client import app_client, rpc_result

@@ -13,16 +13,10 @@ from sqlalchemy.exc import IntegrityError
 from ccweb_store.config import Settings
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
+from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, RUN_STATUSES, new_id
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import runs
-from ccweb_store.store.models import (
-    ACTIVE_RUN_STATUSES,
-    REPLY_TO_REQUEST_ID_INDEX,
-    RUN_STATUSES,
-    Message,
-    ReplyRequest,
-    new_id,
-    utcnow,
-)
+from ccweb_store.store.models import REPLY_TO_REQUEST_ID_INDEX, Message, ReplyRequest
 from ccweb_store.store.repositories import SessionRepository
 from ccweb_store.store.repositories import messages as messages_module
 from ccweb_store.store.repositories import replies as replies_module

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import runs
-from ccweb_store.store.models import utcnow
 from ccweb_store.store.uow import Store
 from tests.http_client import rpc, rpc_result
 from tests.lifecycle_support import ask_tester, planner_and_tester

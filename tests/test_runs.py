@@ -9,8 +9,8 @@ import pytest
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import DomainError
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import runs
-from ccweb_store.store.models import utcnow
 from ccweb_store.store.uow import Store
 from tests.lifecycle_support import (
     ask,

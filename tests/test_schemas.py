@@ -8,7 +8,8 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from ccweb_store.services.schemas import IsoText, iso
+from ccweb_store.domain.timestamps import iso
+from ccweb_store.store.column_types import IsoText
 from ccweb_store.store.models import Message
 from ccweb_store.store.uow import Store
 

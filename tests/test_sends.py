@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from ccweb_store.store.models import Message, ReplyRequest, Run, Session, new_id
+from ccweb_store.domain.ids import new_id
+from ccweb_store.store.models import Message, ReplyRequest, Run, Session
 from ccweb_store.store.repositories.sends import _APPEND_READ
 from ccweb_store.store.uow import Store
 

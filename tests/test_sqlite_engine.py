@@ -16,6 +16,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 
 from ccweb_store.config import Settings
+from ccweb_store.store.column_types import _sqlite_datetime_to_text
 from ccweb_store.store.db import (
     InlineSQLiteDialect,
     create_engine,
@@ -24,9 +25,8 @@ from ccweb_store.store.db import (
     sqlite_json_bind,
     sqlite_json_dumps,
 )
-from ccweb_store.store.models import _sqlite_datetime_to_text
 from ccweb_store.store.repositories import direct
-from ccweb_store.store.repositories.messages import _insert_statement
+from ccweb_store.store.repositories.message_import import _insert_statement
 from ccweb_store.store.uow import Store
 
 

@@ -14,8 +14,9 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.arguments import bounded_int
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.user_inputs import apply_budget, first_batch, list_user_inputs
-from ccweb_store.store.models import Base, Message, utcnow
+from ccweb_store.store.models import Base, Message
 from ccweb_store.store.repositories import MessageRepository, direct
 from ccweb_store.store.repositories.messages import (
     LATEST_NONBLANK_BY_ROLE_SQLITE,

@@ -11,13 +11,9 @@ import sqlalchemy as sa
 from alembic import command
 from sqlalchemy.engine import Connection
 
+from ccweb_store.domain.durations import format_duration, parse_duration
 from ccweb_store.domain.errors import InvalidInput, NotFound
-from ccweb_store.services.debugging import (
-    format_duration,
-    list_pending_replies,
-    parse_duration,
-    reply_story,
-)
+from ccweb_store.services.debugging import list_pending_replies, reply_story
 from ccweb_store.store.db import alembic_config, create_engine, current_revision, downgrade, migrate
 from ccweb_store.store.uow import Store
 from tests import debugging_data as data

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -127,6 +128,36 @@ def test_the_command_never_sees_the_operator_token_or_the_database() -> None:
         "CCWEB_RUN_KIND": "user_turn",
         "CCWEB_HOP_COUNT": "2",
     }
+
+
+def test_the_worker_loads_neither_sqlalchemy_nor_the_store_nor_the_services() -> None:
+    """The worker talks HTTP only: importing it and reading a configuration (a duration
+    included) leaves the database layers unloaded, so it installs and starts light."""
+    probe = textwrap.dedent(
+        """
+        import sys, tempfile
+        from pathlib import Path
+
+        import ccweb_store.worker.config
+        import ccweb_store.worker.runner
+
+        path = Path(tempfile.mkdtemp()) / "worker.toml"
+        path.write_text('command = "agent {prompt}"\\ntimeout = "1h30m"\\n')
+        assert ccweb_store.worker.config.load_config(path).default.timeout == 5400
+        print("\\n".join(sorted(sys.modules)))
+        """
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.split()
+    assert "ccweb_store.worker.runner" in loaded
+    heavy = [
+        name
+        for name in loaded
+        if name.split(".")[0] == "sqlalchemy"
+        or name.startswith(("ccweb_store.store", "ccweb_store.services"))
+    ]
+    assert heavy == []
 
 
 # --- real processes ---------------------------------------------------------------------------

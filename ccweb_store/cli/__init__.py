@@ -11,14 +11,16 @@ import typer
 
 from ccweb_store.cli.common import (
     DatabaseUrl,
+    duration_option,
     fail,
     load_settings,
     server_url,
     setup_logging,
 )
 from ccweb_store.cli.credentials import conversation_url, credentials_app
-from ccweb_store.cli.operator import replies_app, runs_app
 from ccweb_store.cli.repairs import repair_json
+from ccweb_store.cli.replies import replies_app
+from ccweb_store.cli.runs import runs_app
 
 app = typer.Typer(
     name="ccweb-store",
@@ -292,16 +294,11 @@ def worker(
     setup_logging(log_level)
     if log_level.lower() != "debug":  # a line per HTTP call would drown the one per run
         logging.getLogger("httpx").setLevel(logging.WARNING)
-    seconds = None
-    if timeout is not None:
-        from ccweb_store.services.debugging import parse_duration
-
-        try:
-            seconds = float(parse_duration(timeout))
-        except ValueError as exc:
-            fail(f"--timeout: {exc}")
+    seconds = duration_option(timeout, "--timeout")
     try:
-        worker_config = commands.load_config(config, command=command, timeout=seconds)
+        worker_config = commands.load_config(
+            config, command=command, timeout=None if seconds is None else float(seconds)
+        )
     except commands.ConfigError as exc:
         fail(str(exc))
     settings = load_settings(token=token)

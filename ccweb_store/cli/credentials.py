@@ -12,8 +12,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ccweb_store.cli.common import DatabaseUrl, fail, load_settings, server_url
-from ccweb_store.cli.operator import AsJson, Conversation, Limit, _print_json, _with_store
+from ccweb_store.cli.common import (
+    AsJson,
+    Conversation,
+    DatabaseUrl,
+    Limit,
+    duration_option,
+    fail,
+    load_settings,
+    print_json,
+    server_url,
+    with_store,
+)
+from ccweb_store.cli.tables import print_table
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -65,27 +76,24 @@ def conversation_url(
     once: keep it like a password. Revoke it with `ccweb-store credentials revoke ID`.
     """
     from ccweb_store.services.credentials import mint_credential
-    from ccweb_store.services.debugging import parse_duration
 
     params: dict[str, Any] = {"sessionId": conversation_id, "hopCount": hop_count}
     if label is not None:
         params["label"] = label
-    if expires_in is not None:
-        try:
-            params["expiresInSeconds"] = parse_duration(expires_in)
-        except ValueError as exc:
-            fail(f"--expires-in: {exc}")
-        if params["expiresInSeconds"] < 1:
+    expires_in_seconds = duration_option(expires_in, "--expires-in")
+    if expires_in_seconds is not None:
+        params["expiresInSeconds"] = expires_in_seconds
+        if expires_in_seconds < 1:
             fail(
                 "--expires-in: use at least 1s, or leave it out for a credential that never expires"
             )
     if base_url is None:
         base_url = server_url(load_settings())
-    minted = _with_store(database_url, lambda store: mint_credential(store, params))
+    minted = with_store(database_url, lambda store: mint_credential(store, params))
     url = mcp_url(base_url, minted["token"])
     credential = minted["credential"]
     if as_json:
-        _print_json({**minted, "url": url})
+        print_json({**minted, "url": url})
         return
     typer.echo(url)
     expiry = f"expires {credential['expiresAt']}" if credential["expiresAt"] else "never expires"
@@ -134,20 +142,19 @@ def credentials_list(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Credentials, newest first (active ones only unless --all). Tokens are never shown."""
-    from ccweb_store.cli.operator import _print_table
     from ccweb_store.services.credentials import list_credentials
 
     params: dict[str, Any] = {"includeInactive": include_inactive, "limit": limit}
     if conversation is not None:
         params["sessionId"] = conversation
-    listed = _with_store(database_url, lambda store: list_credentials(store, params))
+    listed = with_store(database_url, lambda store: list_credentials(store, params))
     rows = listed["credentials"]
     if as_json:
-        _print_json({"credentials": rows, "count": len(rows)})
+        print_json({"credentials": rows, "count": len(rows)})
     elif not rows:
         typer.echo("No credentials match.")
     else:
-        _print_table(_credentials_table(rows))
+        print_table(_credentials_table(rows))
 
 
 @credentials_app.command("revoke")
@@ -159,11 +166,11 @@ def credentials_revoke(
     """Withdraw a credential: the next request that presents it is refused (exit 3: unknown)."""
     from ccweb_store.services.credentials import revoke_credential
 
-    revoked = _with_store(
+    revoked = with_store(
         database_url, lambda store: revoke_credential(store, {"credentialId": credential_id})
     )
     if as_json:
-        _print_json(revoked)
+        print_json(revoked)
     else:
         typer.echo(
             f"credential {revoked['id']} of conversation {revoked['sessionId']}: "

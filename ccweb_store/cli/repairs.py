@@ -1,5 +1,5 @@
-"""``ccweb-store repair-json``: rewrite stored JSON values written before the stored-value
-rule (``json_repair``)."""
+"""``ccweb-store repair-json``: rewrite stored JSON values that break the stored-value rule
+(``services.json_repair``), losslessly."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ccweb_store.cli.common import DatabaseUrl
-from ccweb_store.cli.operator import AsJson, _with_store
+from ccweb_store.cli.common import AsJson, DatabaseUrl, with_store
 
 if TYPE_CHECKING:
     from ccweb_store.services.json_repair import ColumnCounts, RepairedRow, RepairSummary
@@ -55,7 +54,7 @@ def repair_json(
             on_batch=None if as_json else progress,
         )
 
-    summary = _with_store(database_url, work)
+    summary = with_store(database_url, work)
     if as_json:
         typer.echo(json.dumps(summary.as_dict(), indent=2))
         return

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import DomainError, InvalidInput
-from ccweb_store.store.repositories import validate_session_id
+from ccweb_store.domain.ids import validate_session_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """What ``ccweb-store import-json`` shows: a progress bar (or plain lines), then a summary.
 
-The database side lives in ``importer``; this module opens the store, migrates it (never in a
+The database side lives in ``load``; this module opens the store, migrates it (never in a
 dry run) and reports. Progress and skip reports go to stderr; the summary goes to stdout.
 """
 
@@ -15,12 +15,8 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from ccweb_store.config import Settings
-from ccweb_store.importer.load import (
-    ImportSummary,
-    ProgressCallback,
-    import_files_total,
-    import_state,
-)
+from ccweb_store.importer.load import import_files_total, import_state
+from ccweb_store.importer.summary import ImportSummary, ProgressCallback
 from ccweb_store.store import db
 from ccweb_store.store.uow import Store
 

@@ -21,9 +21,9 @@ from ccweb_store.domain.arguments import (
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
-from ccweb_store.services.schemas import iso, message_out, session_out
-from ccweb_store.store.models import AGENT_MAX_LENGTH, ID_MAX_LENGTH
-from ccweb_store.store.repositories import MAX_PAGE, validate_session_id
+from ccweb_store.domain.ids import AGENT_MAX_LENGTH, ID_MAX_LENGTH, MAX_PAGE, validate_session_id
+from ccweb_store.domain.timestamps import iso
+from ccweb_store.services.schemas import message_out, session_out
 from ccweb_store.store.uow import Store
 
 DEFAULT_LIST_LIMIT = 20

@@ -39,9 +39,10 @@ from ccweb_store.domain.arguments import (
     require_str,
 )
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
+from ccweb_store.domain.ids import MAX_PAGE, SESSION_ID_PATTERN, validate_session_id
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.schemas import credential_out
-from ccweb_store.store.models import SESSION_ID_PATTERN, ConversationCredential, utcnow
-from ccweb_store.store.repositories import MAX_PAGE, validate_session_id
+from ccweb_store.store.models import ConversationCredential
 from ccweb_store.store.uow import Store
 
 log = logging.getLogger(__name__)

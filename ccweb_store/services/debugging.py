@@ -1,4 +1,4 @@
-"""Read-side queries for debugging pending replies: the views, a request's story, durations.
+"""Read-side queries for debugging pending replies: the views, a request's story.
 
 The ``pending_replies`` and ``conversation_activity`` views come from migration 0003; here
 they are typed table constructs (not ORM metadata), so timestamps and booleans read the same
@@ -7,7 +7,6 @@ on SQLite and PostgreSQL. Everything in this module only reads.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,17 +16,16 @@ import sqlalchemy as sa
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import InvalidInput, NotFound
-from ccweb_store.services.schemas import iso, message_out, reply_out, run_out
-from ccweb_store.store.models import (
+from ccweb_store.domain.ids import (
     OPEN_REPLY_STATUSES,
     RUN_STATUSES,
-    Message,
-    ReplyRequest,
-    Run,
-    UTCDateTime,
-    utcnow,
+    validate_choice,
+    validate_session_id,
 )
-from ccweb_store.store.repositories import validate_choice, validate_session_id
+from ccweb_store.domain.timestamps import iso, utcnow
+from ccweb_store.services.schemas import message_out, reply_out, run_out
+from ccweb_store.store.column_types import UTCDateTime
+from ccweb_store.store.models import Message, ReplyRequest, Run
 from ccweb_store.store.repositories.base import REPLIES
 from ccweb_store.store.uow import Store
 
@@ -68,40 +66,6 @@ conversation_activity = sa.table(
         for status in OPEN_REPLY_STATUSES
     ),
 )
-
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION_PART = re.compile(r"(\d+)([smhdw])")
-
-
-def parse_duration(text: str) -> int:
-    """Seconds in ``90s``, ``10m``, ``2h``, ``1d``, ``1w``, ``1h30m`` or a bare ``600``.
-
-    Raises ``ValueError`` with a message fit for the user on anything else.
-    """
-    value = text.strip().lower()
-    if value.isdigit():
-        return int(value)
-    parts = _DURATION_PART.findall(value)
-    if not value or "".join(number + unit for number, unit in parts) != value:
-        raise ValueError(
-            f"invalid duration {text!r}: use a number with a unit, e.g. 90s, 10m, 2h, 1d or 1h30m"
-        )
-    return sum(int(number) * _DURATION_UNITS[unit] for number, unit in parts)
-
-
-def format_duration(seconds: float | None) -> str:
-    """A short human age such as ``45s``, ``10m 5s``, ``2h 3m`` or ``3d 4h``."""
-    if seconds is None:
-        return "-"
-    remaining = max(0, int(seconds))
-    parts: list[str] = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        count, remaining = divmod(remaining, size)
-        if count or (unit == "s" and not parts):
-            parts.append(f"{count}{unit}")
-        if len(parts) == 2:
-            break
-    return " ".join(parts)
 
 
 @dataclass(frozen=True)

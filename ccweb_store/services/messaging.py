@@ -17,10 +17,18 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.arguments import optional_bool, optional_str, require_mapping, require_str
 from ccweb_store.domain.context import Source, refuse_other_conversation, require_source
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
+from ccweb_store.domain.ids import (
+    AGENT_MAX_LENGTH,
+    MAX_PAGE,
+    OPEN_REPLY_STATUSES,
+    new_id,
+    validate_session_id,
+)
 from ccweb_store.domain.prompts import ONE_WAY, REPLY_MODES, RETURN_AND_CONTINUE, target_prompt
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.schemas import reply_out
-from ccweb_store.store.models import AGENT_MAX_LENGTH, OPEN_REPLY_STATUSES, Session, new_id, utcnow
-from ccweb_store.store.repositories import MAX_PAGE, Party, validate_session_id
+from ccweb_store.store.models import Session
+from ccweb_store.store.repositories import Party
 from ccweb_store.store.uow import Store, UnitOfWork
 
 __all__ = [

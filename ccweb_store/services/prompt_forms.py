@@ -14,8 +14,10 @@ from typing import Any
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source, require_source
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
-from ccweb_store.services.schemas import iso, message_out, run_out
-from ccweb_store.store.models import Message, new_id, utcnow
+from ccweb_store.domain.ids import new_id
+from ccweb_store.domain.timestamps import iso, utcnow
+from ccweb_store.services.schemas import message_out, run_out
+from ccweb_store.store.models import Message
 from ccweb_store.store.uow import Store
 
 MAX_QUESTIONS = 10

@@ -27,19 +27,19 @@ from ccweb_store.domain.arguments import (
     require_str,
 )
 from ccweb_store.domain.errors import Conflict, DatabaseFileMissing, DatabaseUnavailable
-from ccweb_store.services.replies import deliver_ready_replies, record_target_answer
-from ccweb_store.services.schemas import message_out, reply_out, run_out
-from ccweb_store.store.models import (
+from ccweb_store.domain.ids import (
     FINISHED_RUN_STATUSES,
     ID_MAX_LENGTH,
+    MAX_PAGE,
     RUN_KINDS,
-    Message,
-    ReplyRequest,
-    Run,
-    utcnow,
+    validate_choice,
+    validate_session_id,
 )
-from ccweb_store.store.repositories import MAX_PAGE, validate_choice, validate_session_id
-from ccweb_store.store.repositories.runs import ClaimRace
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
+from ccweb_store.services.schemas import message_out, reply_out, run_out
+from ccweb_store.store.models import Message, ReplyRequest, Run
+from ccweb_store.store.repositories.run_leases import ClaimRace
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)

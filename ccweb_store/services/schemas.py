@@ -6,71 +6,17 @@ Protocol modules and the CLI use these; nothing else decides how an object looks
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.types import TypeDecorator
-
+from ccweb_store.domain.timestamps import iso as iso
 from ccweb_store.store.models import (
     ConversationCredential,
     Message,
     ReplyRequest,
     Run,
     Session,
-    UTCDateTime,
-    sqlite_text_to_datetime,
 )
-
-#: The fields of ``iso`` of a UTC datetime, looked up rather than formatted: a quarter of the
-#: cost of ``isoformat(timespec="milliseconds")`` with "Z" for the zone, which it gives.
-_TWO_DIGITS = tuple(f"{n:02d}" for n in range(100))
-_THREE_DIGITS = tuple(f"{n:03d}" for n in range(1000))
-
-
-def iso(value: datetime | None) -> str | None:
-    """ISO 8601 UTC with milliseconds and a ``Z``, as cc-web writes timestamps."""
-    if value is None:
-        return None
-    if value.tzinfo is UTC:  # every datetime read from the database
-        return (
-            f"{value.year:04d}-{_TWO_DIGITS[value.month]}-{_TWO_DIGITS[value.day]}"
-            f"T{_TWO_DIGITS[value.hour]}:{_TWO_DIGITS[value.minute]}:"
-            f"{_TWO_DIGITS[value.second]}.{_THREE_DIGITS[value.microsecond // 1000]}Z"
-        )
-    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class IsoText(TypeDecorator[str]):
-    """A timestamp column read as the text ``iso`` makes of it, for a query whose rows go out
-    as they are (``sa.type_coerce(column, IsoText())``).
-
-    SQLite stores a timestamp as ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC, whose ``iso`` is the
-    same characters rearranged: that takes a fifth of parsing a datetime and formatting it
-    back. Text of another shape, and PostgreSQL's datetimes, go the usual way.
-    """
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def result_processor(self, dialect: sa.Dialect, coltype: Any) -> Callable[[Any], Any]:
-        if dialect.name == "sqlite":
-            return iso_of_sqlite_text
-        as_datetime = UTCDateTime().result_processor(dialect, coltype)
-
-        def read(value: Any) -> str | None:
-            return iso(as_datetime(value) if as_datetime is not None else value)
-
-        return read
-
-
-def iso_of_sqlite_text(value: str | None) -> str | None:
-    """``iso`` of a timestamp as SQLite stores it (``IsoText``): the characters rearranged when
-    it has the store's shape, else parsed (``UTCDateTime``'s reading) and formatted."""
-    if value is not None and len(value) == 26 and value[10] == " " and value[19] == ".":
-        return f"{value[:10]}T{value[11:23]}Z"
-    return iso(sqlite_text_to_datetime(value))
 
 
 def session_out(row: Session, *, active_run: Run | None = None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from ccweb_store.domain.arguments import bounded_int
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source, refuse_other_conversation
 from ccweb_store.domain.errors import InvalidInput
-from ccweb_store.store.repositories import validate_session_id
+from ccweb_store.domain.ids import validate_session_id
 from ccweb_store.store.uow import Store, UnitOfWork
 
 DEFAULT_LIMIT = 15

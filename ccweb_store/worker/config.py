@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ccweb_store.domain.durations import parse_duration
+
 #: What the command may say: each value goes in shell-quoted, so a placeholder is never quoted
 #: again in the template (``claude -p {prompt}``, not ``claude -p "{prompt}"``).
 PLACEHOLDERS = ("prompt", "conversation_id", "run_id", "hop_count")
@@ -57,8 +59,6 @@ class WorkerConfig:
 
 
 def _seconds(value: object, where: str) -> float:
-    from ccweb_store.services.debugging import parse_duration
-
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         return float(value)
     if isinstance(value, str):

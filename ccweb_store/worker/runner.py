@@ -32,14 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import itertools
 import logging
 import os
 import signal
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -51,92 +47,24 @@ from ccweb_store.worker.config import (
     child_environment,
     render_command,
 )
+from ccweb_store.worker.host import HostClient, HostError, Unusable
+from ccweb_store.worker.process import (
+    KILL_GRACE_SECONDS,
+    Outcome,
+    could_not_start,
+    ended,
+    kill_group,
+    start_command,
+)
 
 log = logging.getLogger("ccweb_store.worker")
 
-STDERR_TAIL_CHARS = 2000
-KILL_GRACE_SECONDS = 5.0
 #: How often ``run.complete`` is tried when the server cannot be reached, with backoff.
 COMPLETE_ATTEMPTS = 6
 #: Exit codes of ``Worker.run``.
 EXIT_OK = 0
 EXIT_UNUSABLE = 2
 EXIT_INTERRUPTED = 130
-
-
-class HostError(Exception):
-    """A JSON-RPC error from the server (``code`` is its ``data.code``, e.g. ``lease_lost``)."""
-
-    def __init__(self, method: str, message: str, code: str | None) -> None:
-        super().__init__(f"{method}: {message}")
-        self.code = code
-
-
-class Unusable(Exception):
-    """The server cannot be used at all (refused the token, is not a ccweb-store server)."""
-
-
-# --- talking to the server --------------------------------------------------------------------
-
-
-class HostClient:
-    """JSON-RPC calls to the server's ``/rpc`` with the operator token."""
-
-    def __init__(self, base_url: str, token: str | None, *, timeout: float = 60.0) -> None:
-        self.base_url = base_url.rstrip("/")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=httpx.Timeout(timeout)
-        )
-        self._ids = itertools.count(1)
-
-    async def close(self) -> None:
-        await self._http.aclose()
-
-    async def call(self, method: str, params: Mapping[str, Any]) -> Any:
-        """The result of ``method``; ``HostError`` for a JSON-RPC error, ``Unusable`` when
-        the server refuses us; transport errors (``httpx.TransportError``) pass through."""
-        message = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
-        response = await self._http.post("/rpc", json=message)
-        if response.status_code == 401:
-            raise Unusable(
-                f"{self.base_url} refused the operator token ({_error_message(response)}): "
-                "give the server's CCWEB_TOKEN with --token or the CCWEB_TOKEN variable"
-            )
-        try:
-            body = response.json()
-        except ValueError:
-            raise Unusable(
-                f"{self.base_url}/rpc answered HTTP {response.status_code} without JSON: "
-                "is --url a ccweb-store server?"
-            ) from None
-        if not isinstance(body, dict) or ("result" not in body and "error" not in body):
-            raise Unusable(f"{self.base_url}/rpc answered something that is not JSON-RPC")
-        if "error" in body:
-            error = body["error"] or {}
-            data = error.get("data")
-            code = data.get("code") if isinstance(data, dict) else None
-            raise HostError(method, str(error.get("message")), code)
-        return body["result"]
-
-
-def _error_message(response: httpx.Response) -> str:
-    try:
-        return str(response.json()["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {response.status_code}"
-
-
-# --- the worker -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How a command ended, as ``run.complete`` takes it."""
-
-    status: str  # completed | failed
-    output: str | None = None
-    error: str | None = None
 
 
 class Worker:
@@ -152,7 +80,6 @@ class Worker:
         poll_interval: float = 1.0,
         once: bool = False,
         kinds: list[str] | None = None,
-        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.client = client
         self.config = config
@@ -161,7 +88,6 @@ class Worker:
         self.poll_interval = poll_interval
         self.once = once
         self.kinds = kinds
-        self.environ = dict(os.environ if environ is None else environ)
         self.stopping = False
         self.interrupted = False
         self._wake = asyncio.Event()
@@ -196,7 +122,7 @@ class Worker:
             log.warning(
                 "killing the command of run %s; it goes back to the queue", self._current_run
             )
-            asyncio.get_running_loop().create_task(_kill_group(child))
+            asyncio.get_running_loop().create_task(kill_group(child))
 
     # the loop
 
@@ -313,30 +239,23 @@ class Worker:
             run_id=run["id"],
             hop_count=run["hopCount"],
         )
-        if cwd and not _is_directory(cwd):
+        # One stat, not worth a thread of its own.
+        if cwd and not os.path.isdir(cwd):  # noqa: ASYNC240
             return Outcome(
                 "failed",
                 error=f"the conversation's working directory {cwd!r} does not exist on the "
                 f"worker's machine ({self.worker_id})",
             )
         env = child_environment(
-            self.environ,
+            os.environ,
             mcp_url=f"{self.client.base_url}/mcp?credential={token}",
             token=token,
             run=run,
         )
         try:
-            child = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", command,
-                stdin=asyncio.subprocess.PIPE if on_stdin else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                env=env, cwd=cwd or None, start_new_session=True,
-            )  # fmt: skip
+            child = await start_command(command, on_stdin=on_stdin, env=env, cwd=cwd)
         except OSError as exc:
-            hint = ""
-            if not on_stdin and exc.errno == errno.E2BIG:
-                hint = "; the prompt is too long for an argument: leave {prompt} out (stdin)"
-            return Outcome("failed", error=f"the command could not start: {exc}{hint}")
+            return could_not_start(exc, on_stdin=on_stdin)
         self._child = child
         try:
             return await self._supervise(run, spec, child, prompt.encode() if on_stdin else None)
@@ -360,7 +279,7 @@ class Worker:
         finally:
             lease_lost.cancel()
         if finished not in done:
-            await _kill_group(child)
+            await kill_group(child)
             with contextlib.suppress(Exception):
                 await finished
             if lease_lost in done and not lease_lost.cancelled():
@@ -377,18 +296,7 @@ class Worker:
         if self.interrupted:
             await self._requeue(run["id"])
             return None
-        code = child.returncode
-        if code == 0:
-            return Outcome("completed", output=stdout.decode(errors="replace").strip())
-        tail = stderr.decode(errors="replace").strip()[-STDERR_TAIL_CHARS:]
-        how = (
-            f"was killed by signal {-code}"
-            if code is not None and code < 0
-            else f"exited with code {code}"
-        )
-        return Outcome(
-            "failed", error=f"the command {how}" + (f": {tail}" if tail else " (no stderr)")
-        )
+        return ended(child.returncode, stdout, stderr)
 
     async def _keep_lease(self, run_id: str) -> str:
         """Heartbeat every lease/3 until cancelled; returns why the lease was lost."""
@@ -456,25 +364,6 @@ class Worker:
                 run_id,
                 _describe(exc),
             )
-
-
-async def _kill_group(child: asyncio.subprocess.Process) -> None:
-    """SIGTERM the command's process group, then SIGKILL what is left after a grace period."""
-    for signum, grace in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, None)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signum)
-        if grace is None:
-            break
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(child.wait(), grace)
-            # The shell is gone; what it started may linger in the group.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)
-            return
-
-
-def _is_directory(path: str) -> bool:
-    return os.path.isdir(path)  # one stat: nothing worth a thread
 
 
 def _describe(exc: BaseException) -> str:

@@ -5,14 +5,7 @@ State changes are conditional (``UPDATE … WHERE status IN (…)``) and report 
 won, so two writers can never both move the same row.
 """
 
-from ccweb_store.store.repositories.base import (
-    MAX_PAGE,
-    UnitState,
-    decode_cursor,
-    encode_cursor,
-    validate_choice,
-    validate_session_id,
-)
+from ccweb_store.store.repositories.base import UnitState, decode_cursor, encode_cursor
 from ccweb_store.store.repositories.credentials import CredentialRepository, SecretRepository
 from ccweb_store.store.repositories.messages import (
     LATEST_NONBLANK_BY_ROLE,
@@ -26,7 +19,6 @@ from ccweb_store.store.repositories.sessions import Party, SendParties, SessionR
 
 __all__ = [
     "LATEST_NONBLANK_BY_ROLE",
-    "MAX_PAGE",
     "CredentialRepository",
     "MessageRepository",
     "MessageText",
@@ -40,6 +32,4 @@ __all__ = [
     "UnitState",
     "decode_cursor",
     "encode_cursor",
-    "validate_choice",
-    "validate_session_id",
 ]

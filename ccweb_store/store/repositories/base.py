@@ -19,8 +19,6 @@ from ccweb_store.domain import errors, json_values
 from ccweb_store.domain.errors import DomainError, InvalidInput
 from ccweb_store.store.models import (
     FROM_DATABASE,
-    SESSION_ID_MAX_LENGTH,
-    SESSION_ID_PATTERN,
     Base,
     Message,
     ReplyRequest,
@@ -31,35 +29,8 @@ from ccweb_store.store.statements import Batch, Rows
 from ccweb_store.store.statements import prebuilt as prebuilt
 from ccweb_store.store.transaction import Transaction
 
-MAX_PAGE = 500
-
 _T = TypeVar("_T")
 _B = TypeVar("_B", bound=Base)
-
-
-def validate_session_id(value: object, *, code: str = errors.INVALID_CONVERSATION_ID) -> str:
-    """Return ``value`` if it is a well-formed conversation id, else raise ``code``."""
-    if (
-        not isinstance(value, str)
-        or not value
-        or len(value) > SESSION_ID_MAX_LENGTH
-        or not SESSION_ID_PATTERN.fullmatch(value)
-    ):
-        raise InvalidInput(
-            f"invalid conversation id {value!r}: use 1-{SESSION_ID_MAX_LENGTH} letters, "
-            "digits, '_' or '-', starting with a letter or digit",
-            code=code,
-        )
-    return value
-
-
-def validate_choice(value: object, choices: Sequence[str], code: str, what: str) -> str:
-    """Return ``value`` if it is one of ``choices``, else raise ``code``."""
-    if not isinstance(value, str) or value not in choices:
-        raise InvalidInput(
-            f"invalid {what} {value!r}: expected one of {', '.join(choices)}", code=code
-        )
-    return value
 
 
 def encode_cursor(*parts: Any) -> str:

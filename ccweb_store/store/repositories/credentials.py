@@ -10,7 +10,9 @@ from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict
-from ccweb_store.store.models import Base, ConversationCredential, ServerSecret, new_id, utcnow
+from ccweb_store.domain.ids import new_id
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.models import Base, ConversationCredential, ServerSecret
 from ccweb_store.store.repositories.base import Repository, prebuilt
 
 CREDENTIALS = Base.metadata.tables[ConversationCredential.__tablename__]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -14,24 +14,21 @@ from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
-from ccweb_store.services.schemas import IsoText
-from ccweb_store.store.models import (
-    ROLES,
-    Message,
-    new_id,
-    reply_to_request_id,
-    utcnow,
-)
+from ccweb_store.domain.ids import ROLES, new_id, validate_choice
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.column_types import IsoText
+from ccweb_store.store.models import Message, reply_to_request_id
 from ccweb_store.store.repositories.base import (
     MESSAGES,
-    Repository,
-    column_attributes,
     prebuilt,
-    validate_choice,
 )
+from ccweb_store.store.repositories.batch_steps import BatchStep
+from ccweb_store.store.repositories.message_import import MessageImport
 from ccweb_store.store.repositories.sessions import SessionRepository
 
-_APPEND_MESSAGE_UNREAD = prebuilt(
+#: A message appended with its session's next ``seq``, computed inside the INSERT; only the
+#: session's write lock (``SessionRepository.touch``, taken first) keeps seqs gap-free.
+APPEND_MESSAGE_UNREAD = prebuilt(
     sa.insert(MESSAGES).values(
         id=bindparam("p_id"),
         session_id=bindparam("p_session_id"),
@@ -44,29 +41,24 @@ _APPEND_MESSAGE_UNREAD = prebuilt(
         metadata=bindparam("p_metadata"),
     )
 )
-_APPEND_MESSAGE = prebuilt(_APPEND_MESSAGE_UNREAD.returning(*MESSAGES.c))
+#: The same, returning the new row.
+APPEND_MESSAGE = prebuilt(APPEND_MESSAGE_UNREAD.returning(*MESSAGES.c))
 
 
-_COLUMNS_BY_ATTRIBUTE = dict(column_attributes(Message))
+def append_step(session: str, *, read_back: bool = False) -> BatchStep:
+    """A ``direct.Batch`` step: the message ``message_id`` (``role``, ``content``,
+    ``metadata``, made ``now``) appended to the session the values' ``session`` names, its
+    row returned when ``read_back`` (``APPEND_MESSAGE``; else ``APPEND_MESSAGE_UNREAD``).
+    The batch must touch the session first, as ``MessageRepository.append`` does."""
+    return APPEND_MESSAGE if read_back else APPEND_MESSAGE_UNREAD, {
+        "p_id": "message_id",
+        "p_session_id": session,
+        "p_role": "role",
+        "p_content": "content",
+        "p_created_at": "now",
+        "p_metadata": "metadata",
+    }
 
-
-@cache  # unbounded: a prebuilt statement must live as long as the process (few key sets)
-def _insert_statement(keys: tuple[str, ...]) -> sa.Insert:
-    """An INSERT of the columns named by attribute (``metadata_``), as ``insert_many`` takes
-    them, with one bound parameter each (named like the attribute)."""
-    return prebuilt(
-        sa.insert(MESSAGES).values({_COLUMNS_BY_ATTRIBUTE[key]: bindparam(key) for key in keys})
-    )
-
-
-#: The sessions holding up to ``_OWNERS_CHUNK`` message ids: one statement built (and on SQLite
-#: compiled) once, its unused places NULL, which no id equals.
-_OWNERS_CHUNK = 500
-_OWNERS = prebuilt(
-    sa.select(MESSAGES.c.id, MESSAGES.c.session_id).where(
-        MESSAGES.c.id.in_([bindparam(f"id_{i}") for i in range(_OWNERS_CHUNK)])
-    )
-)
 
 _GET_MESSAGE = prebuilt(sa.select(MESSAGES).where(MESSAGES.c.id == bindparam("message_id")))
 #: A session's messages whose ``metadata.replyToRequestId`` names a request, in order: a probe
@@ -121,7 +113,10 @@ def _by_metadata_statement(key: str) -> sa.Select[Any]:
     )
 
 
-class MessageRepository(Repository):
+class MessageRepository(MessageImport):
+    """Messages: append, read, find by metadata; the importer's bulk calls are
+    ``MessageImport``'s."""
+
     async def append(
         self,
         session_id: str,
@@ -141,7 +136,7 @@ class MessageRepository(Repository):
         params = await self._append_params(
             session_id, role, content, metadata, id, created_at, None
         )
-        returned = (await self._run_append(_APPEND_MESSAGE, params)).one()
+        returned = (await self._run_append(APPEND_MESSAGE, params)).one()
         return self._load(Message, returned)
 
     async def append_id(
@@ -157,7 +152,7 @@ class MessageRepository(Repository):
         """``append`` without reading the row back: the new message's id. ``now`` is its time
         and its session's (default: the current time)."""
         params = await self._append_params(session_id, role, content, metadata, id, now, now)
-        await self._run_append(_APPEND_MESSAGE_UNREAD, params)
+        await self._run_append(APPEND_MESSAGE_UNREAD, params)
         message_id: str = params["p_id"]
         return message_id
 
@@ -287,56 +282,6 @@ class MessageRepository(Repository):
             .limit(1)
         )
         return await self._first(Message, stmt)
-
-    async def snapshot(self, session_id: str) -> list[Any]:
-        """Every message of the session as ``(id, seq, role, content, created_at, metadata)``."""
-        column = MESSAGES.c
-        stmt = sa.select(
-            column.id,
-            column.seq,
-            column.role,
-            column.content,
-            column.created_at,
-            column["metadata"].label("metadata_"),  # named like the attribute
-        ).where(column.session_id == session_id)
-        return (await self._execute(stmt)).named().all()
-
-    async def owners(self, message_ids: Sequence[str]) -> dict[str, str]:
-        """``{message_id: session_id}`` for those of ``message_ids`` that exist."""
-        owners: dict[str, str] = {}
-        for start in range(0, len(message_ids), _OWNERS_CHUNK):
-            chunk = message_ids[start : start + _OWNERS_CHUNK]
-            params: dict[str, str | None] = {f"id_{i}": id for i, id in enumerate(chunk)}
-            params.update({f"id_{i}": None for i in range(len(chunk), _OWNERS_CHUNK)})
-            found: Sequence[Any] = (await self._execute(_OWNERS, params)).all()
-            owners.update({message_id: session_id for message_id, session_id in found})
-        return owners
-
-    async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Insert rows (attribute names as keys) in batches: one executemany, not N adds.
-
-        A Core insert, so an explicit ``created_at: None`` stays NULL (legacy rows) instead of
-        taking the server default as the ORM would.
-        """
-        if rows:
-            await self._execute_many(_insert_statement(tuple(sorted(rows[0]))), rows)
-
-    async def update_many(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Update rows by primary key (each dict holds ``id`` and the new values, attribute
-        names as keys): one executemany per set of changed columns."""
-        columns = {key: column.name for key, column in column_attributes(Message)}
-        batches: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for row in rows:
-            keys = tuple(sorted(key for key in row if key != "id"))
-            params = {"b_id": row["id"]} | {f"b_{key}": row[key] for key in keys}
-            batches.setdefault(keys, []).append(params)
-        for keys, batch in batches.items():
-            stmt = (
-                sa.update(MESSAGES)
-                .where(MESSAGES.c.id == bindparam("b_id"))
-                .values({columns[key]: bindparam(f"b_{key}") for key in keys})
-            )
-            await self._execute(stmt, batch)
 
     async def answer_prompt_card(self, message_id: str, metadata: dict[str, Any]) -> bool:
         """Replace the card's metadata only while its prompt is still pending; True if it won."""

@@ -12,12 +12,9 @@ from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
-from ccweb_store.store.models import (
-    REPLY_STATUSES,
-    ReplyRequest,
-    reply_to_request_id,
-    utcnow,
-)
+from ccweb_store.domain.ids import REPLY_STATUSES, validate_choice
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.models import ReplyRequest, reply_to_request_id
 from ccweb_store.store.repositories.base import (
     MESSAGES,
     REPLIES,
@@ -28,8 +25,8 @@ from ccweb_store.store.repositories.base import (
     decode_cursor,
     one_of,
     prebuilt,
-    validate_choice,
 )
+from ccweb_store.store.repositories.batch_steps import BatchStep
 
 _GET_REPLY = prebuilt(sa.select(REPLIES).where(REPLIES.c.request_id == bindparam("request_id")))
 _LOCK_REPLY = prebuilt(_GET_REPLY.with_for_update())
@@ -76,6 +73,42 @@ _SOURCE_STATE = prebuilt(
     )
     .order_by(MESSAGES.c.seq)
 )
+
+
+#: A send's ``waiting`` request: only the columns a send sets; the others keep their defaults.
+INSERT_WAITING_REQUEST = prebuilt(
+    sa.insert(REPLIES).values(
+        request_id=bindparam("p_request_id"),
+        message_id=bindparam("p_message_id"),
+        source_conversation_id=bindparam("p_source_id"),
+        source_title=bindparam("p_source_title"),
+        target_conversation_id=bindparam("p_target_id"),
+        target_title=bindparam("p_target_title"),
+        status=constant("waiting"),
+        hop_count=bindparam("p_hop_count"),
+        source_auto_run=sa.true(),
+        original_request=bindparam("p_original_request"),
+        created_at=bindparam("p_created_at"),
+    )
+)
+
+
+def waiting_request_step() -> BatchStep:
+    """A ``direct.Batch`` step: the ``waiting`` request ``request_id`` of a send from
+    ``source_id`` (``source_title``) to ``target_id`` (``target_title``), asking for the
+    message ``message_id`` whose text is ``content``, at ``hop_count``, made ``now``
+    (``INSERT_WAITING_REQUEST``)."""
+    return INSERT_WAITING_REQUEST, {
+        "p_request_id": "request_id",
+        "p_message_id": "message_id",
+        "p_source_id": "source_id",
+        "p_source_title": "source_title",
+        "p_target_id": "target_id",
+        "p_target_title": "target_title",
+        "p_hop_count": "hop_count",
+        "p_original_request": "content",
+        "p_created_at": "now",
+    }
 
 
 class SourceState(NamedTuple):
@@ -208,7 +241,7 @@ class ReplyRepository(Repository):
 
     async def source_state(self, source_id: str, request_id: str) -> SourceState:
         """Whether the source runs now, and its message that already answers the request:
-        one statement (``_SOURCE_STATE``), where it took two."""
+        one statement (``_SOURCE_STATE``)."""
         params = {"source_id": source_id, "request_id": request_id}
         rows: Sequence[Any] = (await self._execute(_SOURCE_STATE, params)).all()
         # each row: (source_running, message id, message metadata)

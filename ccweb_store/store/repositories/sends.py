@@ -1,15 +1,16 @@
-"""The writes of a send and of a reply's return, each as one ``statements.Batch``.
+"""The writes of a send and of a reply's return, each as one ``statements.Batch`` of the steps
+the tables' own modules build.
 
 A send (``messaging``): the target's touch, its message, the reply request and its run. A
-reply returned at once (``replies._return_at_once``): the source's touch, the reply message and
-the source's auto-run. The messages and the runs are written by the statements
-``MessageRepository.append_id`` and ``RunRepository.enqueue_id`` write them with; the touch
-and the request only these write this way (the caller read and, on PostgreSQL, locked the
-conversation already, so the touch needs no ``RETURNING``, and a request is ``waiting`` when
-it is made). Neither reads back what it writes; a database whose round trips cost more
-than its statements runs a batch as one statement (``Transaction.one_statement_batches``). A
-run's output at its completion (``append_read``) is a message appended and read back, the
-touch and the INSERT one batch too.
+reply returned at once (``reply_delivery``): the source's touch, the reply message and the
+source's auto-run. Each write is its table's statement (``sessions.touch_step``,
+``messages.append_step``, ``replies.waiting_request_step``, ``runs.enqueue_step``); this
+module only chooses which values fill them. The caller read and, on PostgreSQL, locked the
+conversations already, so the touch needs no ``RETURNING``, and a request is ``waiting`` when
+it is made. Nothing is read back; a database whose round trips cost more than its statements
+runs a batch as one statement (``Transaction.one_statement_batches``). A run's output at its
+completion (``append_read``) is a message appended and read back, its touch and INSERT one
+batch too.
 """
 
 from __future__ import annotations
@@ -17,106 +18,35 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.sql.dml import UpdateBase
-from sqlalchemy.sql.expression import bindparam
-
 from ccweb_store.domain import errors
-from ccweb_store.store.models import ROLES, Message, new_id, utcnow
-from ccweb_store.store.repositories.base import (
-    REPLIES,
-    SESSIONS,
-    Repository,
-    constant,
-    validate_choice,
-)
-from ccweb_store.store.repositories.messages import (
-    _APPEND_MESSAGE,
-    _APPEND_MESSAGE_UNREAD,
-)
-from ccweb_store.store.repositories.runs import _ENQUEUE
+from ccweb_store.domain.ids import ROLES, new_id, validate_choice
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.models import Message
+from ccweb_store.store.repositories.base import Repository
+from ccweb_store.store.repositories.messages import append_step
+from ccweb_store.store.repositories.replies import waiting_request_step
+from ccweb_store.store.repositories.runs import enqueue_step
+from ccweb_store.store.repositories.sessions import touch_step
 from ccweb_store.store.statements import Batch
 
-Step = tuple[UpdateBase, dict[str, str]]
-
-#: A conversation read (and on PostgreSQL locked) in this transaction already, bumped.
-_TOUCH = (
-    sa.update(SESSIONS)
-    .where(SESSIONS.c.id == bindparam("session_id"))
-    .values(updated_at=bindparam("now"))
-)
-
-
-def _touch(conversation: str) -> Step:
-    """The conversation whose id is the values' ``conversation`` bumped to ``now``."""
-    return _TOUCH, {"session_id": conversation, "now": "now"}
-
-
-def _message(conversation: str, stmt: UpdateBase = _APPEND_MESSAGE_UNREAD) -> Step:
-    """The message ``message_id`` (``role``, ``content``, ``metadata``) appended to it (by
-    ``stmt``: the INSERT that returns nothing, or the one that returns the row)."""
-    names = {"p_id": "message_id", "p_role": "role", "p_content": "content"}
-    return stmt, names | {
-        "p_session_id": conversation,
-        "p_created_at": "now",
-        "p_metadata": "metadata",
-    }
-
-
-def _run(conversation: str) -> Step:
-    """Its queued run ``run_id`` of ``kind``, answering ``request_id`` (or nothing)."""
-    return _ENQUEUE, {
-        "p_id": "run_id",
-        "p_session_id": conversation,
-        "p_kind": "kind",
-        "p_runtime_text": "runtime_text",
-        "p_reply_request_id": "request_id",
-        "p_hop_count": "hop_count",
-        "p_created_at": "now",
-    }
-
-
-#: A send's request: only the columns a send sets; the rest keep their defaults.
-_REQUEST: Step = (
-    sa.insert(REPLIES).values(
-        request_id=bindparam("request_id"),
-        message_id=bindparam("message_id"),
-        source_conversation_id=bindparam("source_id"),
-        source_title=bindparam("source_title"),
-        target_conversation_id=bindparam("target_id"),
-        target_title=bindparam("target_title"),
-        status=constant("waiting"),
-        hop_count=bindparam("hop_count"),
-        source_auto_run=sa.true(),
-        original_request=bindparam("content"),
-        created_at=bindparam("now"),
-    ),
-    {
-        name: name
-        for name in (
-            "request_id",
-            "message_id",
-            "source_id",
-            "source_title",
-            "target_id",
-            "target_title",
-            "hop_count",
-            "content",
-            "now",
-        )
-    },
-)
 #: A ``one_way`` send: no reply request.
-_ONE_WAY = Batch(_touch("target_id"), _message("target_id"), _run("target_id"))
+_ONE_WAY = Batch(
+    touch_step("target_id", "now"), append_step("target_id"), enqueue_step("target_id")
+)
 #: A ``return_and_continue`` send: the request between the message it answers and the run.
 _RETURN_AND_CONTINUE = Batch(
-    _touch("target_id"), _message("target_id"), _REQUEST, _run("target_id")
+    touch_step("target_id", "now"),
+    append_step("target_id"),
+    waiting_request_step(),
+    enqueue_step("target_id"),
 )
 #: A reply returned to its source, without and with the source's auto-run.
-_REPLY_ONLY = Batch(_touch("source_id"), _message("source_id"))
-_REPLY_AND_AUTO_RUN = Batch(_touch("source_id"), _message("source_id"), _run("source_id"))
+_REPLY_ONLY = Batch(touch_step("source_id", "now"), append_step("source_id"))
+_REPLY_AND_AUTO_RUN = Batch(
+    touch_step("source_id", "now"), append_step("source_id"), enqueue_step("source_id")
+)
 #: A message appended and read back (``SendRepository.append_read``).
-_APPEND_READ = Batch(_touch("conversation"), _message("conversation", _APPEND_MESSAGE))
+_APPEND_READ = Batch(touch_step("conversation", "now"), append_step("conversation", read_back=True))
 
 
 class SendRepository(Repository):

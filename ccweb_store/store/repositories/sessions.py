@@ -12,12 +12,9 @@ from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, NotFound
-from ccweb_store.store.models import (
-    ACTIVE_RUN_STATUSES,
-    Session,
-    new_id,
-    utcnow,
-)
+from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, new_id, validate_session_id
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.models import Session
 from ccweb_store.store.repositories.base import (
     RUNS,
     SESSIONS,
@@ -25,8 +22,8 @@ from ccweb_store.store.repositories.base import (
     constant,
     decode_cursor,
     prebuilt,
-    validate_session_id,
 )
+from ccweb_store.store.repositories.batch_steps import BatchStep
 
 
 @lru_cache(maxsize=32)
@@ -84,7 +81,7 @@ def _has_active_run_sqlite(session_id: sa.ColumnElement[str]) -> sa.ColumnElemen
     active statuses, ``queued`` and ``running``, are the only run statuses from the one to the
     other (the ``status`` CHECK admits no other value), so one range of
     ``ix_runs_session_id_status`` holds exactly the session's active runs (a send's busy
-    check: ~3,900 instructions less). Not on PostgreSQL, whose text order is its collation's."""
+    check). Not on PostgreSQL, whose text order is its collation's."""
     return sa.exists().where(
         RUNS.c.session_id == session_id,
         RUNS.c.status >= constant(ACTIVE_RUN_STATUS_RANGE[0]),
@@ -93,8 +90,7 @@ def _has_active_run_sqlite(session_id: sa.ColumnElement[str]) -> sa.ColumnElemen
 
 
 #: SQLite: both conversations and the target's busy flag in one statement (``BEGIN IMMEDIATE``
-#: already holds every other writer off, so what it reads stays true until the commit): 4.4
-#: µs, where the two statements it replaces took 10.
+#: already holds every other writer off, so what it reads stays true until the commit).
 _SEND_PARTIES = prebuilt(
     sa.union_all(
         sa.select(SESSIONS.c.id, SESSIONS.c.title, sa.false()).where(
@@ -119,12 +115,26 @@ _HAS_ACTIVE_RUN = prebuilt(sa.select(_has_active_run(bindparam("session_id"))))
 _GET_SESSION = prebuilt(sa.select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id")))
 
 
+#: A session's ``updated_at`` bumped to ``at``, its id returned (none: it does not exist).
 _TOUCH_SESSION = prebuilt(
     sa.update(SESSIONS)
     .where(SESSIONS.c.id == bindparam("session_id"))
     .values(updated_at=bindparam("at"))
     .returning(SESSIONS.c.id)
 )
+#: The same for a session this transaction read (and on PostgreSQL locked) already: it exists,
+#: so nothing is returned.
+TOUCH_SESSION_UNREAD = prebuilt(
+    sa.update(SESSIONS)
+    .where(SESSIONS.c.id == bindparam("session_id"))
+    .values(updated_at=bindparam("at"))
+)
+
+
+def touch_step(session: str, at: str) -> BatchStep:
+    """A ``direct.Batch`` step: the session the values' ``session`` names bumped to their
+    ``at`` (``TOUCH_SESSION_UNREAD``)."""
+    return TOUCH_SESSION_UNREAD, {"session_id": session, "at": at}
 
 
 class SessionRepository(Repository):

@@ -1,0 +1,80 @@
+"""``ccweb-store runs``: inspect the run queue and put a run whose worker died back in it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ccweb_store.cli.common import (
+    AsJson,
+    Conversation,
+    DatabaseUrl,
+    Limit,
+    OlderThan,
+    duration_option,
+    print_json,
+    with_store,
+)
+from ccweb_store.cli.tables import print_table, runs_table
+
+runs_app = typer.Typer(help="Inspect the run queue and recover runs.", no_args_is_help=True)
+
+
+@runs_app.command("list")
+def runs_list(
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status", help="queued, running, completed, failed, cancelled (repeat for several)"
+        ),
+    ] = None,
+    conversation: Conversation = None,
+    older_than: OlderThan = None,
+    limit: Limit = 100,
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Runs, newest first."""
+    from ccweb_store.services.debugging import list_runs
+    from ccweb_store.services.schemas import run_out
+
+    seconds = duration_option(older_than, "--older-than")
+    runs = with_store(
+        database_url,
+        lambda store: list_runs(
+            store,
+            statuses=status,
+            conversation_id=conversation,
+            older_than_seconds=seconds,
+            limit=limit,
+        ),
+    )
+    if as_json:
+        print_json({"runs": [run_out(run) for run in runs], "count": len(runs)})
+    elif not runs:
+        typer.echo("No runs match.")
+    else:
+        caption = f"{len(runs)} run(s), newest first"
+        if len(runs) == limit:
+            caption += f"; showing the first {limit} (use --limit for more)"
+        print_table(runs_table(runs, "Runs", caption))
+
+
+@runs_app.command("requeue")
+def runs_requeue(
+    run_id: Annotated[str, typer.Argument(help="The run id")],
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Put a running run whose worker died back in the queue (attempts + 1).
+
+    Any worker can then claim it. A run that is not running exits 1.
+    """
+    from ccweb_store.services.runs import requeue_run
+
+    run = with_store(database_url, lambda store: requeue_run(store, {"runId": run_id}))
+    if as_json:
+        print_json(run)
+    else:
+        typer.echo(f"run {run['id']}: {run['status']} again (attempts {run['attempts']})")

@@ -1,0 +1,327 @@
+"""A cc-web session file normalised into ``sessions`` and ``messages`` row values.
+
+Session file (``DIR/sessions/*.json``) → ``sessions``:
+  ``id`` → ``id``; ``title``/``agent``/``cwd`` → their columns; ``createdAt``/``updatedAt``/
+  ``archivedAt`` → timestamps (``archived: true`` without ``archivedAt`` archives at
+  ``updated_at``); ``messages`` → ``messages`` rows. Every other key goes to ``extra``
+  verbatim, and so does a mapped key whose value its column cannot hold exactly (a ``null``,
+  a non-string title, an epoch-ms or differently formatted timestamp).
+
+Message → ``messages``:
+  ``id`` (or ``messageId``) → ``id``; ``role`` → ``role``; ``content`` → ``content`` (a block
+  list is joined to text and kept whole in ``metadata.contentBlocks``); ``timestamp`` (or
+  ``createdAt``) → ``created_at`` (NULL when absent); the message's own ``metadata`` object
+  is the base of ``metadata``, and every other top-level key is merged into it, listed in
+  ``metadata.legacyFields``. ``metadata.legacy`` holds the source values no column reproduces
+  exactly: an id under ``messageId`` or one replaced by a derived id, an unknown role, a
+  non-text content, an epoch-ms timestamp, a top-level key clashing with a metadata key.
+
+Values no column can hold are kept as ``legacy_json`` describes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ccweb_store.domain.content import join_text_blocks, text_of
+from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.domain.ids import ROLES, validate_session_id
+from ccweb_store.domain.json_values import edited
+from ccweb_store.domain.storable_json import (
+    Place,
+    clean_text,
+    kept_notes,
+    replace_bad_text,
+    replaced_note,
+    storable,
+    surely_storable,
+)
+from ccweb_store.importer.legacy_json import (
+    TOO_DEEP_TO_READ,
+    LegacyFileError,
+    exact_timestamp,
+    from_epoch_milliseconds,
+    is_epoch_milliseconds,
+    json_kind,
+    load_screened_json,
+    parse_timestamp,
+)
+
+SESSIONS_DIR = "sessions"
+#: Keys of ``messages.metadata`` the importer itself writes.
+RESERVED_METADATA_KEYS = frozenset({"contentBlocks", "legacy", "legacyFields"})
+MAX_ID_LENGTH = 128
+
+
+@dataclass(slots=True)
+class LegacyMessage:
+    """One source message, normalised; ``wanted_id`` is None when it brought no usable id.
+
+    With ``__slots__``: one is made per message, and an instance without a ``__dict__`` costs
+    less to make and to free."""
+
+    index: int
+    id_key: str | None
+    wanted_id: str | None
+    role: str
+    content: str
+    created_at: datetime | None
+    metadata: dict[str, Any]
+    #: Each value kept as text or given U+FFFD: (path, what); usually none.
+    notes: tuple[Place, ...] = ()
+
+    def positional_id(self, session_id: str) -> str:
+        """The stable id of a message that has none (or whose id another message holds)."""
+        return f"{session_id}:{self.index}"
+
+    def metadata_with_replaced_id(self) -> dict[str, Any]:
+        """The metadata of this message once its own id was replaced by a derived one."""
+        if self.id_key != "id":
+            return self.metadata
+
+        def keep_id(metadata: dict[str, Any]) -> None:
+            legacy = dict(metadata.get("legacy") or {})
+            legacy.setdefault("id", self.wanted_id)
+            metadata["legacy"] = legacy
+
+        return edited(self.metadata, keep_id)
+
+
+@dataclass
+class LegacySession:
+    """One session file, normalised into column values and its messages."""
+
+    id: str
+    title: str | None
+    agent: str | None
+    cwd: str | None
+    created_at: datetime
+    updated_at: datetime
+    archived_at: datetime | None
+    extra: dict[str, Any] | None
+    messages: list[LegacyMessage]
+    #: Message entries that are not objects: ``"message 3: …"``.
+    skipped_messages: list[str] = field(default_factory=list)
+    #: Each of its values kept as text or given U+FFFD: (path, what).
+    notes: list[Place] = field(default_factory=list)
+
+    def columns(self) -> dict[str, Any]:
+        """The ``sessions`` row values."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "agent": self.agent,
+            "cwd": self.cwd,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "archived_at": self.archived_at,
+            "extra": self.extra,
+        }
+
+
+def session_files(directory: Path) -> list[Path]:
+    """The session files of a cc-web state directory, in a stable order."""
+    return sorted((directory / SESSIONS_DIR).glob("*.json"))
+
+
+def read_session_file(path: Path, *, fallback_time: datetime | None = None) -> LegacySession:
+    """Parse one session file; ``LegacyFileError`` when it cannot be imported at all."""
+    document, finite = load_screened_json(path)
+    try:
+        return _read_session(path, document, finite, fallback_time)
+    except RecursionError:  # read, but too deep to be written back as text
+        raise LegacyFileError(TOO_DEEP_TO_READ) from None
+
+
+def _read_session(
+    path: Path, document: Any, finite: bool, fallback_time: datetime | None
+) -> LegacySession:
+    if not isinstance(document, dict):
+        raise LegacyFileError(f"expected a JSON object, found {json_kind(document)}")
+    if "id" not in document:
+        raise LegacyFileError("the session has no 'id'")
+    try:
+        session_id = validate_session_id(document["id"])
+    except InvalidInput as exc:
+        raise LegacyFileError(exc.message) from exc
+    raw_messages = document.get("messages", [])
+    if not isinstance(raw_messages, list):
+        raise LegacyFileError(f"'messages' is {json_kind(raw_messages)}, expected a list")
+
+    messages: list[LegacyMessage] = []
+    skipped: list[str] = []
+    for index, raw in enumerate(raw_messages):
+        if isinstance(raw, dict):
+            messages.append(normalise_message(index, raw, finite=finite))
+        else:
+            skipped.append(f"message {index} is {json_kind(raw)}, not an object")
+
+    extra: dict[str, Any] = {}
+    for key, value in document.items():
+        if key not in ("id", "messages", "title", "agent", "cwd"):
+            extra[key] = value
+    title = _text_column(document, "title", extra)
+    agent = _text_column(document, "agent", extra, max_length=64)
+    cwd = _text_column(document, "cwd", extra)
+
+    created_at = _time_column(document, "createdAt", extra)
+    updated_at = _time_column(document, "updatedAt", extra)
+    if created_at is None or updated_at is None:  # the messages' times, or the file's
+        times = [m.created_at for m in messages if m.created_at is not None]
+        mtime = fallback_time or datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        created_at = created_at or (min(times) if times else mtime)
+        updated_at = updated_at or (max(times) if times else mtime)
+    archived_at = _time_column(document, "archivedAt", extra)
+    if archived_at is None and document.get("archived") is True:
+        archived_at = updated_at
+    notes = [
+        replaced_note(key, f"extra.{key}")
+        for key, value in (("title", title), ("agent", agent), ("cwd", cwd))
+        if value is not None and value != document[key]
+    ]
+    extra, places = storable(extra, "extra", nul=True)
+    notes += kept_notes(places)
+    return LegacySession(
+        id=session_id,
+        title=title,
+        agent=agent,
+        cwd=cwd,
+        created_at=created_at,
+        updated_at=updated_at,
+        archived_at=archived_at,
+        extra=extra or None,
+        messages=messages,
+        skipped_messages=skipped,
+        notes=notes,
+    )
+
+
+def _text_column(
+    document: dict[str, Any], key: str, extra: dict[str, Any], max_length: int | None = None
+) -> str | None:
+    """A string column; a value it cannot hold exactly stays in ``extra`` instead (text with
+    U+0000 or a lone surrogate there, the column getting it with U+FFFD in their place)."""
+    if key not in document:
+        return None
+    value = document[key]
+    if isinstance(value, str) and (max_length is None or len(value) <= max_length):
+        if clean_text(value):
+            return value
+        extra[key] = value
+        return replace_bad_text(value)
+    extra[key] = value
+    return None
+
+
+def _time_column(document: dict[str, Any], key: str, extra: dict[str, Any]) -> datetime | None:
+    """A timestamp column; its source value stays in ``extra`` unless ``iso()`` gives it back."""
+    if key not in document:
+        return None
+    parsed = parse_timestamp(document[key])
+    if exact_timestamp(document[key], parsed):
+        del extra[key]
+    return parsed
+
+
+def normalise_message(index: int, raw: dict[str, Any], *, finite: bool = False) -> LegacyMessage:
+    """Column values and metadata of one source message (see the module docstring); ``finite``:
+    the message holds no NaN and no Infinity (``load_screened_json``)."""
+    metadata: dict[str, Any] = {}
+    legacy: dict[str, Any] = {}
+    # Whether metadata gets a source value no check has seen (``storable`` looks at it then):
+    # the usual message brings a clean id, a known role, text and epoch milliseconds only.
+    unchecked = "metadata" in raw
+    if unchecked:
+        own = raw["metadata"]
+        if isinstance(own, dict) and own and RESERVED_METADATA_KEYS.isdisjoint(own):
+            metadata.update(own)
+        else:
+            legacy["metadata"] = own
+
+    id_key = "id" if "id" in raw else "messageId" if "messageId" in raw else None
+    wanted_id: str | None = None
+    if id_key is not None:
+        value = raw[id_key]
+        if isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and clean_text(value):
+            wanted_id = value
+        if wanted_id is None or id_key != "id":
+            legacy[id_key] = value
+            unchecked = unchecked or wanted_id is None
+
+    role = raw.get("role")
+    if role not in ROLES:
+        legacy["role"] = role
+        role = "system"
+        unchecked = True
+
+    content = raw.get("content")
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        unchecked = True
+        text = join_text_blocks(content)
+        metadata["contentBlocks"] = content
+    else:
+        unchecked = True
+        text = text_of(content)
+        legacy["content"] = content
+    notes: tuple[Place, ...] = ()
+    if not clean_text(text):
+        unchecked = True
+        text = replace_bad_text(text)
+        kept_in = "metadata.legacy.content"
+        if isinstance(content, str):
+            legacy["content"] = content
+        elif isinstance(content, list):
+            kept_in = "metadata.contentBlocks"
+        notes = (replaced_note("content", kept_in),)
+
+    time_key = "timestamp" if "timestamp" in raw else "createdAt" if "createdAt" in raw else None
+    created_at = None
+    if time_key is not None:
+        stamp = raw[time_key]
+        if is_epoch_milliseconds(stamp):
+            # The usual epoch milliseconds, which no text of the column gives back exactly, so
+            # the source value is kept; an integer in range needs no check of its own.
+            created_at = from_epoch_milliseconds(stamp)
+            unchecked = unchecked or created_at is None
+            legacy[time_key] = stamp
+        else:
+            created_at = parse_timestamp(stamp)
+            if time_key != "timestamp" or not exact_timestamp(stamp, created_at):
+                legacy[time_key] = stamp
+                unchecked = True
+
+    # Most messages hold mapped keys only: count them rather than walk every key.
+    mapped = ("metadata" in raw) + ("role" in raw) + ("content" in raw)
+    if len(raw) > mapped + (id_key is not None) + (time_key is not None):
+        _keep_other_keys(raw, {"metadata", "role", "content", id_key, time_key}, metadata, legacy)
+        unchecked = True
+    if legacy:
+        metadata["legacy"] = legacy
+    if unchecked and not (finite and surely_storable(metadata)):
+        metadata, places = storable(metadata, "metadata", nul=True)
+        if places:
+            notes += tuple(kept_notes(places))
+    return LegacyMessage(index, id_key, wanted_id, role, text, created_at, metadata, notes)
+
+
+def _keep_other_keys(
+    raw: dict[str, Any], mapped: set[str | None], metadata: dict[str, Any], legacy: dict[str, Any]
+) -> None:
+    """Put a message's keys that no column maps into its metadata, listed in ``legacyFields``
+    (or into ``legacy`` when the metadata already has that key)."""
+    fields: list[str] = []
+    for key, value in raw.items():
+        if key in mapped:
+            continue
+        if key in metadata or key in RESERVED_METADATA_KEYS:
+            legacy[key] = value
+        else:
+            metadata[key] = value
+            fields.append(key)
+    if fields:
+        metadata["legacyFields"] = fields

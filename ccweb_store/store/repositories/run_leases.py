@@ -1,0 +1,211 @@
+"""Runs' leases: claim the oldest claimable run, extend and end a lease, requeue the runs
+whose worker is gone. ``RunRepository`` (``runs``) adds the queue and its reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.expression import bindparam
+
+from ccweb_store.domain import errors
+from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, RUN_KINDS, validate_choice
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.models import Run
+from ccweb_store.store.repositories.base import RUNS, Repository, constant, one_of, prebuilt
+
+_EARLIEST_LEASE_EXPIRY = prebuilt(
+    sa.select(sa.func.min(RUNS.c.lease_expires_at)).where(RUNS.c.status == constant("running"))
+)
+_running = RUNS.alias("running")
+
+
+def _claimable_runs(runs: sa.FromClause, kinds: tuple[str, ...]) -> sa.Select[Any]:
+    """The ids of queued runs of these kinds whose session runs nothing, oldest first."""
+    return (
+        sa.select(runs.c.id)
+        .where(
+            runs.c.status == constant("queued"),
+            one_of(runs.c.kind, kinds),
+            ~sa.exists().where(
+                _running.c.session_id == runs.c.session_id,
+                _running.c.status == constant("running"),
+            ),
+        )
+        .order_by(runs.c.created_at, runs.c.id)
+    )
+
+
+@lru_cache(maxsize=16)
+def _claim_oldest_statement(kinds: tuple[str, ...]) -> sa.Update:
+    """Lease the oldest claimable run in one statement (built once per set of kinds).
+
+    SQLite: ``BEGIN IMMEDIATE`` holds every other writer off, so the run it picks is still
+    claimable when it is updated. PostgreSQL: the candidate is locked ``FOR UPDATE SKIP
+    LOCKED``, so claimers at the same time take different runs; two of them taking two runs of
+    one conversation meet at the unique index of running runs, where the later one fails
+    (``ClaimRace``).
+    """
+    return prebuilt(_set_running_where(RUNS.c.id == oldest_claimable(kinds).scalar_subquery()))
+
+
+def oldest_claimable(kinds: tuple[str, ...]) -> sa.Select[Any]:
+    """The id of the oldest claimable run of these kinds, locked unless another claimer holds
+    it (``FOR UPDATE SKIP LOCKED``, which SQLite leaves out)."""
+    return (
+        _claimable_runs(RUNS.alias("candidate"), kinds).limit(1).with_for_update(skip_locked=True)
+    )
+
+
+class ClaimRace(Exception):
+    """Another claimer started a run of the same conversation while this claim ran
+    (PostgreSQL): the transaction is lost; claiming again in a new one finds another run."""
+
+
+# Conditional UPDATEs of one row are Core statements on the table returning every column,
+# which refreshes the object the unit of work holds for the row (``Repository._load``).
+def _set_running_where(which: sa.ColumnElement[bool]) -> sa.Update:
+    """Lease the queued run ``which`` selects (bound: worker, now, lease expiry)."""
+    return (
+        sa.update(RUNS)
+        .where(which, RUNS.c.status == constant("queued"))
+        .values(
+            status="running",
+            worker_id=bindparam("p_worker_id"),
+            started_at=bindparam("p_now"),
+            lease_expires_at=bindparam("p_lease_expires_at"),
+        )
+        .returning(*RUNS.c)
+    )
+
+
+_FINISH_RUN = prebuilt(
+    sa.update(RUNS)
+    .where(
+        RUNS.c.id == bindparam("p_run_id"),
+        one_of(RUNS.c.status, ACTIVE_RUN_STATUSES),
+        # The lease holder (None: a run no worker holds), so a worker whose run was requeued
+        # and claimed by another cannot close it: ``IS NOT DISTINCT FROM`` (SQLite ``IS``).
+        RUNS.c.worker_id.is_not_distinct_from(bindparam("p_worker_id")),
+    )
+    .values(
+        status=bindparam("p_status"),
+        output=bindparam("p_output"),
+        error=bindparam("p_error"),
+        finished_at=bindparam("p_now"),
+        lease_expires_at=None,
+    )
+    .returning(*RUNS.c)
+)
+
+
+class RunLeases(Repository):
+    """The lease of a run: who runs it, until when."""
+
+    async def claim(
+        self,
+        worker_id: str,
+        *,
+        lease_seconds: int,
+        kinds: Sequence[str] | None = None,
+        now: datetime | None = None,
+    ) -> Run | None:
+        """Take the oldest queued run of a session that has no running run, leased to ``worker_id``.
+
+        One statement (``_claim_oldest_statement``). On PostgreSQL a claim that loses a race
+        with another for a run of the same session raises ``ClaimRace``.
+        """
+        now = now or utcnow()
+        for kind in kinds or ():
+            validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
+        params = self._lease_params(worker_id, lease_seconds, now)
+        statement = _claim_oldest_statement(tuple(kinds or RUN_KINDS))
+        try:
+            return await self._first(Run, statement, params)
+        except IntegrityError as exc:
+            raise ClaimRace(f"worker {worker_id!r} lost a claim race") from exc
+
+    @staticmethod
+    def _lease_params(worker_id: str, lease_seconds: int, now: datetime) -> dict[str, Any]:
+        return {
+            "p_worker_id": worker_id,
+            "p_now": now,
+            "p_lease_expires_at": now + timedelta(seconds=lease_seconds),
+        }
+
+    async def heartbeat(
+        self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
+    ) -> bool:
+        """Extend the lease if ``worker_id`` still holds the running run."""
+        now = now or utcnow()
+        stmt = (
+            sa.update(RUNS)
+            .where(
+                RUNS.c.id == run_id,
+                RUNS.c.status == constant("running"),
+                RUNS.c.worker_id == worker_id,
+            )
+            .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
+        )
+        return (await self._update_returning(Run, stmt)) is not None
+
+    async def finish(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        worker_id: str | None,
+        output: str | None = None,
+        error: str | None = None,
+        now: datetime | None = None,
+    ) -> Run | None:
+        """Close the run as ``completed``/``failed``/``cancelled`` if it is still open and
+        ``worker_id`` holds it (None: no worker holds it); the closed run, or None if it was
+        not open or another worker holds it (one conditional UPDATE: two callers cannot both
+        close it)."""
+        validate_choice(
+            status, ("completed", "failed", "cancelled"), errors.INVALID_STATUS, "run status"
+        )
+        params = {
+            "p_run_id": run_id,
+            "p_status": status,
+            "p_output": output,
+            "p_error": error,
+            "p_now": now or utcnow(),
+            "p_worker_id": worker_id,
+        }
+        return await self._first(Run, _FINISH_RUN, params)
+
+    async def earliest_lease_expiry(self) -> datetime | None:
+        """When the first lease of a running run expires (None: no running run has one)."""
+        earliest: datetime | None = (await self._execute(_EARLIEST_LEASE_EXPIRY)).scalar()
+        return earliest
+
+    async def expired(self, *, now: datetime | None = None, limit: int = 100) -> list[Run]:
+        """Running runs whose lease has passed (skipping rows another process holds)."""
+        stmt = (
+            sa.select(RUNS)
+            .where(Run.status == "running", Run.lease_expires_at < (now or utcnow()))
+            .order_by(Run.lease_expires_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        return await self._all(Run, stmt)
+
+    async def requeue(self, run_id: str) -> bool:
+        """Put a running run back in the queue (its worker is gone), counting an attempt."""
+        stmt = (
+            sa.update(RUNS)
+            .where(RUNS.c.id == run_id, RUNS.c.status == constant("running"))
+            .values(
+                status="queued",
+                worker_id=None,
+                lease_expires_at=None,
+                attempts=RUNS.c.attempts + 1,
+            )
+        )
+        return (await self._update_returning(Run, stmt)) is not None

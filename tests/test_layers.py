@@ -1,0 +1,81 @@
+"""The layers' imports point down (http → protocol → services → store → domain): the store
+imports nothing above it, the domain nothing but itself, and no module of these layers takes
+another module's private names."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import ccweb_store
+
+PACKAGE = Path(ccweb_store.__file__).parent
+ABOVE_THE_STORE = ("services", "protocol", "http", "importer", "cli", "worker")
+IO_LIBRARIES = ("sqlalchemy", "pydantic", "starlette", "asyncpg", "aiosqlite", "sqlite3")
+
+
+def imports_of(layer: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(module, imported module, names taken from it)`` for every import in ``layer``."""
+    found = []
+    for path in sorted((PACKAGE / layer).rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.append((module, node.module, tuple(alias.name for alias in node.names)))
+            elif isinstance(node, ast.Import):
+                found.extend((module, alias.name, ()) for alias in node.names)
+    return found
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "ccweb_store" and len(parts) > 1 else None
+
+
+def test_the_store_imports_nothing_above_it() -> None:
+    upward = [
+        (module, imported)
+        for module, imported, _ in imports_of("store")
+        if layer_of(imported) in ABOVE_THE_STORE
+    ]
+    assert upward == []
+
+
+def test_the_domain_imports_neither_the_store_nor_any_io_library() -> None:
+    outward = [
+        (module, imported)
+        for module, imported, _ in imports_of("domain")
+        if (layer_of(imported) not in (None, "domain")) or imported.split(".")[0] in IO_LIBRARIES
+    ]
+    assert outward == []
+
+
+def test_no_module_of_the_domain_store_or_services_imports_a_private_name() -> None:
+    private = [
+        (module, imported, name)
+        for layer in ("domain", "store", "services")
+        for module, imported, names in imports_of(layer)
+        if imported.startswith("ccweb_store")
+        for name in names
+        if name.startswith("_") and not name.startswith("__")
+    ]
+    assert private == []
+
+
+def test_importing_the_domain_loads_no_database_library() -> None:
+    modules = sorted(
+        f"ccweb_store.domain.{path.stem}"
+        for path in (PACKAGE / "domain").glob("*.py")
+        if path.stem != "__init__"
+    )
+    code = (
+        f"import sys, {', '.join(modules)}\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in "
+        f"{IO_LIBRARIES!r} or n.startswith('ccweb_store.store')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "[]"
