@@ -195,7 +195,7 @@ def test_repair_json_rewrites_every_poison_row_losslessly_and_a_second_run_write
     assert "messages.metadata m-deep: metadata.x.a.a" in real.stdout
     for place in rewritten:
         value = json.loads(after[place])
-        assert repaired_value(after[place], "v", postgres=kind == "postgres") is None
+        assert repaired_value(after[place], "v", numeric_numbers=kind == "postgres") is None
         assert find_problem(value, "v") is None, place
         if place[1] == "m-unreadable":  # kept whole: the text is the stored text
             assert value == {KEPT_AS_TEXT: before[place]}
@@ -294,7 +294,7 @@ def test_every_json_column_of_the_schema_is_scanned() -> None:
 def test_postgres_numbers_beyond_64_bits_are_floats_and_not_repaired(
     text: str, repaired: Any
 ) -> None:
-    fixed = repaired_value(text, "extra", postgres=True)
+    fixed = repaired_value(text, "extra", numeric_numbers=True)
     if repaired is None:
         assert fixed is None
     elif repaired == "deep":

@@ -583,6 +583,7 @@ async def test_a_sources_state_is_one_index_probe_for_the_answers(store: Store) 
 
 def test_enum_constants_are_written_into_the_sql_and_nothing_else_is() -> None:
     from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+
     from ccweb_store.store.repositories.base import RUNS, constant, one_of
 
     stmt = sa.select(RUNS.c.id).where(one_of(RUNS.c.status, ("queued", "running")))

@@ -1,4 +1,4 @@
-"""``repair-json``: rewrite the stored JSON values written before the stored-value rule.
+"""``repair-json``: rewrite stored JSON values that break the stored-value rule.
 
 A row written before ``json_values``' rule may hold a value that breaks it (metadata nested
 300 levels, an integer beyond 64 bits, NaN, a lone surrogate). Reads already answer such a
@@ -8,16 +8,16 @@ value kept as text; this rewrites the row itself the same way, losslessly
 
 Every JSON column of ``models`` is scanned (``json_columns``) in batches of ``BATCH_ROWS`` rows
 by primary key (keyset pagination: memory is bounded by a batch), each batch in one
-transaction. The column is read as the text the database holds (PostgreSQL: ``column::text``),
-so the value is seen exactly:
+transaction. The column is read as the text the database holds
+(``JsonColumnRepository``), so the value is seen exactly:
 
 - SQLite stores what ``json.dumps`` wrote (NaN, ``\\ud800`` escapes, any integer, any depth):
   ``json.loads`` reads it back as it was.
 - PostgreSQL's ``jsonb`` holds neither NaN nor a lone surrogate, and keeps every number as
   ``numeric``: a float such as ``1e20`` comes back written as the integer
   ``100000000000000000000``, which the API reads back as the float it was
-  (``db.loads_postgres_json``). So here an integer beyond 64 bits is read as that float and is
-  not a value to repair; deep nesting is.
+  (``store.postgres.driver.loads_postgres_json``). So here an integer beyond 64 bits is read
+  as that float and is not a value to repair; deep nesting is.
 
 Text ``json.loads`` cannot read at all (nested beyond Python's recursion limit, not JSON) is
 kept whole: ``{"$ccwebJsonText": <the stored text>}``, as reads answer it. A row is written back
@@ -146,15 +146,12 @@ async def repair_json(
     """Rewrite (with ``dry_run``: only find) every stored JSON value that breaks the rule;
     ``on_row`` hears of each such row, ``on_batch`` of each batch read."""
     summary = RepairSummary(dry_run=dry_run)
-    postgres = store.dialect == "postgresql"
     for column in json_columns():
         counts = ColumnCounts(column)
         summary.columns.append(counts)
         after: str | None = None
         while True:
-            rows, after = await _repair_batch(
-                store, column, counts, after, batch_rows, dry_run, postgres
-            )
+            rows, after = await _repair_batch(store, column, counts, after, batch_rows, dry_run)
             for row in rows:
                 summary.rows.append(row)
                 if on_row is not None:
@@ -173,39 +170,24 @@ async def _repair_batch(
     after: str | None,
     batch_rows: int,
     dry_run: bool,
-    postgres: bool,
 ) -> tuple[list[RepairedRow], str | None]:
     """One batch in one transaction: the rows it rewrote, and the key to read on from (None:
     the column is done)."""
     table, name, key = column.table, column.column, column.key
-    stored = f"{name}::text" if postgres else name
-    where = f"{name} IS NOT NULL" + ("" if after is None else f" AND {key} > :after")
-    select = sa.text(
-        f"SELECT {key}, {stored} FROM {table} WHERE {where} ORDER BY {key} LIMIT :limit"
-    ).columns(sa.column("key"), sa.column("stored", sa.Text))
-    value = "CAST(:value AS jsonb)" if postgres else ":value"
-    update = sa.text(
-        f"UPDATE {table} SET {name} = {value} WHERE {key} = :key AND {stored} = :stored"
-    )
     repaired: list[RepairedRow] = []
     async with store.read_uow() if dry_run else store.uow() as uow:
-        params: dict[str, Any] = {"limit": batch_rows}
-        if after is not None:
-            params["after"] = after
-        result = await uow.execute(select, params)
-        rows = result.all()
+        stored = uow.json_columns
+        rows = await stored.stored_texts(table, name, key, after=after, limit=batch_rows)
         for row_key, text in rows:
-            fixed = repaired_value(text, name, postgres=postgres)
+            fixed = repaired_value(text, name, numeric_numbers=stored.numbers_are_numeric)
             if fixed is None:
                 continue
             kept, places = fixed
-            if not dry_run:
-                written = await uow.execute(
-                    update, {"value": json.dumps(kept), "key": row_key, "stored": text}
-                )
-                if written.rowcount == 0:
-                    counts.rows_changed_meanwhile += 1
-                    continue
+            if not dry_run and not await stored.rewrite(
+                table, name, key, row_key, text, json.dumps(kept)
+            ):
+                counts.rows_changed_meanwhile += 1
+                continue
             counts.rows_rewritten += 1
             repaired.append(RepairedRow(column, str(row_key), places))
         if not dry_run:
@@ -215,15 +197,16 @@ async def _repair_batch(
 
 
 def repaired_value(
-    text: Any, name: str, *, postgres: bool = False
+    text: Any, name: str, *, numeric_numbers: bool = False
 ) -> tuple[Any, list[Place]] | None:
     """The value to store instead of the stored ``text`` of column ``name``, and where and
-    why each part was kept as text; None when the stored value keeps the rule."""
+    why each part was kept as text; None when the stored value keeps the rule.
+    ``numeric_numbers``: the database keeps JSON numbers as decimals (``jsonb``)."""
     if not isinstance(text, str):  # SQLite's NUMERIC affinity made a bare number of it
         value: Any = text
     else:
         try:
-            value = json.loads(text, parse_int=_numeric if postgres else None)
+            value = json.loads(text, parse_int=_numeric if numeric_numbers else None)
         except RecursionError:
             return {KEPT_AS_TEXT: text}, [(name, TOO_DEEP_TO_READ)]
         except ValueError as exc:  # not JSON, or an integer of more digits than Python reads

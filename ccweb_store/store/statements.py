@@ -99,9 +99,7 @@ class Compiled:
         #: The names of the returned columns.
         self.keys = tuple(column.key for column in columns)
         #: Whether the statement returns rows: None for SQL text, which may or may not.
-        self.returns_rows: bool | None = (
-            None if isinstance(stmt, sa.TextClause) else bool(columns)
-        )
+        self.returns_rows: bool | None = None if isinstance(stmt, sa.TextClause) else bool(columns)
         self.width = len(columns)
         #: Per returned column that needs converting (times, JSON, booleans): position, converter.
         self.results = tuple(

@@ -44,6 +44,11 @@ class Transaction:
     #: Whether rows read to be changed are locked until the transaction ends
     #: (``SELECT … FOR UPDATE``); without, the database's one writer holds all of them.
     locks_rows = False
+    #: How SQL reads a JSON column (``{}``) as the text the database holds, and writes one
+    #: from JSON text; and whether JSON numbers are kept as decimals (see ``JsonColumnRepository``).
+    json_as_text = "{}"
+    json_from_text = "{}"
+    json_numbers_are_numeric = False
 
     def __init__(self, statements: CompiledStatements) -> None:
         self.statements = statements

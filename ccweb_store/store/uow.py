@@ -28,6 +28,7 @@ from ccweb_store.store.db import create_engine, current_revision, database_failu
 from ccweb_store.store.postgres.driver import PostgresDatabase
 from ccweb_store.store.repositories import (
     CredentialRepository,
+    JsonColumnRepository,
     MessageRepository,
     ReplyRepository,
     RunRepository,
@@ -54,6 +55,7 @@ class UnitOfWork:
     sends: SendRepository
     credentials: CredentialRepository
     secrets: SecretRepository
+    json_columns: JsonColumnRepository
 
     def __init__(self, database: Database, *, write: bool) -> None:
         self._database = database
@@ -74,6 +76,7 @@ class UnitOfWork:
         self.sends = SendRepository(state)
         self.credentials = CredentialRepository(state)
         self.secrets = SecretRepository(state)
+        self.json_columns = JsonColumnRepository(state)
         return self
 
     async def __aexit__(

@@ -162,6 +162,9 @@ class PostgresTransaction(Transaction):
 
     one_statement_batches = True
     locks_rows = True
+    json_as_text = "{}::text"
+    json_from_text = "CAST({} AS jsonb)"
+    json_numbers_are_numeric = True
 
     def __init__(
         self,
