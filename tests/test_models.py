@@ -14,13 +14,14 @@ from zoneinfo import ZoneInfo
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
 from ccweb_store.config import Settings
 from ccweb_store.domain.ids import new_id
 from ccweb_store.store.column_types import UTCDateTime
-from ccweb_store.store.db import InlineSQLiteDialect, migrate, sqlite_driver
-from ccweb_store.store.repositories import direct
+from ccweb_store.store.db import migrate
 from ccweb_store.store.repositories.base import RUNS
+from ccweb_store.store.statements import prebuilt
 from ccweb_store.store.uow import Store
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -78,7 +79,7 @@ NOT_DATETIMES = ["", "yesterday", "2024-05-01 25:00:00", "2024-13-01 00:00:00", 
 
 
 def _sqlite_dialects() -> list[sa.Dialect]:
-    return [InlineSQLiteDialect(), sqlite.dialect()]
+    return [SQLiteDialect_aiosqlite(), sqlite.dialect()]
 
 
 def _old_bind(dialect: sa.Dialect) -> Any:
@@ -228,8 +229,9 @@ async def test_rows_written_in_the_old_format_read_back_and_compare_as_before(
     tmp_path: Path,
 ) -> None:
     """On a real SQLite file: text written by hand in the stored formats (with and without
-    microseconds, and ``CURRENT_TIMESTAMP``'s) reads back through both execution paths as the
-    same UTC datetimes, and comparisons and ordering in SQL (string comparisons) still hold."""
+    microseconds, and ``CURRENT_TIMESTAMP``'s) reads back through the store's driver and
+    through SQLAlchemy's own execution as the same UTC datetimes, and comparisons and ordering
+    in SQL (string comparisons) still hold."""
     store = Store.from_settings(Settings(database_url=f"sqlite:///{tmp_path / 'old.db'}"))
     written = {
         "run_a": "2024-05-01 12:00:00",
@@ -255,24 +257,32 @@ async def test_rows_written_in_the_old_format_read_back_and_compare_as_before(
                 )
             await uow.commit()
         async with store.read_uow() as uow:
-            session = await uow.sessions.require("s_run_a")  # straight on the cursor
-            direct = [await uow.runs.require(run_id) for run_id in written]
-            through = await uow.runs.list_recent(limit=10)  # through SQLAlchemy's execution
+            session = await uow.sessions.require("s_run_a")
+            required = [await uow.runs.require(run_id) for run_id in written]
+            recent = await uow.runs.list_recent(limit=10)
             earliest = await uow.runs.earliest_lease_expiry()
             now = datetime(2024, 5, 1, 14, 0, 0, 500000, tzinfo=BERLIN)  # 12:00:00.5 UTC
             expired = await uow.runs.expired(now=now)
             before = await uow.runs.list_recent(
                 created_before=datetime(2024, 5, 1, 12, 0, 0, 2, tzinfo=UTC), limit=10
             )
+        async with store.engine.connect() as connection:  # SQLAlchemy's own execution
+            through = (
+                await connection.execute(
+                    sa.select(RUNS.c.id, RUNS.c.lease_expires_at, RUNS.c.created_at)
+                )
+            ).all()
     finally:
         await store.dispose()
     expected = {
         run_id: datetime.fromisoformat(text).replace(tzinfo=UTC) for run_id, text in written.items()
     }
-    for rows in (direct, through):
+    for rows in (required, recent):
         assert {run.id: run.lease_expires_at for run in rows} == expected
         assert {run.id: run.created_at for run in rows} == expected
         assert all(run.created_at.tzinfo is UTC for run in rows)
+    assert {run_id: lease for run_id, lease, _ in through} == expected
+    assert {run_id: created for run_id, _, created in through} == expected
     assert session.created_at.tzinfo is UTC  # CURRENT_TIMESTAMP's text
     assert abs(session.created_at - datetime.now(UTC)) < timedelta(hours=1)
     assert earliest == datetime(2024, 5, 1, 11, 59, 59, 999999, tzinfo=UTC)
@@ -280,40 +290,39 @@ async def test_rows_written_in_the_old_format_read_back_and_compare_as_before(
     assert [run.id for run in before] == ["run_b", "run_a", "run_c"]
 
 
+_SET_TIMES = prebuilt(
+    sa.update(RUNS)
+    .where(RUNS.c.id == sa.bindparam("run_id"))
+    .values(started_at=sa.bindparam("p_at"), finished_at=sa.bindparam("p_at"))
+)
+
+
 async def test_both_execution_paths_store_the_same_text(tmp_path: Path) -> None:
-    """A datetime bound straight on the cursor (``repositories.direct``) and through
-    SQLAlchemy's execution lands as the same text: the old format."""
+    """A datetime bound by the store's driver (``statements.Compiled``) and through
+    SQLAlchemy's own execution lands as the same text: the old format."""
     store = Store.from_settings(Settings(database_url=f"sqlite:///{tmp_path / 'same.db'}"))
-    stmt = direct.prebuilt(
-        sa.update(RUNS)
-        .where(RUNS.c.id == sa.bindparam("run_id"))
-        .values(started_at=sa.bindparam("p_at"), finished_at=sa.bindparam("p_at"))
-    )
-    stored: dict[str, list[tuple[str, str]]] = {"direct": [], "through": []}
+    read = sa.text("SELECT started_at, finished_at FROM runs WHERE id = :id")
+    stored: dict[str, list[tuple[str, str]]] = {"driver": [], "through": []}
     try:
         await migrate(store.engine)
         async with store.uow() as uow:
             await uow.sessions.create("s")
             run = await uow.runs.enqueue("s", "user_turn")
-            sync = uow.connection.sync_connection
-            assert sync is not None
-            for value in DATETIMES:
-                params = {"run_id": run.id, "p_at": value}
-                for path in ("direct", "through"):
-                    if path == "direct":
-                        direct.execute_sqlite(sync, sqlite_driver(uow.connection), stmt, params)
-                    else:
-                        await uow.execute(stmt, params)
-                    raw = await uow.execute(
-                        sa.text("SELECT started_at, finished_at FROM runs WHERE id = :id"),
-                        {"id": run.id},
-                    )
-                    stored[path].append(tuple(raw.one()))
             await uow.commit()
+        for value in DATETIMES:
+            params = {"run_id": run.id, "p_at": value}
+            async with store.uow() as uow:
+                await uow.execute(_SET_TIMES, params)
+                stored["driver"].append(tuple((await uow.execute(read, {"id": run.id})).one()))
+                await uow.commit()
+            async with store.engine.begin() as connection:
+                await connection.execute(_SET_TIMES, params)
+                raw = await connection.execute(read, {"id": run.id})
+                stored["through"].append(tuple(raw.one()))
     finally:
         await store.dispose()
-    old = _old_bind(InlineSQLiteDialect())
-    assert stored["direct"] == stored["through"] == [(old(v), old(v)) for v in DATETIMES]
+    old = _old_bind(SQLiteDialect_aiosqlite())
+    assert stored["driver"] == stored["through"] == [(old(v), old(v)) for v in DATETIMES]
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
@@ -322,27 +331,29 @@ async def test_postgresql_reads_every_datetime_back_as_the_same_instant_in_utc(
 ) -> None:
     """asyncpg's datetimes are handed back as they are when in UTC (``_aware_to_utc``):
     every value, ``datetime.max`` (stored as infinity, read back naive) included, comes back
-    the same instant, aware and in UTC, straight on the driver and through SQLAlchemy."""
-    stmt = direct.prebuilt(
+    the same instant, aware and in UTC, through the store's driver and through SQLAlchemy's
+    own execution."""
+    stmt = prebuilt(
         sa.select(RUNS.c.started_at, RUNS.c.finished_at).where(RUNS.c.id == sa.bindparam("id"))
     )
     set_times = sa.update(RUNS).where(RUNS.c.id == sa.bindparam("run_id"))
     async with store.uow() as uow:
         await uow.sessions.create("s")
         run = await uow.runs.enqueue("s", "user_turn")
-        for value in DATETIMES:
-            params = {"run_id": run.id, "p_at": value}
+        await uow.commit()
+    for value in DATETIMES:
+        params = {"run_id": run.id, "p_at": value}
+        async with store.uow() as uow:
             await uow.execute(
                 set_times.values(started_at=sa.bindparam("p_at"), finished_at=None), params
             )
-            read = [
-                tuple((await direct.execute_postgres(uow.connection, stmt, {"id": run.id})).one()),
-                tuple((await uow.execute(stmt, {"id": run.id})).one()),
-            ]
-            instant = UTCDateTime().process_bind_param(value, store.engine.dialect)
-            assert read == [(instant, None)] * 2, value
-            assert all(at.tzinfo is UTC for at, _ in read), value
-        await uow.commit()
+            read = [tuple((await uow.execute(stmt, {"id": run.id})).one())]
+            await uow.commit()
+        async with store.engine.connect() as connection:
+            read.append(tuple((await connection.execute(stmt, {"id": run.id})).one()))
+        instant = UTCDateTime().process_bind_param(value, store.engine.dialect)
+        assert read == [(instant, None)] * 2, value
+        assert all(at.tzinfo is UTC for at, _ in read), value
 
 
 def _random_part(identifier: str) -> str:

@@ -1,5 +1,5 @@
 """The hot read of ``ccweb_list_user_inputs`` on PostgreSQL: planned once per connection,
-not at every call, and its quick blank test keeps exactly the rows trimming keeps."""
+not at every call, and its blank test keeps exactly the rows Python's trimming keeps."""
 
 from __future__ import annotations
 
@@ -8,12 +8,7 @@ import sqlalchemy as sa
 
 from ccweb_store.domain.context import Source
 from ccweb_store.services.user_inputs import list_user_inputs
-from ccweb_store.store.repositories.messages import (
-    LATEST_NONBLANK_BY_ROLE,
-    LATEST_NONBLANK_BY_ROLE_POSTGRES,
-    NO_SEQ_ABOVE,
-    latest_nonblank_by_role_statement,
-)
+from ccweb_store.store.repositories.messages import LATEST_NONBLANK_BY_ROLE, NO_SEQ_ABOVE
 from ccweb_store.store.uow import Store
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
@@ -45,7 +40,7 @@ async def test_list_user_inputs_runs_on_a_plan_made_once_per_connection(store: S
     for _ in range(CALLS):
         payload = await list_user_inputs(store, Source("conv"), {})
         assert payload["inputs"][-1]["messageId"] == f"m{MESSAGES - 1}"
-    sql = str(latest_nonblank_by_role_statement("postgresql").compile(dialect=store.engine.dialect))
+    sql = str(LATEST_NONBLANK_BY_ROLE.compile(dialect=store.engine.dialect))
     async with store.read_uow() as uow:  # the connection the calls ran on, kept
         generic, custom = (
             await uow.execute(
@@ -61,8 +56,8 @@ async def test_list_user_inputs_runs_on_a_plan_made_once_per_connection(store: S
 
 
 async def test_the_postgresql_blank_test_keeps_exactly_what_trimming_keeps(store: Store) -> None:
-    """``LATEST_NONBLANK_BY_ROLE_POSTGRES`` looks at the first character before it trims: the
-    same rows as the portable statement's ``trim(content, …) != ''``, on every edge."""
+    """``LATEST_NONBLANK_BY_ROLE``'s ``trim(content, …) != ''`` keeps the rows whose content
+    is not blank once the ASCII blanks are trimmed, on every edge."""
     contents = ["", " ", "\t\n", "\v\f\r", " x", "x ", "x", "\u00a0", "é", "\t\u2003y", "  \n"]
     async with store.uow() as uow:
         await uow.sessions.create("conv")
@@ -71,9 +66,6 @@ async def test_the_postgresql_blank_test_keeps_exactly_what_trimming_keeps(store
         await uow.commit()
     params = {"session_id": "conv", "role": "user", "before_seq": NO_SEQ_ABOVE, "limit": 50}
     async with store.read_uow() as uow:
-        kept = {
-            statement: [row[2] for row in await uow.messages._execute(statement, params)]
-            for statement in (LATEST_NONBLANK_BY_ROLE, LATEST_NONBLANK_BY_ROLE_POSTGRES)
-        }
+        kept = [row[2] for row in await uow.execute(LATEST_NONBLANK_BY_ROLE, params)]
     expected = [c for c in reversed(contents) if c.strip(" \t\n\r\f\v")]
-    assert kept[LATEST_NONBLANK_BY_ROLE_POSTGRES] == kept[LATEST_NONBLANK_BY_ROLE] == expected
+    assert kept == expected

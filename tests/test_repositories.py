@@ -655,8 +655,8 @@ async def _stored_messages(store: Store, session_id: str) -> list[tuple[Any, ...
 async def test_insert_many_stores_exactly_what_sqlalchemys_executemany_stores(
     store: Store,
 ) -> None:
-    """The importer's bulk insert (straight on the cursor on SQLite) writes the same text as
-    SQLAlchemy's own executemany of the same rows: JSON (a None one too), times, NULLs."""
+    """The importer's bulk insert (one executemany on the store's driver) writes the same text
+    as SQLAlchemy's own executemany of the same rows: JSON (a None one too), times, NULLs."""
     await _make_sessions(store, "fast", "stock")
     when = utcnow()
     shapes: list[dict[str, Any]] = [
@@ -676,10 +676,11 @@ async def test_insert_many_stores_exactly_what_sqlalchemys_executemany_stores(
     async with store.uow() as uow:
         await uow.messages.insert_many(rows("fast", shapes, 1))
         await uow.messages.insert_many(rows("fast", no_time, 4))
+        await uow.commit()
+    async with store.engine.begin() as connection:  # SQLAlchemy's own executemany
         for batch in (rows("stock", shapes, 1), rows("stock", no_time, 4)):
             params = [{columns[key].name: value for key, value in row.items()} for row in batch]
-            await uow.execute(sa.insert(MESSAGES), params)
-        await uow.commit()
+            await connection.execute(sa.insert(MESSAGES), params)
 
     fast, stock = await _stored_messages(store, "fast"), await _stored_messages(store, "stock")
     assert fast[:3] == stock[:3]
@@ -753,7 +754,10 @@ async def test_a_unit_of_work_reads_each_session_it_locked_once_until_its_transa
         assert set(await uow.sessions.lock_many(["b", "a"])) == {"a", "b"}
         assert (await uow.sessions.lock("a")) is not None  # locked already: not read again
         assert set(await uow.sessions.lock_many(["a", "b", "c"])) == {"a", "b"}
-        await uow.commit()  # the locks end with the transaction
+        await uow.commit()  # the locks end with the transaction, and so does the unit of work
+        with pytest.raises(RuntimeError, match="has ended"):
+            await uow.sessions.lock("a")  # not claimed from what the ended transaction read
+    async with store.read_uow() as uow:  # a new transaction reads (and locks) again
         assert (await uow.sessions.lock("a")) is not None
     assert reads == [["a", "b"], ["c"], ["a"]]
 
@@ -761,9 +765,8 @@ async def test_a_unit_of_work_reads_each_session_it_locked_once_until_its_transa
 async def test_prebuilt_statements_read_back_exactly_as_sqlalchemy_reads_them(
     store: Store,
 ) -> None:
-    """Straight on the driver (``repositories.direct``) and through SQLAlchemy's execution,
-    in one transaction, the same statements give the same values: aware datetimes, JSON,
-    booleans, NULLs."""
+    """On the store's driver (``statements.Compiled``) and through SQLAlchemy's own execution,
+    the same statements give the same values: aware datetimes, JSON, booleans, NULLs."""
     await _make_sessions(store, "src")
     async with store.uow() as uow:
         await uow.sessions.create("dst", title=None, extra={"k": [1, "two", None]})
@@ -788,7 +791,7 @@ async def test_prebuilt_statements_read_back_exactly_as_sqlalchemy_reads_them(
         (sessions_module._GET_SESSION, {"session_id": "dst"}),
         (messages_module._GET_MESSAGE, {"message_id": message.id}),
         (
-            messages_module.latest_nonblank_by_role_statement(store.dialect),
+            messages_module.LATEST_NONBLANK_BY_ROLE,
             {"session_id": "dst", "role": "user", "before_seq": NO_SEQ_ABOVE, "limit": 5},
         ),
         (replies_module._GET_REPLY, {"request_id": "r1"}),
@@ -797,10 +800,10 @@ async def test_prebuilt_statements_read_back_exactly_as_sqlalchemy_reads_them(
         (runs_module._GET_RUN, {"run_id": run.id}),
         (runs_module._has_run_in_statement(("queued",)), {"session_id": "dst"}),
     ]
-    async with store.read_uow() as uow:
+    async with store.read_uow() as uow, store.engine.connect() as connection:
         for stmt, params in checks:
-            straight = [tuple(row) for row in await uow.sessions._execute(stmt, params)]
-            through = [tuple(row) for row in await uow.execute(stmt, params)]
+            straight = [tuple(row) for row in await uow.execute(stmt, params)]
+            through = [tuple(row) for row in await connection.execute(stmt, params)]
             assert straight == through, stmt
             assert straight, stmt
     assert isinstance(through[0][0], bool)
@@ -810,7 +813,9 @@ async def test_prebuilt_statements_read_back_exactly_as_sqlalchemy_reads_them(
     assert request.source_auto_run is True and request.reply_text is None
 
 
-async def test_driver_errors_on_the_direct_path_are_sqlalchemy_errors(store: Store) -> None:
+async def test_driver_errors_are_sqlalchemy_errors_and_the_repositorys_conflict(
+    store: Store,
+) -> None:
     async with store.uow() as uow:
         await uow.sessions.create("s", title="S")
         await uow.messages.append("s", "user", "one", id="m-1")

@@ -1,4 +1,5 @@
-"""``SendRepository.deliver``: a send's writes as one ``direct.Batch``, on SQLite and PostgreSQL.
+"""``SendRepository.deliver``: a send's writes as one ``statements.Batch``, on SQLite and
+PostgreSQL.
 
 The batch runs the statements the repositories write a message, a reply request and a run with
 one by one; what it writes must be exactly what they write."""
@@ -24,12 +25,11 @@ METADATA = {"crossConversation": {"sourceConversationId": "conv-a", "hopCount": 
 async def _rows(store: Store, target: str) -> dict[str, Any]:
     """The target's session, messages, requests and runs, without the ids that differ."""
     async with store.read_uow() as uow:
-        connection = uow.connection
 
         async def read(model: Any, where: Any, *skip: str) -> list[dict[str, Any]]:
             columns = [c for c in model.__table__.c if c.name not in skip]
-            result = await connection.execute(sa.select(*columns).where(where))
-            return [dict(row._mapping) for row in result]
+            result = await uow.execute(sa.select(*columns).where(where))
+            return list(result.mappings())
 
         return {
             "session": await read(Session, Session.id == target, "id", "title", "created_at"),

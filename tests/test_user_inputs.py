@@ -17,12 +17,9 @@ from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.user_inputs import apply_budget, first_batch, list_user_inputs
 from ccweb_store.store.models import Base, Message
-from ccweb_store.store.repositories import MessageRepository, direct
-from ccweb_store.store.repositories.messages import (
-    LATEST_NONBLANK_BY_ROLE_SQLITE,
-    NO_SEQ_ABOVE,
-    latest_nonblank_by_role_statement,
-)
+from ccweb_store.store.repositories import MessageRepository
+from ccweb_store.store.repositories.messages import LATEST_NONBLANK_BY_ROLE, NO_SEQ_ABOVE
+from ccweb_store.store.transaction import Transaction
 from ccweb_store.store.uow import Store
 from tests.plans import query_plan
 
@@ -246,10 +243,10 @@ async def test_messages_without_a_timestamp_have_a_null_created_at(store: Store)
 async def test_the_read_returns_the_rows_of_the_portable_statement(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On SQLite the repository runs the query's text straight on the driver
-    (``LATEST_NONBLANK_BY_ROLE_SQLITE``); on either engine it returns, row for row, what the
-    prebuilt statement returns through SQLAlchemy: blanks of every kind left out, other roles
-    and conversations too, timestamps of every stored shape read alike, at every bound."""
+    """The repository runs ``LATEST_NONBLANK_BY_ROLE`` on the store's driver; on either
+    engine it returns, row for row, what the same statement returns through SQLAlchemy's own
+    execution: blanks of every kind left out, other roles and conversations too, timestamps
+    of every stored shape read alike, at every bound."""
     texts = ["first", "", " ", "\t\n\r\f\v", "\u3000", " x ", "[]", "last"]
     ids = await conversation(
         store, "src", *[(role, text) for text in texts for role in ("user", "assistant")]
@@ -266,14 +263,14 @@ async def test_the_read_returns_the_rows_of_the_portable_statement(
                     .values(created_at=sa.literal_column(f"'{stored}'"))
                 )
         await uow.commit()
-    queries: list[str] = []
-    fetch = direct.fetch_sqlite
+    queries: list[Any] = []
+    execute = Transaction.execute
 
-    def recorded(*args: Any) -> list[Any]:
-        queries.append(args[2])
-        return fetch(*args)
+    async def recorded(self: Transaction, stmt: Any, params: Any = None) -> Any:
+        queries.append(stmt)
+        return await execute(self, stmt, params)
 
-    monkeypatch.setattr(direct, "fetch_sqlite", recorded)
+    monkeypatch.setattr(Transaction, "execute", recorded)
     reads = []
     for before_seq, limit in [(None, 50), (None, 2), (11, 3), (3, 5), (1, 5)]:
         params = {
@@ -286,8 +283,9 @@ async def test_the_read_returns_the_rows_of_the_portable_statement(
             read = await uow.messages.latest_nonblank_by_role(
                 "src", "user", limit=limit, before_seq=before_seq
             )
-            statement = latest_nonblank_by_role_statement(store.dialect)
-            portable = [tuple(row) for row in await uow.execute(statement, params)]
+        async with store.engine.connect() as connection:  # SQLAlchemy's own execution
+            result = await connection.execute(LATEST_NONBLANK_BY_ROLE, params)
+            portable = [tuple(row) for row in result]
         assert read == portable
         reads.append(read)
     newest = [row[0] for row in reads[0]]
@@ -296,7 +294,7 @@ async def test_the_read_returns_the_rows_of_the_portable_statement(
     if store.dialect == "sqlite":
         assert reads[0][0][3] == "2026-01-02T00:00:00.000Z"
         assert reads[0][2][3] == "2026-01-02T03:04:05.000Z"
-    assert queries == ([LATEST_NONBLANK_BY_ROLE_SQLITE] * 5 if store.dialect == "sqlite" else [])
+    assert queries == [LATEST_NONBLANK_BY_ROLE] * 5
 
 
 # --- the budget through the tool ----------------------------------------------------------------
@@ -401,9 +399,7 @@ async def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
         return {
             table.name: [
                 tuple(row)
-                for row in (
-                    await uow.execute(sa.select(table).order_by(*table.primary_key))
-                ).all()
+                for row in (await uow.execute(sa.select(table).order_by(*table.primary_key))).all()
             ]
             for table in Base.metadata.sorted_tables
         }
@@ -475,17 +471,11 @@ async def test_on_a_hundred_thousand_messages_the_query_reads_the_index(
 
     # The statement it runs is a range scan of the index, not a scan of the session.
     params = {"session_id": "big", "role": "user", "before_seq": NO_SEQ_ABOVE, "limit": 16}
-    statement = latest_nonblank_by_role_statement(store.dialect)
-    plan = await query_plan(store, statement, params, only_indexes=False)
+    plan = await query_plan(store, LATEST_NONBLANK_BY_ROLE, params, only_indexes=False)
     if store.dialect == "sqlite":
-        async with store.engine.connect() as connection:
-            text_plan = await connection.exec_driver_sql(
-                f"EXPLAIN QUERY PLAN {LATEST_NONBLANK_BY_ROLE_SQLITE}", tuple(params.values())
-            )
         search = f"SEARCH messages USING INDEX {INDEX} (session_id=? AND role=? AND seq<?)"
-        for shown in (plan, " ".join(str(row) for row in text_plan)):
-            assert search in shown
-            assert "SCAN" not in shown and "TEMP B-TREE" not in shown
+        assert search in plan
+        assert "SCAN" not in plan and "TEMP B-TREE" not in plan
     else:
         assert f"Index Scan Backward using {INDEX} on messages" in plan
         assert "Seq Scan" not in plan and "Sort" not in plan
