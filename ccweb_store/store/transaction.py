@@ -83,10 +83,11 @@ class Transaction:
 
     async def execute_batch(self, batch: Batch, values: dict[str, Any]) -> Rows:
         """Run the steps of ``batch`` with ``values``; what the last step returned."""
-        if self.one_statement_batches:
-            return await self.execute(batch.as_one_statement(), values)
+        steps = (batch.as_one_statement(),) if self.one_statement_batches else batch.statements
         result = Rows([], 0)
-        for stmt in batch.statements:
+        for stmt in steps:
+            # Compiled for the names its bound parameters have, not for every value given: a
+            # value named like a column must not become a column of a step.
             compiled = self.statements.get(stmt, ())
             raw, count = await self.fetch(
                 compiled.sql, compiled.values(values), compiled.returns_rows

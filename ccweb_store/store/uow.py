@@ -68,7 +68,7 @@ class UnitOfWork:
         except Exception as error:
             _raise_as_database_failure(error)
         self._transaction = transaction
-        state = UnitState(transaction)
+        state = self._state = UnitState(transaction)
         self.sessions = SessionRepository(state)
         self.messages = MessageRepository(state)
         self.replies = ReplyRepository(state)
@@ -111,10 +111,12 @@ class UnitOfWork:
         transaction = self._current()
         if transaction.ended:
             raise RuntimeError("this unit of work has already ended; open a new one")
+        self._state.locked_sessions = {}  # the transaction's row locks end with it
         await transaction.commit()
 
     async def rollback(self) -> None:
         """Roll back; the unit of work ends, like leaving the block."""
+        self._state.locked_sessions = {}
         await self._current().rollback()
 
 

@@ -12,14 +12,14 @@ A pooled connection is pinged before use only after sitting idle (``PING_AFTER_I
 the server closed since (asyncpg saw its socket end) is replaced without a round trip. A
 connection that dies unnoticed within that second fails the statement that finds out: a unit
 of work's first statement then runs again once on a fresh connection, when nothing of it can
-have been written (``PostgresTransaction._first``).
+have been written (``PostgresTransaction._first_or_run``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import asyncpg
 import orjson
@@ -31,6 +31,8 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from ccweb_store.domain import json_values
 from ccweb_store.store.transaction import CompiledStatements, Transaction
+
+_T = TypeVar("_T")
 
 #: A pooled connection idle for longer than this is pinged before it is used.
 PING_AFTER_IDLE_S = 1.0
@@ -186,32 +188,32 @@ class PostgresTransaction(Transaction):
     async def fetch(
         self, sql: str, values: Sequence[Any], returns_rows: bool | None
     ) -> tuple[list[Any], int]:
-        if not self._first_done:
-            self._first_done = True
-            return await self._first(sql, values, returns_rows)
-        return await self._run(sql, values, returns_rows)
+        reads = sql.lstrip().upper().startswith("SELECT")
+        return await self._first_or_run(lambda: self._run(sql, values, returns_rows), reads)
 
-    async def _first(
-        self, sql: str, values: Sequence[Any], returns_rows: bool | None
-    ) -> tuple[list[Any], int]:
-        """The unit of work's first statement; if its connection turns out to be dead, run
-        once more on a fresh connection when nothing of it can have been written: the
-        statement never left, or ran in the unit of work's transaction (lost with the
-        connection), or only reads. A write of an autocommit unit of work may have committed
-        before the connection died, so its error reaches the caller."""
+    async def fetch_many(self, sql: str, values: list[Sequence[Any]]) -> None:
+        await self._first_or_run(lambda: self._run_many(sql, values), False)
+
+    async def _first_or_run(self, run: Callable[[], Awaitable[_T]], reads: bool) -> _T:
+        """Run the statement; the unit of work's first one runs once more on a fresh
+        connection if its connection turns out to be dead, when nothing of it can have been
+        written: the statement never left, or ran in the unit of work's transaction (lost with
+        the connection), or only reads. A write of an autocommit unit of work may have
+        committed before the connection died, so its error reaches the caller."""
+        if self._first_done:
+            return await run()
+        self._first_done = True
         try:
-            return await self._run(sql, values, returns_rows)
+            return await run()
         except exc.DBAPIError as error:
             if not error.connection_invalidated or not (
-                unsent_on_dead_connection(error)
-                or self.atomic
-                or sql.lstrip().upper().startswith("SELECT")
+                unsent_on_dead_connection(error) or self.atomic or reads
             ):
                 raise
         await self.connection.close()
         self._transaction = None
         self.connection, self.driver = await self.database.connect()
-        return await self._run(sql, values, returns_rows)
+        return await run()
 
     async def _run(
         self, sql: str, values: Sequence[Any], returns_rows: bool | None
@@ -234,19 +236,18 @@ class PostgresTransaction(Transaction):
         count = status.rsplit(" ", 1)[-1]
         return rows, int(count) if count.isdigit() else len(rows)
 
-    async def _begin(self) -> None:
-        transaction = self.driver.transaction()
-        await transaction.start()
-        self._transaction = transaction
-
-    async def fetch_many(self, sql: str, values: list[Sequence[Any]]) -> None:
-        self._first_done = True
+    async def _run_many(self, sql: str, values: list[Sequence[Any]]) -> None:
         try:
             if self.atomic and self._transaction is None:
                 await self._begin()
             await self.driver.executemany(sql, values)
         except Exception as error:
             raise await self._error(error, sql, values) from error
+
+    async def _begin(self) -> None:
+        transaction = self.driver.transaction()
+        await transaction.start()
+        self._transaction = transaction
 
     async def _error(self, error: Exception, sql: str, values: Any) -> exc.DBAPIError:
         """An asyncpg error as the SQLAlchemy exception SQLAlchemy's execution raises for it;

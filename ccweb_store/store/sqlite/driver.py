@@ -22,7 +22,7 @@ from typing import Any
 
 import aiosqlite
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
@@ -73,6 +73,12 @@ def create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Async
             cursor.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
         finally:
             cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _begin(connection: Connection) -> None:
+        # A transaction SQLAlchemy runs itself (migrations, ``engine.begin()``) begins here,
+        # as the driver no longer begins one by itself.
+        connection.exec_driver_sql("BEGIN")
 
     _file_watches[engine.sync_engine] = watch
     return engine
