@@ -3,19 +3,21 @@ Starlette app, with nothing of ccweb-store between the request and the statement
 
 ``compare.py``'s floor rows measure ccweb-store's send and list on SQLite against this app,
 served in a process of its own under uvicorn with the same settings as the other peers, in
-the same rounds: what is left above the floor is what the service adds to the driver's
-thread hand-off (one per statement) and the HTTP server.
+the same rounds. The floor pays aiosqlite's thread hand-off (one per statement) and the HTTP
+server, nothing else: a SQLite goal that it alone puts out of reach is met against it instead.
 
-The statements (``SEND_STATEMENTS``, ``LIST_STATEMENTS``) are those one ``ccweb_send_message``
+The statements are those one ``ccweb_send_message``
 (``return_and_continue``, to an idle target) and one ``ccweb_list_user_inputs`` (default
 arguments, on a conversation whose user inputs are a few hundred characters, so that its
 first read asks for 4 rows and the budget stops there) run on SQLite, as the driver
 connection saw them during real calls through the app (``sqlite3.Connection.
 set_trace_callback`` on every connection of the store's engine), their values made
-parameters again. ``tests/test_bench_floor.py`` checks that a floor send writes the rows a
-real send writes, and that a floor list reads the messages the tool answers.
+parameters again: a send is ``BEGIN IMMEDIATE``, ``CONVERSATIONS``, ``TOUCH``,
+``APPEND_MESSAGE``, ``INSERT_REQUEST``, ``ENQUEUE_RUN``, ``COMMIT``; a list ``BEGIN``,
+``LATEST_INPUTS``, ``ROLLBACK``. ``tests/test_bench_floor.py`` checks that a floor send
+writes the rows a real send writes, and that a floor list reads the messages the tool answers.
 
-How they run, as the issue's floor asks: writes on one writer connection, one transaction at a
+How they run: writes on one writer connection, one transaction at a
 time under an ``asyncio.Lock`` (``BEGIN IMMEDIATE`` … ``COMMIT``); reads on one reader
 connection, under a lock of its own (its ``BEGIN`` … ``ROLLBACK`` must not interleave); both
 with the service's pragmas (WAL, ``synchronous = NORMAL``, foreign keys, the busy timeout,
@@ -82,15 +84,6 @@ ENQUEUE_RUN = (
     "INSERT INTO runs (id, session_id, kind, status, runtime_text, reply_request_id,"
     " hop_count, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
-SEND_STATEMENTS = (
-    "BEGIN IMMEDIATE",
-    CONVERSATIONS,
-    TOUCH,
-    APPEND_MESSAGE,
-    INSERT_REQUEST,
-    ENQUEUE_RUN,
-    "COMMIT",
-)
 
 #: The newest non-blank user inputs below a seq, newest first; bound: conversation, role,
 #: the seq to stay below, how many.
@@ -101,7 +94,6 @@ LATEST_INPUTS = (
 #: What the default budget (1,000 characters) reads first: 4 rows.
 FIRST_BATCH = 4
 NO_SEQ_ABOVE = 2**63 - 1
-LIST_STATEMENTS = ("BEGIN", LATEST_INPUTS, "ROLLBACK")
 
 
 def new_id(prefix: str) -> str:
@@ -137,7 +129,7 @@ class Floor:
         await self.reader.close()
 
     async def send(self, source: str, target: str, content: str) -> dict[str, Any]:
-        """One ``return_and_continue`` send: the statements of ``SEND_STATEMENTS``."""
+        """One ``return_and_continue`` send, from ``source`` to the idle ``target``."""
         message_id, request_id, run_id = new_id("msg"), new_id("req"), new_id("run")
         async with self.writing:
             db = self.writer
@@ -181,7 +173,7 @@ class Floor:
         return {"messageId": message_id, "requestId": request_id, "runId": run_id}
 
     async def latest_inputs(self, conversation: str) -> list[dict[str, Any]]:
-        """The first read of one list: the statements of ``LIST_STATEMENTS``."""
+        """The first read of one list of ``conversation``'s user inputs."""
         async with self.reading:
             db = self.reader
             await db.execute("BEGIN")
