@@ -6,12 +6,16 @@ interleave every measurement (``--rounds``), so drift hits all of them alike; ea
 the median of its rounds, with their spread. Rows (``--only`` picks some):
 
   send       ``tools/call`` of ``ccweb_send_message`` (``return_and_continue``) over ``/mcp``,
-             requests/s, against a bare Starlette JSON endpoint (goal ≥ 0.30 of it)
-  list       ``tools/call`` of ``ccweb_list_user_inputs`` over ``/mcp``, same peer (≥ 0.50)
+             requests/s, against a bare Starlette JSON endpoint (goal ≥ 0.30 of it); and
+             against the aiosqlite floor (``floor.py``): the same SQL statements run straight
+             on aiosqlite by a bare Starlette endpoint (≥ 0.8 of it)
+  list       ``tools/call`` of ``ccweb_list_user_inputs`` over ``/mcp``, the same two peers
+             (≥ 0.50 of the bare endpoint, ≥ 0.8 of the floor)
   sdk        a trivial tool call on our ``/mcp`` against the official MCP Python SDK's
              stateless Streamable HTTP server serving one trivial tool (goal ≥ 2×)
   roundtrip  send → ``run.claim`` → ``run.complete``, round trips/s, against a third of the
-             bare endpoint's requests/s (goal: 500 round trips/s on SQLite, 300 on PostgreSQL)
+             bare endpoint's requests/s, a round trip being three requests (goal
+             ``roundtrip.GOALS``: ≥ 0.13 of it on SQLite, ≥ 0.08 on PostgreSQL)
   latency    ``ccweb_list_user_inputs`` latency in process on a 100,000-message conversation
              against a 1,000-message one (≤ 1.3×) and against cc-web's way, loading the
              session's JSON file and filtering it in Python (≥ 1000× faster)
@@ -22,10 +26,15 @@ Every server runs in its own process under uvicorn with the same settings, drive
 same client (``harness.Client``) at the same concurrency. ``roundtrip`` and ``latency`` run
 on SQLite and, when ``CCWEB_BENCH_POSTGRES_URL`` names a PostgreSQL server (a scratch
 database is made and dropped there), on PostgreSQL; the other rows are SQLite's, the
-embedded default. About three minutes at the defaults; ``--quick`` checks that everything
+embedded default. The floor rows tell what the SQLite driver's thread hand-off costs by
+itself: where a bare-endpoint goal is out of reach for it alone, the floor's goal applies.
+About three minutes at the defaults; ``--quick`` checks that everything
 runs in seconds (its figures mean nothing).
 
     python bench/compare.py [--seconds 1.5] [--rounds 5] [--only send,list,...] [--quick]
+
+The HTTP rows are measured by ``compare_http.py``, the table drawn by ``compare_rows.py``;
+the in-process rows (latency, import) are here.
 """
 
 from __future__ import annotations
@@ -38,345 +47,26 @@ import platform
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from contextlib import ExitStack
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
-import roundtrip
-import sqlalchemy as sa
 import user_inputs
-from harness import (
-    Client,
-    Usage,
-    free_port,
-    ping,
-    postgres_database,
-    repeat,
-    serve_app,
-    serve_ccweb,
-    serve_ceiling,
-    stop,
+from compare_http import (
+    Window,
+    http_measurements,
+    mcp_rows,
+    print_http_details,
+    roundtrip_rows,
+    servers,
 )
-
-from ccweb_store.config import Settings
-from ccweb_store.store.db import migrate
-from ccweb_store.store.models import Session
-from ccweb_store.store.uow import Store
+from compare_rows import POSTGRES_ENV, SKIPPED_POSTGRES, Row, at_least, database_url, print_table
 
 import_bench = importlib.import_module("import")  # bench/import.py ("import" is a keyword)
 
 ROWS = ("send", "list", "sdk", "roundtrip", "latency", "import")
-POSTGRES_ENV = "CCWEB_BENCH_POSTGRES_URL"
-SKIPPED_POSTGRES = f"skipped: set {POSTGRES_ENV}"
-
-SENDER = "sender"
-#: The conversation ``ccweb_list_user_inputs`` reads in the ``list`` row.
-LISTED_SIZE = 1_000
-#: The trivial call's conversation: one short user message.
-TRIVIAL_SIZE = 1
 #: A bound on sends per second, to create enough targets (each send needs an idle one).
 MAX_SENDS_PER_SECOND = 6_000
-
-#: The official SDK's server with one trivial tool: stateless, JSON answers, logging at
-#: WARNING like our server (its default, INFO, logs a line per request). mcp 2.x calls
-#: FastMCP ``MCPServer`` and takes the transport options in ``streamable_http_app``.
-SDK_APP = """
-try:
-    from mcp.server.mcpserver import MCPServer
-except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import FastMCP
-
-    server = FastMCP("bench", stateless_http=True, json_response=True, log_level="WARNING")
-    app_options = {}
-else:
-    server = MCPServer("bench", log_level="WARNING")
-    app_options = {"stateless_http": True, "json_response": True}
-
-
-@server.tool()
-def echo(text: str) -> str:
-    \"\"\"Return the text.\"\"\"
-    return text
-
-
-app = server.streamable_http_app(**app_options)
-"""
-
-
-@dataclass
-class Row:
-    """One line of the table."""
-
-    label: str
-    ours: str = ""
-    peer: str = ""
-    ratios: list[float] = field(default_factory=list)
-    goal: str = ""
-    #: Whether the goal is met; None when there is no goal, or the row was skipped.
-    met: bool | None = None
-    skipped: str = ""
-
-    def ratio_text(self) -> str:
-        if not self.ratios:
-            return ""
-        median = statistics.median(self.ratios)
-        text = f"{median:.2f}" if median < 10 else f"{median:,.0f}"
-        if len(self.ratios) > 1:
-            low, high = min(self.ratios), max(self.ratios)
-            text += f" ({low:.2f}–{high:.2f})" if high < 10 else f" ({low:,.0f}–{high:,.0f})"
-        return text
-
-    def verdict(self) -> str:
-        if self.skipped:
-            return self.skipped
-        if self.met is None:
-            return "—"
-        return "met" if self.met else "NOT met"
-
-
-def at_least(row: Row, goal: float, unit: str = "") -> Row:
-    """Set the row's goal: the median ratio at least ``goal``."""
-    row.goal = f"≥ {goal:g}{unit}"
-    row.met = bool(row.ratios) and statistics.median(row.ratios) >= goal
-    return row
-
-
-def print_table(rows: list[Row]) -> None:
-    header = ("row", "ours", "peer", "ratio (spread)", "goal", "")
-    lines = [(r.label, r.ours, r.peer, r.ratio_text(), r.goal, r.verdict()) for r in rows]
-    widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
-    for line in [header, tuple("-" * w for w in widths), *lines]:
-        cells = (cell.ljust(width) for cell, width in zip(line, widths, strict=True))
-        print("  ".join(cells).rstrip())
-
-
-# --- HTTP: /mcp calls, the SDK, round trips ---------------------------------------------------
-
-
-@dataclass
-class Window:
-    """One measuring window: requests (or round trips) per second and what they cost."""
-
-    count: int
-    usage: Usage
-
-    @property
-    def rate(self) -> float:
-        return self.count / self.usage.wall
-
-    def server_ms(self) -> float | None:
-        cpu = self.usage.server_cpu
-        return None if cpu is None else cpu / max(self.count, 1) * 1000
-
-
-async def prefill(url: str, targets: int) -> None:
-    """The ``send``/``list``/``sdk`` rows' database: the conversations they read, a sender
-    and ``targets`` idle target conversations (a send to a busy target is refused)."""
-    store = Store.from_settings(Settings(database_url=url, token=None))
-    try:
-        await migrate(store.engine)
-        for size in (LISTED_SIZE, TRIVIAL_SIZE):
-            await user_inputs.fill(store, size, user_inputs.conversation_messages(size))
-        rows = [{"id": SENDER, "title": "Sender"}]
-        rows += [{"id": f"target-{i}", "title": f"Target {i}"} for i in range(targets)]
-        async with store.engine.begin() as connection:
-            await connection.execute(sa.insert(Session), rows)
-    finally:
-        await store.dispose()
-
-
-def tool_call(name: str, arguments: dict[str, Any], source: str) -> Callable[[Client], Any]:
-    """A request that calls one of our tools over ``/mcp`` and insists it succeeded."""
-    path = f"/mcp?sourceSessionId={source}"
-    params = {"name": name, "arguments": arguments}
-
-    async def call(client: Client) -> bool:
-        result = await client.call(path, "tools/call", params)
-        if result.get("isError"):
-            raise RuntimeError(f"{name} failed: {result['structuredContent']}")
-        return True
-
-    return call
-
-
-def sends(targets: Iterator[str]) -> Callable[[Client], Any]:
-    """``ccweb_send_message`` (``return_and_continue``) to each idle target once; stops when
-    they run out (the window then ends early, and its rate is still right)."""
-
-    async def send(client: Client) -> bool:
-        target = next(targets, None)
-        if target is None:
-            return False
-        arguments = {
-            "targetConversationId": target,
-            "content": "Run the tests and report back.",
-            "replyMode": "return_and_continue",
-        }
-        result = await client.call(
-            f"/mcp?sourceSessionId={SENDER}",
-            "tools/call",
-            {"name": "ccweb_send_message", "arguments": arguments},
-        )
-        if result.get("isError"):
-            raise RuntimeError(f"send failed: {result['structuredContent']}")
-        return True
-
-    return send
-
-
-async def sdk_echo(client: Client) -> bool:
-    result = await client.call("/mcp", "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
-    if result.get("isError"):
-        raise RuntimeError(f"the SDK's echo failed: {result}")
-    return True
-
-
-def database_url(backend: str, options: argparse.Namespace, tmp: Path, name: str) -> str:
-    """A fresh database for one use: a SQLite file in ``tmp``, or a scratch PostgreSQL
-    database that ``options.cleanup`` drops at the end."""
-    if backend == "SQLite":
-        return f"sqlite+aiosqlite:///{tmp / name}.db"
-    url, drop = postgres_database(options.postgres)
-    options.cleanup.callback(drop)
-    return url
-
-
-@contextmanager
-def servers(
-    options: argparse.Namespace, tmp: Path, wanted: set[str]
-) -> Iterator[dict[str, tuple[Any, int]]]:
-    """Start the servers the wanted rows need: {name: (process, port)}; stopped on exit."""
-    started: dict[str, tuple[Any, int]] = {}
-    with ExitStack() as stack:
-
-        def start(name: str, serve: Callable[[int], Any]) -> None:
-            port = free_port()
-            process = serve(port)
-            stack.callback(stop, process)
-            started[name] = (process, port)
-
-        start("bare", lambda port: serve_ceiling(str(tmp), port))
-        if wanted & {"send", "list", "sdk"}:
-            url = database_url("SQLite", options, tmp, "mcp")
-            asyncio.run(prefill(url, options.targets))
-            start("ccweb", lambda port: serve_ccweb(url, port))
-        if "sdk" in wanted:
-            start("sdk", lambda port: serve_app(SDK_APP, str(tmp), port))
-        if "roundtrip" in wanted:
-            for backend in options.measured_backends:
-                url = database_url(backend, options, tmp, "roundtrip")
-                start(f"roundtrip {backend}", lambda port, url=url: serve_ccweb(url, port))
-        yield started
-
-
-def http_measurements(
-    options: argparse.Namespace, started: dict[str, tuple[Any, int]], wanted: set[str]
-) -> dict[str, list[Window]]:
-    """Every round: each wanted measurement once, in the same order; {name: windows}."""
-    plan: list[tuple[str, str, Callable[[Client], Any] | None]] = [("bare", "bare", ping)]
-    if "send" in wanted:
-        targets = iter(f"target-{i}" for i in range(options.targets))
-        plan.append(("send", "ccweb", sends(targets)))
-    if "list" in wanted:
-        listed = f"bench-{LISTED_SIZE}"
-        plan.append(("list", "ccweb", tool_call("ccweb_list_user_inputs", {}, listed)))
-    if "sdk" in wanted:
-        trivial = tool_call("ccweb_list_user_inputs", {"limit": 1}, f"bench-{TRIVIAL_SIZE}")
-        plan += [("trivial", "ccweb", trivial), ("sdk", "sdk", sdk_echo)]
-    if "roundtrip" in wanted:
-        plan += [(f"roundtrip {b}", f"roundtrip {b}", None) for b in options.measured_backends]
-
-    windows: dict[str, list[Window]] = {name: [] for name, _, _ in plan}
-    for _ in range(options.rounds):
-        for name, server, request in plan:
-            process, port = started[server]
-            if request is None:  # a round trip is three requests: roundtrip.py measures it
-                result = asyncio.run(
-                    roundtrip.round_trips(port, process.pid, options.seconds, options.clients)
-                )
-                windows[name].append(Window(result.count, result.usage))
-                continue
-            count, usage = asyncio.run(
-                repeat(port, process.pid, options.seconds, options.clients, request)
-            )
-            windows[name].append(Window(count, usage))
-    return windows
-
-
-def per_round(ours: list[Window], peer: list[Window], scale: float = 1) -> list[float]:
-    return [o.rate / (p.rate * scale) for o, p in zip(ours, peer, strict=True)]
-
-
-def rate_text(windows: list[Window], unit: str, scale: float = 1) -> str:
-    return f"{statistics.median(w.rate * scale for w in windows):,.0f} {unit}"
-
-
-def mcp_rows(windows: dict[str, list[Window]]) -> list[Row]:
-    """The ``send``, ``list`` and ``sdk`` rows that were measured."""
-    bare = windows["bare"]
-    rows = []
-    for name, label, goal in (
-        ("send", "send_message (return_and_continue) over /mcp vs bare Starlette", 0.30),
-        ("list", "list_user_inputs over /mcp vs bare Starlette", 0.50),
-    ):
-        if name in windows:
-            row = Row(label, rate_text(windows[name], "req/s"), rate_text(bare, "req/s"))
-            row.ratios = per_round(windows[name], bare)
-            rows.append(at_least(row, goal))
-    if "sdk" in windows:
-        row = Row(
-            "trivial tool call over /mcp vs MCP SDK stateless server",
-            rate_text(windows["trivial"], "req/s"),
-            rate_text(windows["sdk"], "req/s"),
-            per_round(windows["trivial"], windows["sdk"]),
-        )
-        rows.append(at_least(row, 2, "×"))
-    return rows
-
-
-def roundtrip_rows(options: argparse.Namespace, windows: dict[str, list[Window]]) -> list[Row]:
-    rows = []
-    for backend in options.backends:
-        row = Row(f"round trip on {backend} vs bare Starlette / 3")
-        name = f"roundtrip {backend}"
-        if name not in windows:
-            row.skipped = SKIPPED_POSTGRES
-            rows.append(row)
-            continue
-        row.ours = rate_text(windows[name], "round trips/s")
-        row.peer = rate_text(windows["bare"], "round trips/s", scale=1 / 3)
-        row.ratios = per_round(windows[name], windows["bare"], scale=1 / 3)
-        target = roundtrip.TARGET_RATES[backend]
-        row.goal = f"≥ {target} round trips/s"
-        row.met = statistics.median(w.rate for w in windows[name]) >= target
-        rows.append(row)
-    return rows
-
-
-WINDOW_NAMES = {
-    "bare": "bare Starlette endpoint",
-    "send": "ccweb_send_message",
-    "list": "ccweb_list_user_inputs",
-    "trivial": "trivial call (ccweb_list_user_inputs, limit 1, 1 message)",
-    "sdk": "MCP SDK echo",
-}
-
-
-def print_http_details(windows: dict[str, list[Window]]) -> None:
-    print("\nHTTP windows: rate per round; medians of server CPU per request (per round trip)")
-    for name, measured in windows.items():
-        rates = ", ".join(f"{w.rate:,.0f}" for w in measured)
-        wall = statistics.median(w.usage.wall for w in measured)
-        client = statistics.median(w.usage.client_cpu for w in measured) / wall
-        server = [ms for w in measured if (ms := w.server_ms()) is not None]
-        cpu = "server CPU not measured (no /proc)"
-        if server:
-            share = statistics.median(w.usage.server_cpu or 0 for w in measured) / wall
-            cpu = f"server CPU {statistics.median(server):.3f} ms ({share:.0%} of a core)"
-        print(f"  {WINDOW_NAMES.get(name, name)}: {rates}/s; {cpu}; client {client:.0%} of a core")
 
 
 # --- In process: ccweb_list_user_inputs latency ------------------------------------------------

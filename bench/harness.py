@@ -7,7 +7,8 @@ CPU accounting, scratch databases, and figures with the invariants they must mee
   it, ``Client`` is the benchmarks' name for it, connected up front.
 - ``serve_ccweb`` / ``serve_app``: ``ccweb-store serve``, or any ASGI app under uvicorn, in a
   subprocess with the same uvicorn settings (httptools and uvloop, log level warning);
-  ``CEILING_APP`` is the bare Starlette JSON endpoint the benchmarks compare against.
+  ``CEILING_APP`` is the bare Starlette JSON endpoint the benchmarks compare against;
+  ``serve_floor`` the aiosqlite floor (``floor.py``).
   ``ServerProcess`` is a server the reliability commands can SIGKILL and start again.
 - ``repeat`` runs client loops for a while and returns the requests they made and a ``Usage``:
   wall time, the client's CPU (``getrusage``) and the server process's (``/proc/<pid>/stat``,
@@ -450,6 +451,17 @@ def serve_app(source: str, app_dir: str, port: int) -> subprocess.Popen[bytes]:
 def serve_ceiling(app_dir: str, port: int) -> subprocess.Popen[bytes]:
     """The bare Starlette JSON endpoint (``POST /rpc``)."""
     return serve_app(CEILING_APP, app_dir, port)
+
+
+def serve_floor(database_url: str, port: int) -> subprocess.Popen[bytes]:
+    """The aiosqlite floor (``bench/floor.py``) on the migrated SQLite database of
+    ``database_url``, under uvicorn as ``serve_app`` runs an app."""
+    path = sa.make_url(database_url).database
+    if not path:
+        raise ValueError(f"the floor needs a SQLite file, not {database_url!r}")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CCWEB_FLOOR_DATABASE": path}
+    args = ["-m", "uvicorn", "floor:app", "--port", str(port), "--log-level", "warning"]
+    return start_server([sys.executable, *args, "--app-dir", str(ROOT / "bench")], env, port)
 
 
 async def end_other_connections(database_url: str) -> int:

@@ -7,7 +7,8 @@ A round trip is what one cross-conversation request costs the service:
 In the same run the script serves a bare Starlette JSON endpoint with the same uvicorn
 settings and measures plain requests per second with the same client concurrency: the
 ceiling that HTTP and the client allow on this machine. A round trip is three requests,
-so the ratio compares round trips/s with a third of the ceiling.
+so the ratio compares round trips/s with a third of the ceiling, and each backend's goal
+(``GOALS``) is a least ratio.
 
 The client (``harness.Client``) is a few lines of HTTP/1.1 on ``asyncio`` streams, one
 keep-alive connection per client loop, so that it costs far less CPU than the server it
@@ -44,9 +45,10 @@ from harness import (
     stop,
 )
 
-#: The targets (issue 16): round trips/s per backend, and SQLite's server CPU per round trip.
-TARGET_RATES = {"SQLite": 500, "PostgreSQL": 300}
-TARGET_SQLITE_CPU_MS = 1.5
+#: The goals per backend: round trips/s at least this share of the ceiling's three-request
+#: round trips/s (a third of its requests/s), measured in the same run. A ratio, since what
+#: slows a machine slows both sides, where a rate moves with the machine.
+GOALS = {"SQLite": 0.13, "PostgreSQL": 0.08}
 
 
 @dataclass
@@ -225,15 +227,9 @@ def main() -> None:
             f"  {cpu(result.usage, result.count, 'round trip', result.requests, note)}"
         )
     for name, result in results:
-        rate = result.count / result.usage.wall
-        target = TARGET_RATES[name]
-        print(f"target: {target} round trips/s on {name}: {_verdict(rate >= target)} ({rate:,.1f})")
-        if name == "SQLite" and result.usage.server_cpu is not None:
-            ms = result.usage.server_cpu / max(result.count, 1) * 1000
-            print(
-                f"target: at most {TARGET_SQLITE_CPU_MS} ms of server CPU per round trip on"
-                f" SQLite: {_verdict(ms <= TARGET_SQLITE_CPU_MS)} ({ms:.2f})"
-            )
+        ratio = result.count / result.usage.wall / (ceiling_rps / 3)
+        goal = GOALS[name]
+        print(f"goal: ≥ {goal:g} of the ceiling on {name}: {_verdict(ratio >= goal)} ({ratio:.3f})")
 
 
 def _verdict(met: bool) -> str:

@@ -20,12 +20,14 @@ VERDICT = r"(met|NOT met)"
 #: (how a row begins, its goal) for every row measured on SQLite.
 SQLITE_ROWS = [
     (r"send_message \(return_and_continue\) over /mcp vs bare Starlette", "≥ 0.3"),
+    (r"send vs aiosqlite floor", "≥ 0.8"),
     (r"list_user_inputs over /mcp vs bare Starlette", "≥ 0.5"),
+    (r"list vs aiosqlite floor", "≥ 0.8"),
     (r"trivial tool call over /mcp vs MCP SDK stateless server", "≥ 2×"),
     (r"list_user_inputs latency, [\d,]+ vs [\d,]+ msgs, SQLite", "≤ 1.3×"),
     (r"list_user_inputs at [\d,]+ msgs vs JSON file, SQLite", "≥ 1000× faster"),
     (r"import-json \([\d,]+ rows\) vs sqlite3.executemany", "≥ 0.5"),
-    (r"round trip on SQLite vs bare Starlette / 3", "≥ 500 round trips/s"),
+    (r"round trip on SQLite vs bare Starlette / 3", "≥ 0.13"),
 ]
 POSTGRES_ROWS = [
     r"list_user_inputs latency, [\d,]+ vs [\d,]+ msgs, PostgreSQL",
@@ -67,6 +69,8 @@ def test_the_table_has_every_row_with_a_figure_its_goal_and_whether_it_is_met() 
     for begins in POSTGRES_ROWS:
         assert row(lines, begins).endswith(f"skipped: set {POSTGRES_ENV}")
     assert any(line.startswith("HTTP windows") for line in lines)
+    for window in ("the floor's send (aiosqlite): ", "the floor's list (aiosqlite): "):
+        assert re.search(r"\d/s; server CPU", row(lines, rf"  {re.escape(window)}")), lines
     assert any(line.startswith("import: 3 sessions x 20 messages") for line in lines)
 
 
@@ -76,10 +80,15 @@ def test_the_postgresql_rows_are_measured_when_a_server_is_named() -> None:
 
     for begins in POSTGRES_ROWS[:2]:
         assert re.search(rf"\d ms .*{VERDICT}$", row(lines, begins))
-    assert re.search(
-        rf"round trips/s .* ≥ 300 round trips/s\s+{VERDICT}$", row(lines, POSTGRES_ROWS[2])
-    )
+    assert re.search(rf"round trips/s .* ≥ 0.08\s+{VERDICT}$", row(lines, POSTGRES_ROWS[2]))
     assert not any("SQLite" in line for line in lines)
+
+
+def test_the_floor_rows_come_with_the_row_they_measure_and_only_with_it() -> None:
+    lines = compare("--only", "list")
+
+    assert row(lines, r"list vs aiosqlite floor")
+    assert not any(re.match(r"send", line) for line in lines)
 
 
 def test_a_row_that_does_not_exist_is_refused_with_the_ones_that_do() -> None:
