@@ -746,8 +746,9 @@ async def test_a_unit_of_work_reads_each_session_it_locked_once_until_its_transa
     read = SessionRepository._all
 
     async def counted(self: SessionRepository, model: Any, stmt: Any, params: Any = None) -> Any:
+        rows = await read(self, model, stmt, params)
         reads.append(sorted(params.values()))
-        return await read(self, model, stmt, params)
+        return rows
 
     monkeypatch.setattr(SessionRepository, "_all", counted)
     async with store.read_uow() as uow:

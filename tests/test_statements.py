@@ -375,7 +375,7 @@ _RENAME = Batch(
         .where(SESSIONS.c.id == sa.bindparam("p_session"))
         .values(title=sa.bindparam("p_title"))
         .returning(SESSIONS.c.id, SESSIONS.c.title),
-        {"p_session": "conversation", "p_title": "new_title"},
+        {"p_session": "renamed", "p_title": "new_title"},
     ),
 )
 
@@ -384,15 +384,25 @@ async def test_a_value_named_like_a_column_of_a_step_writes_only_where_the_step_
     store: Store,
 ) -> None:
     """The batch's values are bound by name; a value whose name is also a column of a step's
-    table (``title`` here, given alongside) is not written to that column."""
+    table (``title`` here, given alongside) is not written to that column. (The steps change
+    different rows: on PostgreSQL they are one statement, which changes a row once.)"""
     async with store.uow() as uow:
         await uow.sessions.create("s", title="Old")
+        await uow.sessions.create("t", title="Old")
         await uow.commit()
-    values = {"conversation": "s", "now": NOW, "new_title": "New", "title": "not a step's value"}
+    values = {
+        "conversation": "s",
+        "renamed": "t",
+        "now": NOW,
+        "new_title": "New",
+        "title": "not a step's value",
+    }
     async with store.uow() as uow:
         returned = await uow.messages.transaction.execute_batch(_RENAME, values)
-        assert [tuple(row) for row in returned] == [("s", "New")]
+        assert [tuple(row) for row in returned] == [("t", "New")]
         await uow.commit()
     async with store.read_uow() as uow:
-        session = await uow.sessions.require("s")
-    assert (session.title, session.updated_at) == ("New", NOW)
+        touched = await uow.sessions.require("s")
+        renamed = await uow.sessions.require("t")
+    assert (touched.title, touched.updated_at) == ("Old", NOW)
+    assert renamed.title == "New"
