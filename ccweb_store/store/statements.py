@@ -146,20 +146,16 @@ class Compiled:
 
     def many(self, rows: Sequence[Mapping[str, Any]]) -> list[Sequence[Any]]:
         """The values of several parameter sets; every value passes its type's converter, None
-        included (so a JSON column stores ``null``), as SQLAlchemy's executemany does."""
-        defaults = self.defaults
-        ordered = self.ordered
-        converters = self.converters
-        converted: list[Sequence[Any]] = []
-        for row in rows:
-            values = ordered({**defaults, **row} if defaults else row)
-            if self.processors:
-                values = tuple(
-                    value if processor is None else processor(value)
-                    for value, processor in zip(values, converters, strict=True)
-                )
-            converted.append(values)
-        return converted
+        included (so a JSON column stores ``null``), as SQLAlchemy's executemany does. Column
+        by column: each parameter's values taken out of the rows and converted by one ``map``,
+        the rows' tuples made by ``zip``."""
+        if self.defaults:
+            rows = [{**self.defaults, **row} for row in rows]
+        columns: list[Any] = [list(map(operator.itemgetter(name), rows)) for name in self.names]
+        for index, converter in enumerate(self.converters):
+            if converter is not None:
+                columns[index] = list(map(converter, columns[index]))
+        return list(zip(*columns, strict=True))
 
     def rows(self, raw: list[Any]) -> list[Any]:
         """The rows the driver returned, their values converted by their columns' types."""

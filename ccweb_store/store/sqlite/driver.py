@@ -15,9 +15,11 @@ Statements run on aiosqlite's public connection (``execute_fetchall``, ``execute
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import weakref
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import aiosqlite
@@ -34,6 +36,11 @@ from ccweb_store.store.transaction import CompiledStatements, Transaction
 
 #: Idle read connections kept open between units of work.
 KEEP_READERS = 4
+#: Rows per statement when many rows are inserted (``SQLiteTransaction.fetch_many``).
+ROWS_PER_INSERT = 100
+#: The fewest host parameters any SQLite allows in one statement.
+MAX_VARIABLES = 999
+_ONE_ROW_VALUES = re.compile(r" VALUES (\(\?(?:, \?)*\))$")
 
 
 def create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> AsyncEngine:
@@ -248,6 +255,27 @@ class SQLiteTransaction(Transaction):
             raise driver_error(error, sql, values) from error
 
     async def fetch_many(self, sql: str, values: list[Sequence[Any]]) -> None:
+        """``executemany``; a one-row ``INSERT … VALUES (?, …)`` runs as statements of
+        ``ROWS_PER_INSERT`` rows each (SQLite steps one statement per row otherwise), the rows
+        left over one by one. Either way the rows go in in order, and an error rolls back the
+        statement that failed."""
+        one_row = _ONE_ROW_VALUES.search(sql)
+        per_statement = (
+            min(ROWS_PER_INSERT, MAX_VARIABLES // max(1, len(values[0]))) if values else 0
+        )
+        grouped = len(values) - len(values) % per_statement if per_statement > 1 else 0
+        if one_row is not None and grouped:
+            group_sql = sql + f", {one_row.group(1)}" * (per_statement - 1)
+            groups = [
+                list(chain.from_iterable(values[start : start + per_statement]))
+                for start in range(0, grouped, per_statement)
+            ]
+            await self._many(group_sql, groups)
+            values = values[grouped:]
+        if values:
+            await self._many(sql, values)
+
+    async def _many(self, sql: str, values: Sequence[Sequence[Any]]) -> None:
         try:
             await self.driver.executemany(sql, values)
         except sqlite3.Error as error:
