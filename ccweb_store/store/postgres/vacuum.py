@@ -5,10 +5,8 @@ A round trip updates a run twice and a reply request, touches two conversations 
 messages: each update leaves a dead row version behind, and a run's status change an entry in
 each of its indexes. PostgreSQL's autovacuum clears them. A server configured without it
 (``autovacuum = off``, as on the machine CI runs on) lets them pile up, and every claim and
-status change wades through more of them: under eight clients' round trips, PostgreSQL's CPU
-per round trip grew from 2.9 to 4.7–5.3 ms within 20 s and the rate fell from ~290 to 190–220
-round trips/s; with these tables vacuumed every one or two seconds it held at 2.0–2.8 ms
-(docs/database.md).
+status change wades through more of them, so the cost of a round trip keeps growing under a
+steady load; with these tables vacuumed every second or two it stays flat (docs/database.md).
 
 ``CCWEB_POSTGRES_VACUUM_SECONDS`` sets the interval: unset, every ``AUTO_INTERVAL`` seconds
 when the server's autovacuum is off and never when it is on; ``0``, never. ``VACUUM

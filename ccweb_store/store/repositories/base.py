@@ -71,8 +71,8 @@ def constant(value: str) -> sa.ColumnElement[str]:
     """An enum value (a status, a kind) written into the SQL as a literal, not bound.
 
     SQLite cannot tell whether a partial index applies to ``status = ?`` before the value is
-    bound, so it prepares such a statement again on every run (the claim query took 61 µs
-    instead of 5 against ``uq_runs_session_id_running``); a literal is planned once, and
+    bound, so it prepares such a statement again on every run (the claim query against
+    ``uq_runs_session_id_running``, many times its cost); a literal is planned once, and
     PostgreSQL matches it to partial indexes too. Only plain lowercase words pass.
     """
     if not _CONSTANT.fullmatch(value):

@@ -1,4 +1,4 @@
-"""The shape of one write in a ``direct.Batch``, as each table's repository module builds it
+"""The shape of one write in a ``statements.Batch``, as each table's repository module builds it
 (``touch_step``, ``append_step``, ``waiting_request_step``, ``enqueue_step``).
 
 A step is a prebuilt statement that returns nothing (or, last in a batch run as one statement,

@@ -46,7 +46,7 @@ APPEND_MESSAGE = prebuilt(APPEND_MESSAGE_UNREAD.returning(*MESSAGES.c))
 
 
 def append_step(session: str, *, read_back: bool = False) -> BatchStep:
-    """A ``direct.Batch`` step: the message ``message_id`` (``role``, ``content``,
+    """A ``statements.Batch`` step: the message ``message_id`` (``role``, ``content``,
     ``metadata``, made ``now``) appended to the session the values' ``session`` names, its
     row returned when ``read_back`` (``APPEND_MESSAGE``; else ``APPEND_MESSAGE_UNREAD``).
     The batch must touch the session first, as ``MessageRepository.append`` does."""

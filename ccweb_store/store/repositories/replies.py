@@ -94,7 +94,7 @@ INSERT_WAITING_REQUEST = prebuilt(
 
 
 def waiting_request_step() -> BatchStep:
-    """A ``direct.Batch`` step: the ``waiting`` request ``request_id`` of a send from
+    """A ``statements.Batch`` step: the ``waiting`` request ``request_id`` of a send from
     ``source_id`` (``source_title``) to ``target_id`` (``target_title``), asking for the
     message ``message_id`` whose text is ``content``, at ``hop_count``, made ``now``
     (``INSERT_WAITING_REQUEST``)."""

@@ -76,7 +76,7 @@ ENQUEUE = prebuilt(
 
 
 def enqueue_step(session: str) -> BatchStep:
-    """A ``direct.Batch`` step: the session the values' ``session`` names gets the queued run
+    """A ``statements.Batch`` step: the session the values' ``session`` names gets the queued run
     ``run_id`` of ``kind`` (``runtime_text``, ``hop_count``, made ``now``), answering
     ``request_id`` (None: no request) (``ENQUEUE``)."""
     return ENQUEUE, {

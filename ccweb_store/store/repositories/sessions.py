@@ -132,7 +132,7 @@ TOUCH_SESSION_UNREAD = prebuilt(
 
 
 def touch_step(session: str, at: str) -> BatchStep:
-    """A ``direct.Batch`` step: the session the values' ``session`` names bumped to their
+    """A ``statements.Batch`` step: the session the values' ``session`` names bumped to their
     ``at`` (``TOUCH_SESSION_UNREAD``)."""
     return TOUCH_SESSION_UNREAD, {"session_id": session, "at": at}
 

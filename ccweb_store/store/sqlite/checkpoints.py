@@ -2,11 +2,10 @@
 
 In WAL mode every commit appends the pages it changed to the ``-wal`` file, and a checkpoint
 copies them back into the database file and syncs it. Left to SQLite, the commit that takes
-the WAL past ``wal_autocheckpoint`` pages runs the whole checkpoint itself, on the event
-loop's thread: 20-80 ms about once in 550 commits of the service's round trip, a third or
-more of all the time commits took. ``WalCheckpointer`` runs ``PRAGMA wal_checkpoint(PASSIVE)``
+the WAL past ``wal_autocheckpoint`` pages runs the whole checkpoint itself, while the writer
+holds its turn, so every write queued behind it waits. ``WalCheckpointer`` runs ``PRAGMA wal_checkpoint(PASSIVE)``
 on its own connection in a daemon thread instead; ``sqlite3`` releases the GIL while SQLite
-works, so the copying and syncing overlap with the loop serving requests. A passive
+works, so the copying and syncing overlap with the writes. A passive
 checkpoint never waits for readers or writers, nor they for it.
 
 SQLite's own automatic checkpoint (``WAL_AUTOCHECKPOINT_PAGES``) stays, for two reasons.
@@ -52,7 +51,7 @@ BUSY_TIMEOUT_SECONDS = 1.0
 class WalCheckpointer:
     """A daemon thread that checkpoints the WAL of the SQLite file at ``path``.
 
-    The writer calls ``note_commit`` after each commit, on the event loop's thread: an
+    The writer calls ``note_commit`` after each commit, on the event loop: an
     increment and a comparison, no lock. Every ``every`` commits (``every_near_limit`` once
     the WAL is past half of ``wal_limit_pages``) it wakes the thread, which also wakes every
     ``idle_seconds`` and then checkpoints if anything was committed since its last run. The

@@ -5,7 +5,7 @@ or replaced by another file moved there, the old file still takes every write, a
 looks committed. At the next start the server opens whatever the path names then, and
 those writes are gone. ``SQLiteFileWatch`` notes the file's device and inode when the engine
 first opens it and compares them with the path's (one ``os.stat``): before the writer's
-every COMMIT (``sqlite_writer``), before a read at most once a second (``kept_connections``),
+every COMMIT and before a read at most once a second (``store.sqlite.driver``),
 before a new connection opens the path (so SQLite neither creates an empty file where the old
 one was nor reads another file with the old one's WAL), and in ``/healthz``.
 """
