@@ -3,9 +3,10 @@
 In WAL mode every commit appends the pages it changed to the ``-wal`` file, and a checkpoint
 copies them back into the database file and syncs it. Left to SQLite, the commit that takes
 the WAL past ``wal_autocheckpoint`` pages runs the whole checkpoint itself, while the writer
-holds its turn, so every write queued behind it waits. ``WalCheckpointer`` runs ``PRAGMA wal_checkpoint(PASSIVE)``
-on its own connection in a daemon thread instead; ``sqlite3`` releases the GIL while SQLite
-works, so the copying and syncing overlap with the writes. A passive
+holds its turn, so every write queued behind it waits. ``WalCheckpointer`` runs
+``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection in a daemon thread instead;
+``sqlite3`` releases the GIL while SQLite works, so the copying and syncing overlap with the
+writes. A passive
 checkpoint never waits for readers or writers, nor they for it.
 
 SQLite's own automatic checkpoint (``WAL_AUTOCHECKPOINT_PAGES``) stays, for two reasons.
