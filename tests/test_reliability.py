@@ -240,7 +240,7 @@ def test_the_fuzzer_tells_documented_answers_from_the_rest(
     assert fuzz_http.classify("/rpc", answer).startswith(verdict)
 
 
-DOCS = fuzz_http.ROOT / "docs" / "reliability.md"
+DOCS = fuzz_http.ROOT / "docs" / "errors.md"
 
 
 def _section(start: str, end: str) -> str:
