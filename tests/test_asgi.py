@@ -12,7 +12,8 @@ from starlette.requests import ClientDisconnect
 
 from ccweb_store.config import Settings
 from ccweb_store.http.app import create_app
-from ccweb_store.http.asgi import CACHED_QUERY_BYTES, JSONResponse, parse_query
+from ccweb_store.http.asgi import CACHED_QUERY_BYTES, parse_query
+from ccweb_store.http.payloads import JSONResponse
 from ccweb_store.store.uow import Store
 from tests.http_client import asgi_scope
 

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ccweb_store.http import app as app_module
 from ccweb_store.http import mcp_http, rpc
 from ccweb_store.http.app import create_app
 from ccweb_store.protocol.jsonrpc import INTERNAL_ERROR
@@ -81,14 +82,14 @@ async def test_an_exception_escaping_an_endpoint_is_a_json_500(store: Store) -> 
 
 
 @pytest.mark.parametrize("path", ["/rpc", "/mcp"])
-async def test_an_exception_escaping_a_busy_route_is_a_json_rpc_500_and_logged(
+async def test_an_exception_escaping_a_json_rpc_endpoint_is_a_json_rpc_500_and_logged(
     store: Store,
     path: str,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """``POST /rpc`` and ``POST /mcp`` are served outside Starlette's middleware; what
-    escapes there is answered the same way, and logged with its traceback."""
+    """What escapes ``/rpc`` or ``/mcp`` (an endpoint, or the answer to a method they do not
+    serve) is answered a JSON-RPC error, and logged with its traceback."""
 
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug before dispatch")
@@ -102,9 +103,8 @@ async def test_an_exception_escaping_a_busy_route_is_a_json_rpc_500_and_logged(
         assert response.status_code == 500
         assert response.headers["content-type"] == "application/json"
         assert response.json() == INTERNAL
-        # The same on the path through Starlette (any other method reaches the endpoint).
-        monkeypatch.setattr(rpc, "_refusal", broken_too)
-        monkeypatch.setattr(mcp_http, "method_not_allowed", broken_too)
+        # The same when answering a method the path does not serve fails.
+        monkeypatch.setattr(app_module, "method_not_allowed", broken_too)
         other = await client.get(path)
         assert (other.status_code, other.json()) == (500, INTERNAL)
     assert any(
@@ -116,16 +116,19 @@ async def test_an_exception_escaping_a_busy_route_is_a_json_rpc_500_and_logged(
 async def test_an_endpoint_that_fails_after_answering_sends_nothing_more(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The answer has begun: a second one cannot follow; the error is only logged."""
+    """The answer has begun: a second one cannot follow; the error goes on to the server,
+    which logs it."""
     sent: list[dict[str, Any]] = []
 
-    async def answers_then_fails(*args: Any, **kwargs: Any) -> None:
-        send = args[0]
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"{}"})
-        raise RuntimeError("a bug after answering")
+    class AnswersThenFails(Response):
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            await super().__call__(scope, receive, send)
+            raise RuntimeError("a bug after answering")
 
-    monkeypatch.setattr(rpc, "send_json", answers_then_fails)
+    async def answer(incoming: Any) -> Response:
+        return AnswersThenFails(b"{}", media_type="application/json")
+
+    monkeypatch.setattr(rpc, "answer_rpc", answer)
     app = create_app(store=store, migrate_on_start=False)
 
     async def receive() -> dict[str, Any]:
@@ -138,7 +141,9 @@ async def test_an_endpoint_that_fails_after_answering_sends_nothing_more(
 
     from tests.http_client import asgi_scope
 
-    await app(asgi_scope("/rpc", [(b"content-type", b"application/json")]), receive, send)
+    scope = asgi_scope("/rpc", [(b"content-type", b"application/json")])
+    with pytest.raises(RuntimeError, match="a bug after answering"):
+        await app(scope, receive, send)
     assert [message["type"] for message in sent] == ["http.response.start", "http.response.body"]
     assert sent[0]["status"] == 200
 

@@ -1,10 +1,16 @@
-"""The HTTP plumbing shared by ``POST /mcp`` and ``POST /rpc``, on the bare ASGI interface.
+"""The lean path of ``POST /mcp`` and ``POST /rpc``: the one place the service steps around
+parts of Starlette, because the ``send``, ``list`` and ``sdk`` rows of ``bench/compare.py``
+need it.
 
-Both endpoints are ASGI functions that read their request straight from the scope and
-``receive`` (``Incoming``) and send a JSON answer as two messages (``send_json``), without
-building Starlette's ``Request``, ``Headers``, ``QueryParams`` or ``JSONResponse``. Those
-objects cost a cheap tool call about a third of its CPU: each parses or copies more than the
-endpoint reads. What a client sees does not change; the rules Starlette applies are kept:
+Starlette routes the two endpoints and runs its middleware, the bearer auth and its exception
+handlers around them as around any route. What the endpoints skip is Starlette's
+request/response wrapper: ``Endpoint`` is the ASGI app the route calls, and it reads the
+request straight from the scope and ``receive`` (``Incoming``) instead of building a
+``Request`` whose ``Headers`` scan every header at each lookup and whose ``QueryParams``
+parse the query string at each request, and it sends a JSON answer as two messages instead
+of building a ``JSONResponse``. Those objects do more work than these endpoints need, and on
+a cheap tool call that work is a large share of the request (the rows above measure it).
+What a client sees does not change; the rules Starlette applies are kept:
 
 - a header is read as its first occurrence (``Headers.get``), by its lower-case name as
   ASGI servers pass it, decoded as Latin-1;
@@ -12,36 +18,27 @@ endpoint reads. What a client sees does not change; the rules Starlette applies 
   query string is cached, since an agent sends the same URL with every call;
 - the body is the ``http.request`` messages' bodies joined; ``http.disconnect`` before the
   end raises ``ClientDisconnect``, as ``Request.stream`` does;
-- a JSON answer carries ``content-length`` then ``content-type: application/json``, as
+- a ``JSONAnswer`` carries ``content-length`` then ``content-type: application/json``, as
   ``JSONResponse`` writes them; its body is ``jsonrpc.dumps``.
 
-Rare answers (errors, SSE, 202/204) are Starlette ``Response`` objects sent with
-``send_response``: the same code as before, off the busy path.
+Every other answer (refusals, SSE, 202/204) is a Starlette ``Response``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from functools import lru_cache
+from collections.abc import Awaitable, Callable, Mapping
+from functools import lru_cache, update_wrapper
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl
 
-from starlette import responses
-from starlette.datastructures import URL
 from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ccweb_store.protocol.jsonrpc import INVALID_REQUEST, RpcError, dumps, error_response, parse
+from ccweb_store.protocol.jsonrpc import dumps
 
 JSON_CONTENT_TYPE = (b"content-type", b"application/json")
-
-
-class JSONResponse(responses.JSONResponse):
-    """Starlette's JSON response, encoded by ``jsonrpc.dumps``."""
-
-    def render(self, content: Any) -> bytes:
-        return dumps(content)
 
 
 class Incoming:
@@ -59,17 +56,15 @@ class Incoming:
                 headers[name] = value
         self.headers = headers
 
+    @property
+    def state(self) -> Any:
+        """The app's ``state``: its settings and its store."""
+        return self.scope["app"].state
+
     def header(self, name: bytes) -> str | None:
         """The first value of header ``name`` (lower case), as ``Headers.get`` reads it."""
         value = self.headers.get(name)
         return None if value is None else value.decode("latin-1")
-
-    def header_items(self) -> list[tuple[str, str]]:
-        """Every header, repeats included, as ``Headers.items`` lists them."""
-        return [
-            (name.decode("latin-1"), value.decode("latin-1"))
-            for name, value in self.scope["headers"]
-        ]
 
     @property
     def query(self) -> Mapping[str, str]:
@@ -97,52 +92,13 @@ def _parse_query(query_string: bytes) -> Mapping[str, str]:
 _parse_query_cached = lru_cache(maxsize=1024)(_parse_query)
 
 
-async def send_json(send: Send, content: Any, status: int = 200) -> None:
-    """Send ``content`` as a JSON answer: what ``JSONResponse(content, status)`` sends."""
-    body = dumps(content)
-    headers = [(b"content-length", str(len(body)).encode("latin-1")), JSON_CONTENT_TYPE]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def send_response(response: responses.Response, incoming: Incoming, send: Send) -> None:
-    """Send a Starlette response (the rare answers)."""
-    await response(incoming.scope, incoming.receive, send)
-
-
-# Refusals before dispatch, and reading the JSON body.
-
-
-def http_error(
-    status_code: int,
-    code: int,
-    message: str,
-    data: Any = None,
-    *,
-    headers: Mapping[str, str] | None = None,
-) -> JSONResponse:
-    """An HTTP error whose body is a JSON-RPC error (``id: null``), as MCP clients expect."""
-    return JSONResponse(
-        error_response(None, RpcError(code, message, data)),
-        status_code=status_code,
-        headers=headers,
-    )
-
-
 class BodyTooLarge(Exception):
     """The request body is over the configured limit."""
 
 
-class Rejected(Exception):
-    """A request refused before dispatch; ``response`` is the HTTP answer to send."""
-
-    def __init__(self, response: JSONResponse) -> None:
-        super().__init__(response.status_code)
-        self.response = response
-
-
 async def read_body(incoming: Incoming, limit: int) -> bytes:
-    """The request body, refused before it is parsed when it exceeds ``limit`` bytes."""
+    """The request body, refused (``BodyTooLarge``) as soon as it exceeds ``limit`` bytes:
+    before a byte is read when its declared length does."""
     declared = incoming.header(b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge
@@ -162,58 +118,32 @@ async def read_body(incoming: Incoming, limit: int) -> bytes:
             raise ClientDisconnect
 
 
-async def read_payload(incoming: Incoming, limit: int, *, parse_error_status: int = 200) -> Any:
-    """The parsed JSON-RPC payload of the request; raises ``Rejected`` with a 415 for a body
-    declared as something else than JSON, a 413 for an oversized body and a -32700 answer
-    (with ``parse_error_status``) for malformed JSON."""
-    content_type = incoming.header(b"content-type") or ""
-    if not is_json_media_type(content_type):
-        raise Rejected(
-            http_error(
-                415,
-                INVALID_REQUEST,
-                f"unsupported media type {content_type!r}: "
-                "send the JSON-RPC body with Content-Type: application/json",
-            )
-        )
-    try:
-        body = await read_body(incoming, limit)
-    except BodyTooLarge:
-        raise Rejected(too_large(limit)) from None
-    try:
-        return parse(body)
-    except RpcError as error:
-        raise Rejected(
-            JSONResponse(error_response(None, error), status_code=parse_error_status)
-        ) from None
+class JSONAnswer(NamedTuple):
+    """An answer ``Endpoint`` sends as ``JSONResponse(body, status)`` would."""
+
+    body: Any
+    status: int = 200
 
 
-def is_json_media_type(content_type: str) -> bool:
-    """Whether a ``Content-Type`` value declares JSON: ``application/json`` (any parameters),
-    ``application/json-rpc``, a ``+json`` type, or nothing at all (read as JSON)."""
-    if content_type in JSON_MEDIA_TYPES:  # the usual spelling, without a parameter
-        return True
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    return media_type in JSON_MEDIA_TYPES or media_type.endswith("+json")
+#: What an endpoint's answer function returns: a JSON answer, or any Starlette response.
+Answer = JSONAnswer | Response
+AnswerFunction = Callable[[Incoming], Awaitable[Answer]]
 
 
-JSON_MEDIA_TYPES = frozenset({"", "application/json", "application/json-rpc"})
+class Endpoint:
+    """The ASGI app a ``Route`` calls for ``answer(incoming)`` (an instance, so that Starlette
+    does not wrap it as a request/response function)."""
 
+    def __init__(self, answer: AnswerFunction) -> None:
+        self.answer = answer
+        update_wrapper(self, answer)  # the route's name and the docstring are the answer's
 
-def method_not_allowed(scope: Scope, detail: str) -> JSONResponse:
-    """The 405 answer to anything but ``POST``."""
-    return http_error(
-        405,
-        INVALID_REQUEST,
-        f"{scope['method']} {URL(scope=scope).path} is not supported: {detail}",
-        headers={"Allow": "POST"},
-    )
-
-
-def too_large(limit: int) -> JSONResponse:
-    """The 413 answer to an oversized body."""
-    return http_error(
-        413,
-        INVALID_REQUEST,
-        f"request body too large: the limit is {limit} bytes (CCWEB_MAX_BODY_BYTES)",
-    )
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        answer = await self.answer(Incoming(scope, receive))
+        if isinstance(answer, Response):
+            await answer(scope, receive, send)
+            return
+        body = dumps(answer.body)
+        headers = [(b"content-length", str(len(body)).encode("latin-1")), JSON_CONTENT_TYPE]
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

@@ -1,12 +1,11 @@
-"""``/mcp``: MCP over Streamable HTTP, stateless (SPEC §2), as an ASGI app.
+"""``/mcp``: MCP over Streamable HTTP, stateless (SPEC §2), answered through ``asgi.Endpoint``.
 
-The HTTP side of ``mcp.py``'s protocol: the method, Origin, ``Accept`` (JSON or one SSE
-event) and body checks, the routing headers, and the caller's source. No session id is issued
-or required. The source conversation comes from a conversation credential when the request
-carries one (``?credential=`` or ``Authorization: Bearer ccw1.…``; ``credentials.py``), else
-from the query string (``sourceSessionId``/``sourceConversationId``, ``sourceHopCount``).
-The request is read straight from the ASGI scope and the answer sent as two messages
-(``asgi.py`` says what that skips and why it answers the same).
+The HTTP side of ``mcp.py``'s protocol: the ``Accept`` (JSON or one SSE event) and body
+checks, the routing headers, and the caller's source (the app's route table serves ``POST``
+only, behind the ``Origin`` check). No session id is issued or required. The source
+conversation comes from a conversation credential when the request carries one
+(``?credential=`` or ``Authorization: Bearer ccw1.…``; ``credentials.py``), else from the
+query string (``sourceSessionId``/``sourceConversationId``, ``sourceHopCount``).
 """
 
 from __future__ import annotations
@@ -15,31 +14,27 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
 
 from ccweb_store.config import Settings
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.http.asgi import (
     CACHED_QUERY_BYTES,
+    Answer,
     Incoming,
-    Rejected,
-    http_error,
-    method_not_allowed,
+    JSONAnswer,
     parse_query,
-    read_payload,
-    send_json,
-    send_response,
 )
-from ccweb_store.http.origins import origin_rejection
+from ccweb_store.http.auth import OPERATOR_SCOPE_KEY
+from ccweb_store.http.payloads import Rejected, http_error, read_payload
 from ccweb_store.protocol import jsonrpc
-from ccweb_store.protocol.mcp import ROUTING_HEADERS, Reply, handle_mcp_payload
+from ccweb_store.protocol.mcp import ROUTING_HEADERS, handle_mcp_payload
 from ccweb_store.services import credentials
 from ccweb_store.services.credentials import CredentialRefused
 from ccweb_store.store.uow import Store
 
-#: Set in the ASGI scope by ``app.BearerAuth`` when a request carries the operator token.
-OPERATOR_SCOPE_KEY = "ccweb.operator"
+#: What the 405 answer to any method but ``POST`` adds.
+NOT_ALLOWED = "this server is stateless (no stream, no session); send JSON-RPC with POST"
 
 #: Longer hop counts are refused before they are read (any count over the limit is refused
 #: by a send anyway; Python refuses to read integers of more than 4,300 digits).
@@ -122,7 +117,6 @@ async def resolve_source(incoming: Incoming, store: Store, settings: Settings) -
     A bound source's hop count is the larger of the credential's and ``sourceHopCount``.
     Raises ``SourceError`` (malformed query) or ``CredentialRefused``.
     """
-    query = incoming.query
     source = query_source(incoming.scope.get("query_string", b""))
     token = presented_token(incoming)
     if token is None:
@@ -136,7 +130,7 @@ async def resolve_source(incoming: Incoming, store: Store, settings: Settings) -
         return source
     binding = await credentials.authenticate(store, token)
     for name in ("sourceSessionId", "sourceConversationId"):
-        named = query.get(name)
+        named = incoming.query.get(name)
         if named and named != binding.conversation_id:
             raise CredentialRefused(
                 f"this credential is bound to conversation {binding.conversation_id!r}, but "
@@ -187,29 +181,11 @@ def _wants_sse_only(accept: str | None) -> bool | None:
 _wants_sse_only_cached = lru_cache(maxsize=256)(_wants_sse_only)
 
 
-async def mcp_app(scope: Scope, receive: Receive, send: Send) -> None:
-    """``/mcp``: ``POST`` only (any other method answers 405: there is no stream and no
-    session)."""
-    incoming = Incoming(scope, receive)
-    app = scope["app"]  # app.App
-    answer = await answer_request(incoming, app.store, app.settings)
-    if isinstance(answer, Reply):
-        await send_json(send, answer.body, answer.status)
-    else:
-        await send_response(answer, incoming, send)
-
-
-async def answer_request(incoming: Incoming, store: Store, settings: Settings) -> Reply | Response:
-    """What a request to ``/mcp`` is owed: a JSON-RPC ``Reply`` to send as JSON, or any other
-    answer (a refusal, 202, one SSE event) as a Starlette response."""
-    if incoming.scope["method"] != "POST":
-        return method_not_allowed(
-            incoming.scope,
-            "this server is stateless (no stream, no session); send JSON-RPC with POST",
-        )
-    rejection = origin_rejection(incoming.header(b"origin"), settings)
-    if rejection is not None:
-        return rejection
+async def answer_mcp(incoming: Incoming) -> Answer:
+    """``POST /mcp``: answer a JSON-RPC message (or a 2025-03-26 batch) as JSON, as one SSE
+    event, or 202 when nothing is owed; refuse what cannot be answered."""
+    settings: Settings = incoming.state.settings
+    store: Store = incoming.state.store
     sse = sse_only(incoming.header(b"accept"))
     if sse is None:
         return http_error(
@@ -238,4 +214,4 @@ async def answer_request(incoming: Incoming, store: Store, settings: Settings) -
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache"},
         )
-    return reply
+    return JSONAnswer(reply.body, reply.status)

@@ -2,16 +2,31 @@
 
 Requests without an ``Origin`` (agents, CLIs, servers) pass. An allowed origin written
 without a port (the defaults: ``http://localhost``, ``http://127.0.0.1``…) matches any
-port; one with a port matches only that port; ``*`` allows every origin.
+port; one with a port matches only that port; ``*`` allows every origin. ``origin_checked``
+puts an endpoint behind the check; the app's route table says which endpoints are.
 """
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import urlsplit
 
-from ccweb_store.config import Settings
-from ccweb_store.http.asgi import JSONResponse, http_error
+from ccweb_store.http.asgi import Answer, AnswerFunction, Incoming
+from ccweb_store.http.payloads import JSONResponse, http_error
 from ccweb_store.protocol import jsonrpc
+
+
+def origin_checked(answer: AnswerFunction, allowed: tuple[str, ...]) -> AnswerFunction:
+    """``answer``, answering a 403 instead when the request's ``Origin`` is not allowed."""
+
+    @functools.wraps(answer)
+    async def checked(incoming: Incoming) -> Answer:
+        rejection = origin_rejection(incoming.header(b"origin"), allowed)
+        if rejection is not None:
+            return rejection
+        return await answer(incoming)
+
+    return checked
 
 
 def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
@@ -47,9 +62,9 @@ def _plain_netloc(netloc: str, port: int | None) -> bool:
     return netloc.lower() == expected
 
 
-def origin_rejection(origin: str | None, settings: Settings) -> JSONResponse | None:
+def origin_rejection(origin: str | None, allowed: tuple[str, ...]) -> JSONResponse | None:
     """A 403 naming the setting to change when a request's ``Origin`` is not allowed."""
-    if origin is None or origin_allowed(origin, settings.allowed_origins):
+    if origin is None or origin_allowed(origin, allowed):
         return None
     return http_error(
         403,

@@ -11,24 +11,19 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
 
 from ccweb_store.config import Settings
 from ccweb_store.domain.arguments import optional_int, optional_str, reject_nul
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
-from ccweb_store.http.asgi import (
-    Incoming,
-    Rejected,
-    method_not_allowed,
-    read_payload,
-    send_json,
-    send_response,
-)
-from ccweb_store.http.origins import origin_rejection
+from ccweb_store.http.asgi import Answer, Incoming, JSONAnswer
+from ccweb_store.http.payloads import Rejected, read_payload
 from ccweb_store.protocol import jsonrpc, tools
 from ccweb_store.services import conversations, credentials, prompt_forms, replies, runs
 from ccweb_store.store.uow import Store
+
+#: What the 405 answer to any method but ``POST`` adds.
+NOT_ALLOWED = "send JSON-RPC with POST"
 
 RpcMethod = Callable[[Store, Mapping[str, Any]], Awaitable[Any]]
 
@@ -113,30 +108,14 @@ def dispatcher(store: Store) -> jsonrpc.Dispatch:
     return dispatch
 
 
-async def rpc_app(scope: Scope, receive: Receive, send: Send) -> None:
-    """``/rpc``: answer a JSON-RPC request or batch sent with ``POST`` (any other method
-    answers 405). Read and answered on the bare ASGI interface (``asgi.py``)."""
-    incoming = Incoming(scope, receive)
-    app = scope["app"]
-    settings: Settings = app.settings
-    refusal = _refusal(incoming, settings)
-    if refusal is not None:
-        await send_response(refusal, incoming, send)
-        return
+async def answer_rpc(incoming: Incoming) -> Answer:
+    """``POST /rpc``: answer a JSON-RPC request or batch (204 when only notifications came)."""
+    settings: Settings = incoming.state.settings
     try:
         payload = await read_payload(incoming, settings.max_body_bytes)
     except Rejected as rejected:
-        await send_response(rejected.response, incoming, send)
-        return
-    answer = await jsonrpc.handle_payload(payload, dispatcher(app.store))
+        return rejected.response
+    answer = await jsonrpc.handle_payload(payload, dispatcher(incoming.state.store))
     if answer is None:
-        await send_response(Response(status_code=204), incoming, send)
-        return
-    await send_json(send, answer)
-
-
-def _refusal(incoming: Incoming, settings: Settings) -> Response | None:
-    """The answer to a request refused before its body is read (method, ``Origin``)."""
-    if incoming.scope["method"] != "POST":
-        return method_not_allowed(incoming.scope, "send JSON-RPC with POST")
-    return origin_rejection(incoming.header(b"origin"), settings)
+        return Response(status_code=204)
+    return JSONAnswer(answer)

@@ -2,10 +2,10 @@
 
 It parses, validates the envelope, dispatches to an async handler and maps failures to
 error objects. Notifications get no response; a batch gets an array (an empty one is an
-invalid request). A handler's ``DomainError`` becomes its ``rpc_code`` (``-32000`` unless it says
-otherwise) with ``data.code`` and its ``data``; any
-other exception becomes ``-32603`` with the traceback logged, never sent. The HTTP side of
-``/mcp`` and ``/rpc`` (headers, body, answers) is ``asgi.py``.
+invalid request). A handler's ``DomainError`` becomes its ``rpc_code`` (``-32000`` unless it
+says otherwise) with ``data.code`` and its ``data``; any other exception becomes ``-32603``
+with the traceback logged, never sent. The HTTP side of ``/mcp`` and ``/rpc`` (headers,
+body, answers) is in ``http/``.
 """
 
 from __future__ import annotations
@@ -58,11 +58,11 @@ def error_response(request_id: Any, error: RpcError) -> dict[str, Any]:
 
 
 def dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON, as Starlette writes it, but by orjson: several times faster than
-    the ``json`` module on the service's answers, which every request pays for. A key that is
-    not a string (which ``json`` writes as one) takes a second pass with orjson's option for
-    it, which would slow down every other answer by a tenth. What orjson cannot write at all
-    (an id beyond 64 bits, a stored value that breaks the JSON rule) takes ``_dumps_rare``."""
+    """Compact UTF-8 JSON, as Starlette writes it, but by orjson, which every answer goes
+    through. A key that is not a string (which ``json`` writes as one) takes a second pass with
+    orjson's option for it, kept off the first pass, which every other answer would pay for.
+    What orjson cannot write at all (an id beyond 64 bits, a stored value that breaks the JSON
+    rule) takes ``_dumps_rare``."""
     try:
         return orjson.dumps(value)
     except TypeError:

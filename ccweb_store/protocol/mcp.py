@@ -78,8 +78,8 @@ def tool_result(payload: Mapping[str, Any], *, is_error: bool = False) -> dict[s
     """A ``tools/call`` result (SPEC §2.1): the payload as text and as structured content.
 
     The payload is encoded once: its JSON is the text, and goes into the answer as it is
-    (``orjson.Fragment``) rather than being encoded a second time, which cost a list of
-    inputs a tenth of its CPU. Whatever writes an answer uses ``jsonrpc.dumps``.
+    (``orjson.Fragment``) rather than being encoded a second time. Whatever writes an answer
+    uses ``jsonrpc.dumps``.
     """
     encoded = jsonrpc.dumps(payload)
     return {

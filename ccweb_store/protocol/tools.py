@@ -2,8 +2,9 @@
 
 ``tools/list`` (HTTP and stdio), the host's ``tools.list``, ``tools.dynamic`` and
 ``tools.composerItems`` are all derived from ``TOOLS``; nothing else copies a description
-or a schema. The hidden alias ``ccweb_request_reply`` is callable everywhere and listed
-nowhere, so threads that loaded the old tool keep working while new calls never see it.
+or a schema. Arguments are checked against a tool's schema by ``argument_types``. The hidden
+alias ``ccweb_request_reply`` is callable everywhere and listed nowhere, so threads that
+loaded the old tool keep working while new calls never see it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from ccweb_store.domain.arguments import reject_nul
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.protocol.argument_types import TypeTest, argument_problem, type_tests
 from ccweb_store.services import conversations, messaging, prompt_forms, user_inputs
 from ccweb_store.store.uow import Store
 
@@ -31,24 +33,6 @@ class UnknownTool(LookupError):
         self.name = name
 
 
-#: Whether a decoded value has a JSON type, by type name.
-_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
-#: The types whose test alone decides (``Tool.type_tests``): arrays and objects have items.
-SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean"})
-
-
-def _never(value: Any) -> bool:
-    """The quick test of an array or object argument: its schema is always walked."""
-    return False
-
-
 @dataclass(frozen=True)
 class Tool:
     """One tool: its wire definition and the service function that runs it."""
@@ -62,10 +46,8 @@ class Tool:
     public: bool = True
     communication: bool = False
     definition: dict[str, Any] = field(init=False, repr=False, compare=False)
-    #: Per argument with a declared type, a quick test that its value has that type: the
-    #: schema is walked (``_type_problem``) only for a value that fails it, or for arrays
-    #: and objects, whose items have types of their own.
-    type_tests: dict[str, Callable[[Any], bool]] = field(init=False, repr=False, compare=False)
+    #: Per argument with a declared type, a quick test of its value (``argument_types``).
+    type_tests: dict[str, TypeTest] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         annotations = {
@@ -86,12 +68,7 @@ class Tool:
                 "annotations": annotations,
             },
         )
-        tests = {
-            key: _JSON_TYPES[schema["type"]] if schema["type"] in SCALAR_TYPES else _never
-            for key, schema in self.input_schema.get("properties", {}).items()
-            if isinstance(schema.get("type"), str)
-        }
-        object.__setattr__(self, "type_tests", tests)
+        object.__setattr__(self, "type_tests", type_tests(self.input_schema))
 
 
 SEND_MESSAGE_DESCRIPTION = """\
@@ -380,46 +357,6 @@ async def call_tool(store: Store, source: Source, name: object, args: object) ->
 
 def check_arguments(tool: Tool, args: Mapping[str, Any]) -> None:
     """Refuse known arguments of the wrong JSON type; unknown extra keys are ignored."""
-    tests = tool.type_tests
-    for key, value in args.items():
-        test = tests.get(key)
-        if value is None or (test is not None and test(value)):
-            continue
-        schema = tool.input_schema.get("properties", {}).get(key)
-        if schema is None:
-            continue
-        problem = _type_problem(value, schema, key)
-        if problem:
-            raise InvalidInput(f"{tool.name}: {problem}")
-
-
-def _type_problem(value: Any, schema: Mapping[str, Any], where: str) -> str | None:
-    expected = schema.get("type")
-    if isinstance(expected, str) and not _JSON_TYPES[expected](value):
-        article = "an" if expected[0] in "aeiou" else "a"
-        return f"{where} must be {article} {expected}, got {json_type(value)}"
-    if expected == "array" and isinstance(schema.get("items"), Mapping):
-        for index, item in enumerate(value):
-            problem = _type_problem(item, schema["items"], f"{where}[{index}]")
-            if problem:
-                return problem
-    if expected == "object":
-        properties = schema.get("properties", {})
-        for key, item in value.items():
-            if key in properties and item is not None:
-                problem = _type_problem(item, properties[key], f"{where}.{key}")
-                if problem:
-                    return problem
-    return None
-
-
-def json_type(value: Any) -> str:
-    """The JSON type name of a decoded value, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    for name, matches in _JSON_TYPES.items():
-        if matches(value):
-            return name
-    return type(value).__name__
+    problem = argument_problem(args, tool.input_schema, tool.type_tests)
+    if problem:
+        raise InvalidInput(f"{tool.name}: {problem}")

@@ -1,0 +1,62 @@
+"""The bearer token: with ``CCWEB_TOKEN`` set, every path but ``/healthz`` needs it."""
+
+from __future__ import annotations
+
+import hmac
+
+from starlette.datastructures import Headers, QueryParams
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ccweb_store.http.payloads import http_error
+from ccweb_store.protocol import jsonrpc
+from ccweb_store.services import credentials
+
+#: Set in the ASGI scope by ``BearerAuth`` when a request carries the operator token.
+OPERATOR_SCOPE_KEY = "ccweb.operator"
+
+
+class BearerAuth:
+    """With ``CCWEB_TOKEN`` set, every path but ``/healthz`` needs ``Authorization: Bearer``.
+
+    The operator token opens everything (and marks the request, ``OPERATOR_SCOPE_KEY``). A
+    conversation credential (``credentials.py``, in the header or in ``?credential=``) is let
+    through to ``/mcp`` only, whose endpoint checks it; it never opens ``/rpc``. A refusal is
+    a 401 whose body is a JSON-RPC error saying which token to send.
+    """
+
+    OPEN_PATHS = frozenset({"/healthz"})
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        given = Headers(scope=scope).get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        bearer = value.strip() if scheme.lower() == "bearer" else ""
+        if bearer and hmac.compare_digest(bearer.encode("latin-1"), self.expected):
+            scope[OPERATOR_SCOPE_KEY] = True
+            await self.app(scope, receive, send)
+            return
+        conversation_credential = credentials.looks_like_token(bearer) or (
+            credentials.QUERY_PARAMETER in QueryParams(scope.get("query_string", b""))
+        )
+        if conversation_credential and scope["path"] == "/mcp":
+            await self.app(scope, receive, send)
+            return
+        if conversation_credential:
+            message = (
+                "a conversation credential opens /mcp only: the host API needs the operator "
+                "token, 'Authorization: Bearer <CCWEB_TOKEN>'"
+            )
+        elif not given:
+            message = "missing bearer token: send 'Authorization: Bearer <CCWEB_TOKEN>'"
+        else:
+            message = "invalid bearer token: check the token configured as CCWEB_TOKEN"
+        response = http_error(
+            401, jsonrpc.UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"}
+        )
+        await response(scope, receive, send)
