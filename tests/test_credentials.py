@@ -539,9 +539,7 @@ async def test_a_configured_secret_signs_and_nothing_is_stored(
     finally:
         await store.dispose()
     async with trio.read_uow() as uow:
-        count = (
-            await uow.execute(sa.select(sa.func.count()).select_from(ServerSecret))
-        ).scalar()
+        count = (await uow.execute(sa.select(sa.func.count()).select_from(ServerSecret))).scalar()
     assert count == 1  # the one made above; the store with the setting stored none
 
 

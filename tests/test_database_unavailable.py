@@ -26,7 +26,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS, DatabaseUnavailable
 from ccweb_store.protocol.jsonrpc import INTERNAL_ERROR
-from ccweb_store.store.db import database_failure, migrate
+from ccweb_store.store.db import migrate
+from ccweb_store.store.failures import database_failure
 from ccweb_store.store.uow import Store
 from tests.http_client import app_client, call_tool, rpc
 from tests.servers import serving

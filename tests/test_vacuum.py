@@ -16,7 +16,6 @@ from ccweb_store.http.app import create_app
 from ccweb_store.store.postgres.vacuum import (
     AUTO_INTERVAL,
     UPDATED_TABLES,
-    vacuum_interval,
     vacuum_updated_tables,
 )
 from ccweb_store.store.uow import Store
@@ -40,18 +39,18 @@ async def _vacuum_counts(store: Store) -> dict[str, int]:
 async def test_the_interval_follows_the_setting_and_else_the_servers_autovacuum(
     store: Store,
 ) -> None:
-    assert await vacuum_interval(store, 0) == 0
-    assert await vacuum_interval(store, 1.5) == 1.5
+    assert await store.vacuum_interval(0) == 0
+    assert await store.vacuum_interval(1.5) == 1.5
     async with store.engine.connect() as connection:
         autovacuum = (await connection.exec_driver_sql("SHOW autovacuum")).scalar()
     expected = AUTO_INTERVAL if autovacuum == "off" else 0
-    assert await vacuum_interval(store, None) == expected
+    assert await store.vacuum_interval(None) == expected
 
 
 @on_postgres
 async def test_a_pass_vacuums_every_updated_table(store: Store) -> None:
     before = await _vacuum_counts(store)
-    await vacuum_updated_tables(store)
+    await vacuum_updated_tables(store.engine)
     after = await _vacuum_counts(store)
     assert set(after) == set(UPDATED_TABLES)
     assert all(after[name] == before.get(name, 0) + 1 for name in UPDATED_TABLES), (before, after)
@@ -82,5 +81,5 @@ async def test_the_server_vacuums_while_it_serves(
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_sqlite_never_vacuums(store: Store) -> None:
-    assert await vacuum_interval(store, None) == 0
-    assert await vacuum_interval(store, 2) == 0
+    assert await store.vacuum_interval(None) == 0
+    assert await store.vacuum_interval(2) == 0

@@ -35,7 +35,6 @@ from ccweb_store.http.payloads import http_error, method_not_allowed
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.services.runs import sweep_expired_leases
 from ccweb_store.store.db import migrate
-from ccweb_store.store.postgres.vacuum import keep_vacuumed, vacuum_interval
 from ccweb_store.store.uow import Store
 
 log = logging.getLogger("ccweb_store")
@@ -72,10 +71,10 @@ def create_app(
             if freeze_gc_after_startup:
                 freeze_startup_objects()
             log.info("ccweb-store %s ready on %s", __version__, active.dialect)
-            vacuum_every = await vacuum_interval(active, settings.postgres_vacuum_seconds)
+            vacuum_every = await active.vacuum_interval(settings.postgres_vacuum_seconds)
             async with (
                 _in_background(sweep_expired_leases, active, settings.lease_sweep_seconds),
-                _in_background(keep_vacuumed, active, vacuum_every),
+                _in_background(Store.keep_vacuumed, active, vacuum_every),
             ):
                 yield
         finally:
@@ -157,7 +156,7 @@ def freeze_startup_objects() -> None:
 async def _in_background(
     job: Callable[[Store, float], Coroutine[Any, Any, None]], store: Store, interval: float
 ) -> AsyncIterator[None]:
-    """Run ``job(store, interval)`` (``sweep_expired_leases``, ``keep_vacuumed``) in the
+    """Run ``job(store, interval)`` (``sweep_expired_leases``, ``Store.keep_vacuumed``) in the
     background while the app serves; an interval of 0 runs nothing."""
     if interval <= 0:
         yield

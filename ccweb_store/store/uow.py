@@ -7,7 +7,7 @@ The database's driver is chosen once, when the store opens (``store.sqlite.drive
 ``store.postgres.driver``); no other module asks which database it is.
 
 A unit of work that fails because the database cannot serve (unreachable, restarting, a
-SQLite file that cannot be opened or stays locked: ``db.database_failure``) raises the
+SQLite file that cannot be opened or stays locked: ``failures.database_failure``) raises the
 retryable ``errors.DatabaseUnavailable`` instead of the driver's error, so the protocol layers
 see a domain error and never a driver's. A SQLite file removed or replaced while the store
 runs raises ``errors.DatabaseFileMissing`` (``store.sqlite.file_watch``).
@@ -24,7 +24,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ccweb_store.config import Settings
-from ccweb_store.store.db import create_engine, current_revision, database_failure
+from ccweb_store.store.db import create_engine, current_revision
+from ccweb_store.store.failures import database_failure
 from ccweb_store.store.postgres.driver import PostgresDatabase
 from ccweb_store.store.repositories import (
     CredentialRepository,
@@ -122,7 +123,7 @@ class UnitOfWork:
 
 def _raise_as_database_failure(error: Exception) -> NoReturn:
     """Raise ``error``, as ``DatabaseUnavailable`` when the database failed
-    (``db.database_failure``): a client gets a retryable domain error, never the driver's."""
+    (``failures.database_failure``): a client gets a retryable domain error, never the driver's."""
     failure = database_failure(error)
     if failure is None:
         raise error
@@ -179,6 +180,15 @@ class Store:
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads, each statement on its own snapshot."""
         return UnitOfWork(self._database, write=False)
+
+    async def vacuum_interval(self, configured: float | None) -> float:
+        """Seconds between the service's own vacuum passes (``store.postgres.vacuum``): 0 for
+        none (SQLite; PostgreSQL whose autovacuum is on, unless ``configured`` says so)."""
+        return await self._database.vacuum_interval(configured)
+
+    async def keep_vacuumed(self, interval: float) -> None:
+        """Vacuum the tables the service updates every ``interval`` seconds, until cancelled."""
+        await self._database.keep_vacuumed(interval)
 
     async def health(self) -> str | None:
         """The schema revision of the database, read to show that it answers (``/healthz``).

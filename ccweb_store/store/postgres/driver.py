@@ -23,13 +23,14 @@ from typing import Any, TypeVar
 
 import asyncpg
 import orjson
-from asyncpg.exceptions import InternalClientError
 from sqlalchemy import event, exc
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from ccweb_store.domain import json_values
+from ccweb_store.store.failures import unsent_on_dead_connection
+from ccweb_store.store.postgres import vacuum
 from ccweb_store.store.transaction import CompiledStatements, Transaction
 
 _T = TypeVar("_T")
@@ -100,17 +101,6 @@ def driver_closed(dbapi_connection: Any) -> bool:
     return bool(is_closed()) if is_closed is not None else False
 
 
-def unsent_on_dead_connection(error: BaseException | None) -> bool:
-    """Whether asyncpg refused to send a statement because its connection was still taking in
-    an error the server sent unasked: the ``FATAL`` with which PostgreSQL ends a connection (a
-    terminated backend, a shutdown). The statement never left, and the connection is dead."""
-    while error is not None:
-        if isinstance(error, InternalClientError) and "another operation" in str(error):
-            return True
-        error = error.__cause__
-    return False
-
-
 #: SQLAlchemy's exception for an asyncpg error, by the SQLSTATE class (its first two
 #: characters), as SQLAlchemy's own asyncpg adapter sorts them.
 _ERROR_CLASSES: dict[str, type[exc.DBAPIError]] = {
@@ -154,6 +144,12 @@ class PostgresDatabase:
             await connection.close()
             raise
         return connection, raw.driver_connection
+
+    async def vacuum_interval(self, configured: float | None) -> float:
+        return await vacuum.vacuum_interval(self.engine, configured)
+
+    async def keep_vacuumed(self, interval: float) -> None:
+        await vacuum.keep_vacuumed(self.engine, interval)
 
     async def close(self) -> None:
         """Nothing kept: connections go back to the engine's pool after each unit of work."""

@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ccweb_store.store.db import database_failure
-from ccweb_store.store.uow import Store
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ccweb_store.store.failures import database_failure
 
 log = logging.getLogger("ccweb_store.vacuum")
 
@@ -35,33 +36,31 @@ AUTO_INTERVAL = 1.0
 VACUUM = f"VACUUM (SKIP_LOCKED) {', '.join(UPDATED_TABLES)}"
 
 
-async def vacuum_interval(store: Store, configured: float | None) -> float:
-    """Seconds between vacuums of ``store``'s updated tables; 0 for none (SQLite, or a
-    PostgreSQL server whose autovacuum is on, unless ``configured`` says otherwise)."""
-    if store.dialect != "postgresql":
-        return 0.0
+async def vacuum_interval(engine: AsyncEngine, configured: float | None) -> float:
+    """Seconds between vacuums of the updated tables; 0 for none (a server whose autovacuum is
+    on, unless ``configured`` says otherwise)."""
     if configured is not None:
         return configured
-    async with store.engine.connect() as connection:
+    async with engine.connect() as connection:
         autovacuum = (await connection.exec_driver_sql("SHOW autovacuum")).scalar()
     return AUTO_INTERVAL if autovacuum == "off" else 0.0
 
 
-async def vacuum_updated_tables(store: Store) -> None:
+async def vacuum_updated_tables(engine: AsyncEngine) -> None:
     """``VACUUM`` the tables whose rows are updated (outside any transaction, as it must)."""
-    engine = store.engine.execution_options(isolation_level="AUTOCOMMIT")
-    async with engine.connect() as connection:
+    autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+    async with autocommit.connect() as connection:
         await connection.exec_driver_sql(VACUUM)
 
 
-async def keep_vacuumed(store: Store, interval: float) -> None:
+async def keep_vacuumed(engine: AsyncEngine, interval: float) -> None:
     """Vacuum the updated tables every ``interval`` seconds, until cancelled. A failing pass
     (the database down) is logged and tried again at the next one."""
     log.info("vacuuming %s every %gs", ", ".join(UPDATED_TABLES), interval)
     while True:
         await asyncio.sleep(interval)
         try:
-            await vacuum_updated_tables(store)
+            await vacuum_updated_tables(engine)
         except Exception as exc:
             failure = database_failure(exc)
             if failure is None:

@@ -19,6 +19,7 @@ import re
 import sqlite3
 import weakref
 from collections.abc import Sequence
+from contextlib import suppress
 from itertools import chain
 from typing import Any
 
@@ -57,6 +58,10 @@ def create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Async
             # Before SQLite opens the path: it would create an empty file where the store's
             # was deleted, or read another file moved there with the store's WAL.
             watch.check()
+            # A file SQLite cannot open is refused here, with SQLite's own error, before a
+            # driver thread starts: aiosqlite leaves the thread of a failed connect to stop
+            # on its own, answering an event loop that may be gone by then.
+            sqlite3.connect(watch.path).close()
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
@@ -123,10 +128,29 @@ def driver_error(error: sqlite3.Error, sql: str, values: Any) -> DBAPIError:
     return wrapped
 
 
-async def _driver(connection: AsyncConnection) -> aiosqlite.Connection:
-    raw = await connection.get_raw_connection()
+async def _connect(engine: AsyncEngine) -> tuple[AsyncConnection, aiosqlite.Connection]:
+    """A new connection and the aiosqlite connection under it. A unit of work cancelled while
+    it connects (a background job at shutdown) waits for the connection's thread to answer and
+    closes it: left behind, the thread would answer an event loop that is gone."""
+    opening = asyncio.ensure_future(_open(engine))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        with suppress(Exception):
+            connection, _ = await opening
+            await connection.close()
+        raise
+
+
+async def _open(engine: AsyncEngine) -> tuple[AsyncConnection, aiosqlite.Connection]:
+    connection = await engine.connect()
+    try:
+        raw = await connection.get_raw_connection()
+    except BaseException:
+        await connection.close()
+        raise
     driver: aiosqlite.Connection = raw.driver_connection  # type: ignore[assignment]
-    return driver
+    return connection, driver
 
 
 class SQLiteDatabase:
@@ -172,14 +196,12 @@ class SQLiteDatabase:
         if self._readers:
             connection, driver = self._readers.pop()
         else:
-            connection = await self.engine.connect()
-            driver = await _driver(connection)
+            connection, driver = await _connect(self.engine)
         return SQLiteTransaction(self, connection, driver, writer=False)
 
     async def _writer_connection(self) -> tuple[AsyncConnection, aiosqlite.Connection]:
         if self._writer is None or self._writer[0].invalidated:
-            connection = await self.engine.connect()
-            self._writer = (connection, await _driver(connection))
+            self._writer = await _connect(self.engine)
         return self._writer
 
     async def end_write(self, connection: AsyncConnection, *, failed: bool) -> None:
@@ -201,6 +223,13 @@ class SQLiteDatabase:
             await connection.close()
         else:
             self._readers.append((connection, driver))
+
+    async def vacuum_interval(self, configured: float | None) -> float:
+        """SQLite needs no vacuum pass of the service's (``store.postgres.vacuum``)."""
+        return 0.0
+
+    async def keep_vacuumed(self, interval: float) -> None:
+        return None
 
     def committed(self) -> None:
         if self.checkpointer is not None:
