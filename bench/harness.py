@@ -56,7 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ccweb_store.store.db import create_database, create_engine, drop_database  # noqa: E402
+from bench.scratch_databases import create_database, drop_database  # noqa: E402
+from ccweb_store.store.db import create_engine  # noqa: E402
 from ccweb_store.store.models import Base  # noqa: E402
 
 OptionsT = TypeVar("OptionsT")

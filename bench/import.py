@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 from bench.legacy_state import generate_state
+from bench.scratch_databases import create_database, drop_database
 from ccweb_store.importer.load import import_state
-from ccweb_store.store.db import create_database, create_engine, drop_database, migrate
+from ccweb_store.store.db import create_engine, migrate
 from ccweb_store.store.uow import Store
 
 

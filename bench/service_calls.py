@@ -41,11 +41,12 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.scratch_databases import create_database, drop_database  # noqa: E402
 from ccweb_store.config import Settings  # noqa: E402
 from ccweb_store.domain.context import Source  # noqa: E402
 from ccweb_store.protocol import tools  # noqa: E402
 from ccweb_store.services import conversations, runs  # noqa: E402
-from ccweb_store.store.db import create_database, drop_database, migrate  # noqa: E402
+from ccweb_store.store.db import migrate  # noqa: E402
 from ccweb_store.store.models import Session  # noqa: E402
 from ccweb_store.store.uow import Store  # noqa: E402
 

@@ -32,6 +32,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.scratch_databases import create_database, drop_database
 from ccweb_store.config import Settings
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source
@@ -42,7 +43,7 @@ from ccweb_store.services.user_inputs import (
     apply_budget,
     list_user_inputs,
 )
-from ccweb_store.store.db import create_database, create_engine, drop_database, migrate
+from ccweb_store.store.db import create_engine, migrate
 from ccweb_store.store.models import Message
 from ccweb_store.store.uow import Store
 

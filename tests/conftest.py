@@ -20,8 +20,9 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
 from sqlalchemy.engine import make_url
 
+from bench.scratch_databases import create_database, drop_database
 from ccweb_store.config import Settings
-from ccweb_store.store.db import create_database, create_engine, drop_database, migrate
+from ccweb_store.store.db import create_engine, migrate
 from ccweb_store.store.models import Base
 from ccweb_store.store.uow import Store
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import database_kind, normalize_database_url
@@ -77,37 +76,3 @@ async def head_revision() -> str | None:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
-
-
-async def ping(engine: AsyncEngine) -> None:
-    """Raise if the database cannot answer a trivial query."""
-    async with engine.connect() as connection:
-        await connection.execute(text("SELECT 1"))
-
-
-async def create_database(server_url: str, name: str) -> str:
-    """Create database ``name`` on the PostgreSQL server of ``server_url``; return its URL.
-
-    For tests and benchmarks that want a scratch database of their own.
-    """
-
-    await _run_autocommit(server_url, f'CREATE DATABASE "{name}"')
-    return (
-        make_url(normalize_database_url(server_url))
-        .set(database=name)
-        .render_as_string(hide_password=False)
-    )
-
-
-async def drop_database(server_url: str, name: str) -> None:
-    """Drop database ``name`` (closing its connections) if it exists."""
-    await _run_autocommit(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-async def _run_autocommit(server_url: str, statement: str) -> None:
-    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(text(statement))
-    finally:
-        await engine.dispose()

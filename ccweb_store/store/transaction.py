@@ -17,7 +17,11 @@ Params = Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
 
 class CompiledStatements:
     """The compiled forms of the prebuilt statements one database runs, by statement and the
-    names of the values given (SQLAlchemy compiles an INSERT or UPDATE for those)."""
+    names of the values given (SQLAlchemy compiles an INSERT or UPDATE for those). Prebuilt
+    statements are few (module constants and bounded ``lru_cache``s); should more come, the
+    forms kept are dropped past ``KEEP`` and compiled again as they are used."""
+
+    KEEP = 2048
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
@@ -28,6 +32,8 @@ class CompiledStatements:
         if compiled is None:
             compiled = Compiled(stmt, self.dialect, keys)
             if is_prebuilt(stmt):
+                if len(self._kept) >= self.KEEP:
+                    self._kept.clear()
                 self._kept[(stmt, keys)] = compiled
         return compiled
 
