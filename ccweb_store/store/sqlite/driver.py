@@ -15,6 +15,7 @@ Statements run on aiosqlite's public connection (``execute_fetchall``, ``execute
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sqlite3
 import weakref
@@ -24,6 +25,7 @@ from itertools import chain
 from typing import Any
 
 import aiosqlite
+import orjson
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError
@@ -44,8 +46,20 @@ MAX_VARIABLES = 999
 _ONE_ROW_VALUES = re.compile(r" VALUES (\(\?(?:, \?)*\))$")
 
 
+def dumps_json(value: Any) -> str:
+    """The text of a JSON column's value on SQLite: orjson's (compact, UTF-8), or
+    ``json.dumps``'s for what orjson refuses (an integer beyond 64 bits, a key that is not a
+    string, text that is not valid Unicode). Either reads back as the same value. A number
+    that is not finite, which the JSON rule keeps out of the store, would be written as null."""
+    try:
+        return orjson.dumps(value).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value)
+
+
 def create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> AsyncEngine:
     """An engine on ``sqlite+aiosqlite`` with the connection setup the store relies on."""
+    kwargs.setdefault("json_serializer", dumps_json)
     kwargs.setdefault("json_deserializer", json_values.loads_stored)
     engine = create_async_engine(make_url(url).set(drivername="sqlite+aiosqlite"), **kwargs)
     path = sqlite_file(engine)
