@@ -15,7 +15,9 @@ the median of its rounds, with their spread. Rows (``--only`` picks some):
              stateless Streamable HTTP server serving one trivial tool (goal ≥ 2×)
   roundtrip  send → ``run.claim`` → ``run.complete``, round trips/s, against a third of the
              bare endpoint's requests/s, a round trip being three requests (goal
-             ``roundtrip.GOALS``: ≥ 0.13 of it on SQLite, ≥ 0.08 on PostgreSQL)
+             ``roundtrip.GOALS``: ≥ 0.13 of it on SQLite, ≥ 0.08 on PostgreSQL); on SQLite
+             also against the aiosqlite floor's round trip, the same three requests' SQL run
+             straight on aiosqlite (≥ 0.8 of it)
   latency    ``ccweb_list_user_inputs`` latency in process on a 100,000-message conversation
              against a 1,000-message one (≤ 1.3×) and against cc-web's way, loading the
              session's JSON file and filtering it in Python (≥ 1000× faster)
@@ -27,9 +29,9 @@ same client (``harness.Client``) at the same concurrency. ``roundtrip`` and ``la
 on SQLite and, when ``CCWEB_BENCH_POSTGRES_URL`` names a PostgreSQL server (a scratch
 database is made and dropped there), on PostgreSQL; the other rows are SQLite's, the
 embedded default. The floor rows tell what the SQLite driver's thread hand-off costs by
-itself: where the floor stays below a bare-endpoint goal, that goal is out of reach for the
-driver alone, the bare row shows the floor's share instead of a verdict, and the floor's
-goal applies.
+itself: where the floor stays below a bare-endpoint goal (send, list, SQLite's round trip),
+that goal is out of reach for the driver alone, the bare row shows the floor's share instead
+of a verdict, and the floor's goal applies.
 About three minutes at the defaults; ``--quick`` checks that everything
 runs in seconds (its figures mean nothing).
 

@@ -10,6 +10,11 @@ ceiling that HTTP and the client allow on this machine. A round trip is three re
 so the ratio compares round trips/s with a third of the ceiling, and each backend's goal
 (``GOALS``) is a least ratio.
 
+``round_trips`` drives either the service (``SERVICE``) or, for ``compare.py``'s floor row,
+the aiosqlite floor (``FLOOR``, ``floor.py``): the same three requests, whose SQL the floor
+runs straight on aiosqlite. On SQLite, ``compare.py`` meets ``GOALS`` only where the floor's
+own round trips reach it; otherwise it holds the round trip to ≥ 0.8 of the floor.
+
 The client (``harness.Client``) is a few lines of HTTP/1.1 on ``asyncio`` streams, one
 keep-alive connection per client loop, so that it costs far less CPU than the server it
 measures. Next to each rate the script prints the server process's CPU time per round trip
@@ -60,33 +65,97 @@ class Result:
 
 
 TARGETS_PER_CLIENT = 4
+SENT = "Run the tests and report back."
+OUTPUT = "All 42 tests pass."
 
 
-async def round_trips(port: int, server_pid: int, seconds: float, clients: int) -> Result:
-    """Run ``clients`` concurrent loops of send → claim → complete, one connection each.
+class Service:
+    """The three requests of a round trip through ccweb-store (and the conversations' setup)."""
+
+    async def create(self, rpc: Client, session_id: str, title: str) -> None:
+        await rpc.call("/rpc", "session.create", {"id": session_id, "title": title})
+
+    async def send(self, rpc: Client, source: str, target: str) -> bool:
+        """Whether the send went through (False: ``target_busy``)."""
+        arguments = {
+            "targetConversationId": target,
+            "content": SENT,
+            "replyMode": "return_and_continue",
+        }
+        call = await rpc.call(
+            f"/mcp?sourceSessionId={source}",
+            "tools/call",
+            {"name": "ccweb_send_message", "arguments": arguments},
+        )
+        if call.get("isError"):
+            if call["structuredContent"]["error"]["code"] != "target_busy":
+                raise RuntimeError(f"send failed: {call['structuredContent']}")
+            return False
+        return True
+
+    async def claim(self, rpc: Client, worker: str) -> str | None:
+        claimed = await rpc.call(
+            "/rpc", "run.claim", {"workerId": worker, "kinds": ["cross_conversation"]}
+        )
+        return None if claimed["run"] is None else str(claimed["run"]["id"])
+
+    async def complete(self, rpc: Client, run_id: str, worker: str) -> list[str]:
+        """The statuses of the replies the completion moved."""
+        params = {"runId": run_id, "workerId": worker, "status": "completed", "output": OUTPUT}
+        completed = await rpc.call("/rpc", "run.complete", params)
+        return [reply["status"] for reply in completed["replies"]]
+
+
+class Floor(Service):
+    """The same three requests to the aiosqlite floor (``floor.py``): its ``/send``,
+    ``/claim`` and ``/complete`` run the statements the service's run on SQLite."""
+
+    async def create(self, rpc: Client, session_id: str, title: str) -> None:
+        await rpc.call("/session", "session", {"id": session_id, "title": title})
+
+    async def send(self, rpc: Client, source: str, target: str) -> bool:
+        sent = await rpc.call(
+            "/send", "send", {"source": source, "target": target, "content": SENT}
+        )
+        return bool(sent.get("refused") != "target_busy")
+
+    async def claim(self, rpc: Client, worker: str) -> str | None:
+        claimed = await rpc.call(
+            "/claim", "claim", {"workerId": worker, "kind": "cross_conversation"}
+        )
+        return None if claimed["run"] is None else str(claimed["run"]["id"])
+
+    async def complete(self, rpc: Client, run_id: str, worker: str) -> list[str]:
+        params = {"runId": run_id, "workerId": worker, "output": OUTPUT}
+        completed = await rpc.call("/complete", "complete", params)
+        return [reply["status"] for reply in completed["replies"]]
+
+
+SERVICE, FLOOR = Service(), Floor()
+
+
+async def round_trips(
+    port: int, server_pid: int, seconds: float, clients: int, steps: Service = SERVICE
+) -> Result:
+    """Run ``clients`` concurrent loops of send → claim → complete, one connection each,
+    through ``steps`` (the service, or the aiosqlite floor).
 
     Workers claim the oldest queued run, which is not necessarily the one their own loop
     just sent, so each loop rotates over a few targets of its own: a target whose run is still
-    queued or running refuses the send (``target_busy``, counted) and the loop moves on.
+    queued or running refuses the send (``target_busy``, counted) and the loop moves on. The
+    source's ``reply_auto_run`` that each completion queues stays queued: workers claim
+    ``cross_conversation`` runs only.
     """
     connections = [await Client.connect(port) for _ in range(clients)]
     loops = []
     for i, rpc in enumerate(connections):
         tag = uuid.uuid4().hex[:8]
-        source = await rpc.call(
-            "/rpc", "session.create", {"id": f"src-{i}-{tag}", "title": f"Source {i}"}
-        )
-        targets = [
-            (
-                await rpc.call(
-                    "/rpc",
-                    "session.create",
-                    {"id": f"tgt-{i}-{j}-{tag}", "title": f"Target {i}.{j}"},
-                )
-            )["id"]
-            for j in range(TARGETS_PER_CLIENT)
-        ]
-        loops.append((rpc, source["id"], targets))
+        source = f"src-{i}-{tag}"
+        await steps.create(rpc, source, f"Source {i}")
+        targets = [f"tgt-{i}-{j}-{tag}" for j in range(TARGETS_PER_CLIENT)]
+        for j, target in enumerate(targets):
+            await steps.create(rpc, target, f"Target {i}.{j}")
+        loops.append((rpc, source, targets))
 
     done = refused = 0
     deadline = time.perf_counter() + seconds
@@ -96,41 +165,15 @@ async def round_trips(port: int, server_pid: int, seconds: float, clients: int) 
         for target in itertools.cycle(targets):
             if time.perf_counter() >= deadline:
                 return
-            call = await rpc.call(
-                f"/mcp?sourceSessionId={source}",
-                "tools/call",
-                {
-                    "name": "ccweb_send_message",
-                    "arguments": {
-                        "targetConversationId": target,
-                        "content": "Run the tests and report back.",
-                        "replyMode": "return_and_continue",
-                    },
-                },
-            )
-            if call.get("isError"):
-                if call["structuredContent"]["error"]["code"] != "target_busy":
-                    raise RuntimeError(f"send failed: {call['structuredContent']}")
+            if not await steps.send(rpc, source, target):
                 refused += 1
                 continue
-            claimed = await rpc.call(
-                "/rpc", "run.claim", {"workerId": f"w{worker}", "kinds": ["cross_conversation"]}
-            )
-            run = claimed["run"]
-            if run is None:
+            run_id = await steps.claim(rpc, f"w{worker}")
+            if run_id is None:
                 continue
-            completed = await rpc.call(
-                "/rpc",
-                "run.complete",
-                {
-                    "runId": run["id"],
-                    "workerId": f"w{worker}",
-                    "status": "completed",
-                    "output": "All 42 tests pass.",
-                },
-            )
-            if [reply["status"] for reply in completed["replies"]] != ["returned"]:
-                raise RuntimeError(f"reply not returned: {completed['replies']}")
+            statuses = await steps.complete(rpc, run_id, f"w{worker}")
+            if statuses != ["returned"]:
+                raise RuntimeError(f"reply not returned: {statuses}")
             done += 1
 
     requests, usage = await measure(

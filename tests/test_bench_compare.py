@@ -6,10 +6,14 @@ keep the benchmark from rotting, so they check the table, never a timing.
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import postgres_server_url
 from tests.servers import ROOT
@@ -28,6 +32,7 @@ SQLITE_ROWS = [
     (r"list_user_inputs at [\d,]+ msgs vs JSON file, SQLite", "≥ 1000× faster"),
     (r"import-json \([\d,]+ rows\) vs sqlite3.executemany", "≥ 0.5"),
     (r"round trip on SQLite vs bare Starlette / 3", "≥ 0.13"),
+    (r"round trip on SQLite vs aiosqlite floor", "≥ 0.8"),
 ]
 POSTGRES_ROWS = [
     r"list_user_inputs latency, [\d,]+ vs [\d,]+ msgs, PostgreSQL",
@@ -71,7 +76,11 @@ def test_the_table_has_every_row_with_a_figure_its_goal_and_whether_it_is_met() 
     for begins in POSTGRES_ROWS:
         assert row(lines, begins).endswith(f"skipped: set {POSTGRES_ENV}")
     assert any(line.startswith("HTTP windows") for line in lines)
-    for window in ("the floor's send (aiosqlite): ", "the floor's list (aiosqlite): "):
+    for window in (
+        "the floor's send (aiosqlite): ",
+        "the floor's list (aiosqlite): ",
+        "the floor's round trip (aiosqlite, per round trip): ",
+    ):
         assert re.search(r"\d/s; server CPU", row(lines, rf"  {re.escape(window)}")), lines
     assert any(line.startswith("import: 3 sessions x 20 messages") for line in lines)
 
@@ -82,8 +91,9 @@ def test_the_postgresql_rows_are_measured_when_a_server_is_named() -> None:
 
     for begins in POSTGRES_ROWS[:2]:
         assert re.search(rf"\d ms .*{VERDICT}$", row(lines, begins))
+    # PostgreSQL's round trip has no floor: its goal always gets a verdict.
     assert re.search(rf"round trips/s .* ≥ 0.08\s+{VERDICT}$", row(lines, POSTGRES_ROWS[2]))
-    assert not any("SQLite" in line for line in lines)
+    assert not any("SQLite" in line or "floor" in line for line in lines)
 
 
 def test_the_floor_rows_come_with_the_row_they_measure_and_only_with_it() -> None:
@@ -91,6 +101,64 @@ def test_the_floor_rows_come_with_the_row_they_measure_and_only_with_it() -> Non
 
     assert row(lines, r"list vs aiosqlite floor")
     assert not any(re.match(r"send", line) for line in lines)
+
+
+def test_the_sqlite_round_trip_comes_with_its_floor_and_the_floor_rule() -> None:
+    lines = compare("--backend", "sqlite", "--only", "roundtrip")
+
+    bare = row(lines, r"round trip on SQLite vs bare Starlette / 3")
+    floor = row(lines, r"round trip on SQLite vs aiosqlite floor")
+    assert re.search(rf"round trips/s .* ≥ 0.8\s+{VERDICT}$", floor), floor
+    # The bare goal gets a verdict only when the floor's own round trips reach it; otherwise
+    # the row shows the floor's share of bare / 3, and no verdict.
+    reached = re.search(rf"≥ 0.13\s+{VERDICT}$", bare)
+    out_of_reach = re.search(r"≥ 0.13 \(floor: (\d\.\d\d)\)\s+—$", bare)
+    assert reached or (out_of_reach and float(out_of_reach[1]) < 0.13), bare
+    assert not any(re.match(r"(send|list)", line) for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("floor_rate", "goal"),
+    [(90, r"≥ 0.13 \(floor: 0.09\)\s+—"), (180, r"≥ 0.13\s+NOT met")],
+    ids=["floor below the bare goal", "floor above it"],
+)
+def test_the_sqlite_round_trip_is_held_to_its_bare_goal_only_where_the_floor_reaches_it(
+    monkeypatch: pytest.MonkeyPatch, floor_rate: int, goal: str
+) -> None:
+    """Bare endpoint 3,000 req/s (1,000 round trips/s), ours 60 round trips/s, the floor 90
+    or 180: a floor at 0.09 of bare / 3 shows its share and no verdict; at 0.18 the goal
+    applies. PostgreSQL (60) has no floor: its goal always applies."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    compare_http = importlib.import_module("compare_http")
+    harness = importlib.import_module("harness")
+
+    def windows(rate: float) -> list[object]:
+        return [compare_http.Window(int(rate), harness.Usage(1.0, 0.1, None))] * 3
+
+    measured = {
+        "bare": windows(3_000),
+        "roundtrip SQLite": windows(60),
+        "roundtrip floor": windows(floor_rate),
+        "roundtrip PostgreSQL": windows(60),
+    }
+    options = argparse.Namespace(backends=["SQLite", "PostgreSQL"])
+    rows = {r.label: r for r in compare_http.roundtrip_rows(options, measured)}
+
+    def line(label: str) -> str:
+        found = rows[label]
+        return f"{found.ratio_text()}  {found.goal}  {found.verdict()}"
+
+    assert re.fullmatch(
+        rf"0.06 \(0.06–0.06\)  {goal}", line("round trip on SQLite vs bare Starlette / 3")
+    )
+    floor_ratio = f"{60 / floor_rate:.2f}"
+    assert line("round trip on SQLite vs aiosqlite floor") == (
+        f"{floor_ratio} ({floor_ratio}–{floor_ratio})  ≥ 0.8  NOT met"
+    )
+    assert (
+        line("round trip on PostgreSQL vs bare Starlette / 3")
+        == "0.06 (0.06–0.06)  ≥ 0.08  NOT met"
+    )
 
 
 def test_a_row_that_does_not_exist_is_refused_with_the_ones_that_do() -> None:

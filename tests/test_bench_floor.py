@@ -1,6 +1,7 @@
 """``bench/floor.py``, the aiosqlite floor of ``compare.py``'s floor rows: its statements must
-be the ones a real send and a real list run, so its send must write the rows a send through
-the app writes, and its list must read the inputs the tool answers. Real SQLite files."""
+be the ones a real send, list and round trip run, so its send and its round trip must write
+the rows the app writes, and its list must read the inputs the tool answers. Real SQLite
+files."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from bench import floor, user_inputs
 from ccweb_store.config import Settings
 from ccweb_store.store.db import migrate
 from ccweb_store.store.uow import Store
-from tests.http_client import app_client, call_tool
+from tests.http_client import app_client, call_tool, rpc_result
 
 SENT = "Run the tests and report back."
+OUTPUT = "All 42 tests pass."
 #: Every row a send writes or changes, ordered the same way in both databases.
 TABLES = {
     "sessions": "SELECT * FROM sessions ORDER BY id",
@@ -90,6 +92,85 @@ async def test_a_floor_send_writes_the_rows_a_send_through_the_app_writes(tmp_pa
     assert ids == [(sent["messageId"], sent["requestId"], sent["runId"])]
 
 
+async def test_a_floor_round_trip_writes_the_rows_a_round_trip_through_the_app_writes(
+    tmp_path: Path,
+) -> None:
+    """send → ``run.claim`` → ``run.complete``, as ``bench/roundtrip.py`` makes them: the
+    output on the target, the reply returned to the source, the source's auto-run queued."""
+    store = await prepared(tmp_path / "app.db")
+    try:
+        async with app_client(store) as client:
+            arguments = {
+                "targetConversationId": "target",
+                "content": SENT,
+                "replyMode": "return_and_continue",
+            }
+            sent = await call_tool(
+                client, "ccweb_send_message", arguments, query="?sourceSessionId=sender"
+            )
+            assert not sent.get("isError"), sent
+            claimed = await rpc_result(
+                client, "run.claim", {"workerId": "w0", "kinds": ["cross_conversation"]}
+            )
+            completed = await rpc_result(
+                client,
+                "run.complete",
+                {
+                    "runId": claimed["run"]["id"],
+                    "workerId": "w0",
+                    "status": "completed",
+                    "output": OUTPUT,
+                },
+            )
+            assert [reply["status"] for reply in completed["replies"]] == ["returned"]
+    finally:
+        await store.dispose()
+    await (await prepared(tmp_path / "floor.db")).dispose()
+    opened = await floor.Floor.open(str(tmp_path / "floor.db"))
+    try:
+        await opened.send("sender", "target", SENT)
+        run = await opened.claim("w0", "cross_conversation")
+        assert run is not None
+        assert await opened.claim("w1", "cross_conversation") is None
+        done = await opened.complete(run["id"], "w0", OUTPUT)
+    finally:
+        await opened.close()
+
+    assert [reply["status"] for reply in done["replies"]] == ["returned"]
+    written = rows(tmp_path / "floor.db")
+    assert written == rows(tmp_path / "app.db")
+    assert [(row[2], row[3]) for row in written["runs"]] == [
+        ("cross_conversation", "completed"),
+        ("reply_auto_run", "queued"),
+    ]
+    assert [(row[1], row[3]) for row in written["messages"]] == [
+        ("sender", "assistant"),
+        ("target", "user"),
+        ("target", "assistant"),
+    ]
+
+
+async def test_a_floor_completion_of_a_run_held_by_another_worker_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    await (await prepared(tmp_path / "floor.db")).dispose()
+    opened = await floor.Floor.open(str(tmp_path / "floor.db"))
+    try:
+        await opened.send("sender", "target", SENT)
+        run = await opened.claim("w0", "cross_conversation")
+        assert run is not None
+        before = rows(tmp_path / "floor.db")
+        try:
+            await opened.complete(run["id"], "w1", OUTPUT)
+        except floor.NotCovered as error:
+            assert "not held by 'w1'" in str(error)
+        else:
+            raise AssertionError("a run held by another worker was completed")
+    finally:
+        await opened.close()
+    assert rows(tmp_path / "floor.db") == before
+
+
 async def test_a_floor_send_to_a_busy_target_writes_nothing(tmp_path: Path) -> None:
     await (await prepared(tmp_path / "floor.db")).dispose()
     opened = await floor.Floor.open(str(tmp_path / "floor.db"))
@@ -98,7 +179,7 @@ async def test_a_floor_send_to_a_busy_target_writes_nothing(tmp_path: Path) -> N
         before = rows(tmp_path / "floor.db")
         try:
             await opened.send("sender", "target", SENT)
-        except LookupError as error:
+        except floor.TargetBusy as error:
             assert "busy" in str(error)
         else:
             raise AssertionError("a send to a busy target went through")
