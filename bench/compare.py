@@ -29,9 +29,9 @@ same client (``harness.Client``) at the same concurrency. ``roundtrip`` and ``la
 on SQLite and, when ``CCWEB_BENCH_POSTGRES_URL`` names a PostgreSQL server (a scratch
 database is made and dropped there), on PostgreSQL; the other rows are SQLite's, the
 embedded default. The floor rows tell what the SQLite driver's thread hand-off costs by
-itself: where the floor stays below a bare-endpoint goal (send, list, SQLite's round trip),
-that goal is out of reach for the driver alone, the bare row shows the floor's share instead
-of a verdict, and the floor's goal applies.
+itself: where 0.8 of the floor (its goal) stays below a bare-endpoint goal (send, list,
+SQLite's round trip), that goal is out of reach through the driver, the bare row shows the
+floor's share instead of a verdict, and the floor's goal applies.
 About three minutes at the defaults; ``--quick`` checks that everything
 runs in seconds (its figures mean nothing).
 

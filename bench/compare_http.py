@@ -274,11 +274,12 @@ def rate_text(windows: list[Window], unit: str, scale: float = 1) -> str:
 
 
 def within_reach(row: Row, goal: float, floor_share: float) -> Row:
-    """The goal against the bare endpoint, when the aiosqlite floor itself reaches it
-    (``floor_share``: the floor's ratio to the same peer). Where the same statements straight
-    on aiosqlite stay below it, aiosqlite's hand-off alone puts it out of reach: the row shows
-    the floor's share and no verdict, and the floor row's goal applies instead."""
-    if floor_share >= goal:
+    """The goal against the bare endpoint, when meeting the floor's goal reaches it
+    (``floor_share``: the aiosqlite floor's ratio to the same peer). Where ``FLOOR_GOAL`` of
+    the floor stays below it, the same statements straight on aiosqlite leave no room for
+    what the service must do besides: aiosqlite's hand-off puts the goal out of reach, the row
+    shows the floor's share and no verdict, and the floor row's goal applies instead."""
+    if floor_share * FLOOR_GOAL >= goal:
         return at_least(row, goal)
     row.goal = f"≥ {goal:g} (floor: {floor_share:.2f})"
     row.met = None

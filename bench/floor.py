@@ -1,5 +1,6 @@
 """The aiosqlite floor: the SQL of one send, one list and one round trip run straight on
-aiosqlite by a bare Starlette app, with nothing of ccweb-store between request and statements.
+aiosqlite by a bare Starlette app, with nothing of ccweb-store between request and statements
+but the text of the JSON values written (``dumps_json``), so that both write the same rows.
 
 ``compare.py``'s floor rows measure ccweb-store's send, list and SQLite round trip against
 this app, served in a process of its own under uvicorn with the same settings as the other
@@ -47,7 +48,6 @@ fresh per request.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import secrets
 import time
@@ -68,6 +68,7 @@ from ccweb_store.domain.prompts import (
     source_auto_run_prompt,
     target_prompt,
 )
+from ccweb_store.store.sqlite.driver import dumps_json
 
 DATABASE_ENV = "CCWEB_FLOOR_DATABASE"
 BUSY_TIMEOUT_MS = 30_000
@@ -255,7 +256,7 @@ class Floor:
                 "expectsReply": True,
                 "replyRequestId": request_id,
             }
-            metadata = json.dumps({"crossConversation": cross})
+            metadata = dumps_json({"crossConversation": cross})
             prompt = target_prompt(
                 source_id=source,
                 source_title=source_title,
@@ -314,7 +315,7 @@ class Floor:
         if len(list(await db.execute_fetchall(LOCK_SESSIONS, sorted((source, target))))) != 2:
             raise NotCovered(f"the source {source!r} no longer exists")
         await db.execute(TOUCH, (now, target))
-        metadata = json.dumps({"runId": run_id})
+        metadata = dumps_json({"runId": run_id})
         appended = await db.execute_fetchall(
             APPEND_READ, (new_id("msg"), target, target, "assistant", output, now, metadata)
         )
@@ -330,7 +331,7 @@ class Floor:
             raise NotCovered(f"the request {request_id!r} moved meanwhile")
         await db.execute(TOUCH, (now, source))
         auto_run = bool(request["source_auto_run"])
-        reply_metadata = json.dumps(
+        reply_metadata = dumps_json(
             {"ccwebDisplayOnly": True, "replyToRequestId": request_id, "processed": True}
             | {"autoRun": auto_run, "deliveredByRunId": run_id}
         )

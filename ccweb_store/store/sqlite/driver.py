@@ -48,13 +48,14 @@ _ONE_ROW_VALUES = re.compile(r" VALUES (\(\?(?:, \?)*\))$")
 
 def dumps_json(value: Any) -> str:
     """The text of a JSON column's value on SQLite: orjson's (compact, UTF-8), or
-    ``json.dumps``'s for what orjson refuses (an integer beyond 64 bits, a key that is not a
-    string, text that is not valid Unicode). Either reads back as the same value. A number
-    that is not finite, which the JSON rule keeps out of the store, would be written as null."""
+    ``json.dumps``'s where orjson would refuse it or write it otherwise (an integer beyond 64
+    bits, a key that is not a string, text that is not valid Unicode; a number that is not
+    finite, which orjson writes as ``null``). Either reads back as the same value."""
     try:
-        return orjson.dumps(value).decode()
+        text = orjson.dumps(value)
     except (orjson.JSONEncodeError, TypeError):
         return json.dumps(value)
+    return json.dumps(value) if b"null" in text else text.decode()
 
 
 def create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> AsyncEngine:
