@@ -52,10 +52,33 @@ def test_the_domain_imports_neither_the_store_nor_any_io_library() -> None:
     assert outward == []
 
 
-def test_no_module_of_the_domain_store_or_services_imports_a_private_name() -> None:
+#: Each layer and those it may import (besides ``config``, the settings every layer reads).
+MAY_IMPORT = {
+    "domain": {"domain"},
+    "store": {"store", "domain"},
+    "services": {"services", "store", "domain"},
+    "protocol": {"protocol", "services", "store", "domain"},
+    "http": {"http", "protocol", "services", "store", "domain"},
+    "importer": {"importer", "services", "store", "domain"},
+    "worker": {"worker", "domain"},
+}
+
+
+def test_every_layer_imports_only_the_layers_below_it() -> None:
+    upward = [
+        (module, imported)
+        for layer, allowed in MAY_IMPORT.items()
+        for module, imported, _ in imports_of(layer)
+        if layer_of(imported) not in (None, "config", "__version__", *allowed)
+        and imported != "ccweb_store"
+    ]
+    assert upward == []
+
+
+def test_no_module_of_ours_imports_a_private_name_of_another() -> None:
     private = [
         (module, imported, name)
-        for layer in ("domain", "store", "services")
+        for layer in (*MAY_IMPORT, "cli")
         for module, imported, names in imports_of(layer)
         if imported.startswith("ccweb_store")
         for name in names
