@@ -36,7 +36,7 @@ from ccweb_store.store.models import Session
 from ccweb_store.store.uow import Store
 
 SENDER = "sender"
-SENT = "Run the tests and report back."
+SENT = roundtrip.SENT
 #: The conversation ``ccweb_list_user_inputs`` reads in the ``list`` row.
 LISTED_SIZE = 1_000
 #: The trivial call's conversation: one short user message.
@@ -134,16 +134,7 @@ def sends(targets: Iterator[str]) -> Callable[[Client], Any]:
         target = next(targets, None)
         if target is None:
             return False
-        arguments = {
-            "targetConversationId": target,
-            "content": SENT,
-            "replyMode": "return_and_continue",
-        }
-        result = await client.call(
-            f"/mcp?sourceSessionId={SENDER}",
-            "tools/call",
-            {"name": "ccweb_send_message", "arguments": arguments},
-        )
+        result = await roundtrip.send_call(client, SENDER, target)
         if result.get("isError"):
             raise RuntimeError(f"send failed: {result['structuredContent']}")
         return True

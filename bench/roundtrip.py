@@ -66,6 +66,24 @@ class Result:
 
 TARGETS_PER_CLIENT = 4
 SENT = "Run the tests and report back."
+
+
+async def send_call(client: Client, source: str, target: str) -> dict[str, Any]:
+    """``tools/call`` of ``ccweb_send_message`` (``return_and_continue``) from ``source`` to
+    ``target``: the tool's result."""
+    arguments = {
+        "targetConversationId": target,
+        "content": SENT,
+        "replyMode": "return_and_continue",
+    }
+    result: dict[str, Any] = await client.call(
+        f"/mcp?sourceSessionId={source}",
+        "tools/call",
+        {"name": "ccweb_send_message", "arguments": arguments},
+    )
+    return result
+
+
 OUTPUT = "All 42 tests pass."
 
 
@@ -77,16 +95,7 @@ class Service:
 
     async def send(self, rpc: Client, source: str, target: str) -> bool:
         """Whether the send went through (False: ``target_busy``)."""
-        arguments = {
-            "targetConversationId": target,
-            "content": SENT,
-            "replyMode": "return_and_continue",
-        }
-        call = await rpc.call(
-            f"/mcp?sourceSessionId={source}",
-            "tools/call",
-            {"name": "ccweb_send_message", "arguments": arguments},
-        )
+        call = await send_call(rpc, source, target)
         if call.get("isError"):
             if call["structuredContent"]["error"]["code"] != "target_busy":
                 raise RuntimeError(f"send failed: {call['structuredContent']}")

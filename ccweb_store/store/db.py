@@ -1,6 +1,6 @@
 """Engines and migrations: the engine for a database URL (SQLite through aiosqlite,
-PostgreSQL through asyncpg, each set up by its driver module), whether an error is the
-database failing rather than the request, and Alembic upgrades to head."""
+PostgreSQL through asyncpg, each set up by its driver module) and Alembic upgrades to head.
+Whether an error is the database failing is ``failures``'."""
 
 from __future__ import annotations
 

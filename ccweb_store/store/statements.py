@@ -225,7 +225,7 @@ class Rows:
         if not self.keys:
             return self
         row_type = namedtuple("Row", self.keys, rename=True)  # type: ignore[misc]
-        return Rows([row_type._make(row) for row in self._rows], self.rowcount, self.keys)
+        return Rows([row_type(*row) for row in self._rows], self.rowcount, self.keys)
 
     def mappings(self) -> Rows:
         """The rows as dicts by column name."""

@@ -12,7 +12,7 @@ A pooled connection is pinged before use only after sitting idle (``PING_AFTER_I
 the server closed since (asyncpg saw its socket end) is replaced without a round trip. A
 connection that dies unnoticed within that second fails the statement that finds out: a unit
 of work's first statement then runs again once on a fresh connection, when nothing of it can
-have been written (``PostgresTransaction._first_or_run``).
+have been written (``PostgresTransaction._first``).
 """
 
 from __future__ import annotations
@@ -241,24 +241,27 @@ class PostgresTransaction(Transaction):
     async def fetch(
         self, sql: str, values: Sequence[Any], returns_rows: bool | None
     ) -> tuple[list[Any], int]:
-        reads = sql.lstrip().upper().startswith("SELECT")
-        return await self._first_or_run(lambda: self._run(sql, values, returns_rows), reads)
+        if self._first_done:
+            return await self._run(sql, values, returns_rows)
+        return await self._first(lambda: self._run(sql, values, returns_rows), sql)
 
     async def fetch_many(self, sql: str, values: list[Sequence[Any]]) -> None:
-        await self._first_or_run(lambda: self._run_many(sql, values), False)
+        if self._first_done:
+            await self._run_many(sql, values)
+        else:
+            await self._first(lambda: self._run_many(sql, values), sql)
 
-    async def _first_or_run(self, run: Callable[[], Awaitable[_T]], reads: bool) -> _T:
+    async def _first(self, run: Callable[[], Awaitable[_T]], sql: str) -> _T:
         """Run the statement; the unit of work's first one runs once more on a fresh
         connection if its connection turns out to be dead, when nothing of it can have been
         written: the statement never left, or ran in the unit of work's transaction (lost with
         the connection), or only reads. A write of an autocommit unit of work may have
         committed before the connection died, so its error reaches the caller."""
-        if self._first_done:
-            return await run()
         self._first_done = True
         try:
             return await run()
         except exc.DBAPIError as error:
+            reads = sql.lstrip().upper().startswith("SELECT")
             if not error.connection_invalidated or not (
                 unsent_on_dead_connection(error) or self.atomic or reads
             ):
