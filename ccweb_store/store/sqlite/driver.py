@@ -184,11 +184,10 @@ class SQLiteDatabase:
         #: Whether the path still names the file the store opened: checked before every
         #: COMMIT, and at most once a second before reads.
         self.file_watch = file_watch(engine)
-        path = sqlite_file(engine)
-        #: Checkpoints the WAL on a thread of its own (None for an in-memory database).
-        self.checkpointer = (
-            WalCheckpointer(path, file_watch=self.file_watch) if path is not None else None
-        )
+        #: Checkpoints the WAL on a thread of its own (None for an in-memory database): the
+        #: file the watch names, as there is a watch for every file on disk.
+        watch = self.file_watch
+        self.checkpointer = WalCheckpointer(watch.path, file_watch=watch) if watch else None
 
     async def begin(self, *, write: bool) -> SQLiteTransaction:
         """A unit of work's transaction: writing (the writer's turn, ``BEGIN IMMEDIATE``) or
