@@ -300,6 +300,7 @@ RPC_PARAMS: dict[str, tuple[str, ...]] = {
     "run.list": ("sessionId", "status", "limit"),
     "run.requeue": ("runId",),
     "reply.list": ("status", "sessionId", "limit", "cursor"),
+    "events.list": ("after", "limit", "types", "conversation"),
     "reply.get": ("requestId",),
     "reply.retry": ("requestId",),
     "reply.fail": ("requestId", "reason"),

@@ -326,6 +326,7 @@ def host_params(
         "run.list": {"sessionId": source, "limit": 5},
         "run.requeue": {"runId": run},
         "reply.list": {"sessionId": source, "limit": 5, "cursor": None},
+        "events.list": {"after": 0, "limit": 5, "types": ["run.queued"], "conversation": source},
         "reply.get": {"requestId": request},
         "reply.retry": {"requestId": request},
         "reply.fail": {"requestId": request, "reason": "hostile"},

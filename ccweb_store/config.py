@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     # every second when the server's autovacuum is off, else never; 0, never.
     postgres_vacuum_seconds: float | None = Field(default=None, ge=0)
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
+    #: How long the event outbox keeps events (``GET /events``, ``events.list``).
+    event_retention_days: float = Field(default=7.0, gt=0)
+    #: Seconds between heartbeat comments on an idle ``GET /events`` stream.
+    events_heartbeat_seconds: float = Field(default=15.0, gt=0)
     log_level: str = "info"
 
     @field_validator("allowed_origins", mode="before")

@@ -20,11 +20,13 @@ class BearerAuth:
 
     The operator token opens everything (and marks the request, ``OPERATOR_SCOPE_KEY``). A
     conversation credential (``credentials.py``, in the header or in ``?credential=``) is let
-    through to ``/mcp`` only, whose endpoint checks it; it never opens ``/rpc``. A refusal is
-    a 401 whose body is a JSON-RPC error saying which token to send.
+    through to ``/mcp`` and ``/events`` only, whose endpoints check it; it never opens
+    ``/rpc``. A refusal is a 401 whose body is a JSON-RPC error saying which token to send.
     """
 
     OPEN_PATHS = frozenset({"/healthz"})
+    #: Where a conversation credential is let through (the endpoint checks it).
+    CREDENTIAL_PATHS = frozenset({"/mcp", "/events"})
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
@@ -44,13 +46,13 @@ class BearerAuth:
         conversation_credential = credentials.looks_like_token(bearer) or (
             credentials.QUERY_PARAMETER in QueryParams(scope.get("query_string", b""))
         )
-        if conversation_credential and scope["path"] == "/mcp":
+        if conversation_credential and scope["path"] in self.CREDENTIAL_PATHS:
             await self.app(scope, receive, send)
             return
         if conversation_credential:
             message = (
-                "a conversation credential opens /mcp only: the host API needs the operator "
-                "token, 'Authorization: Bearer <CCWEB_TOKEN>'"
+                "a conversation credential opens /mcp and /events only: the host API needs "
+                "the operator token, 'Authorization: Bearer <CCWEB_TOKEN>'"
             )
         elif not given:
             message = "missing bearer token: send 'Authorization: Bearer <CCWEB_TOKEN>'"

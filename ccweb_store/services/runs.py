@@ -21,12 +21,14 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.arguments import (
     bounded_int,
     optional_int,
+    optional_number,
     optional_str,
     optional_str_list,
     require_mapping,
     require_str,
 )
 from ccweb_store.domain.errors import Conflict, DatabaseFileMissing, DatabaseUnavailable
+from ccweb_store.domain.events import CLAIMABLE_AFTER
 from ccweb_store.domain.ids import (
     FINISHED_RUN_STATUSES,
     ID_MAX_LENGTH,
@@ -47,6 +49,11 @@ log = logging.getLogger(__name__)
 COMPLETION_STATUSES = ("completed", "failed")
 #: How many times ``run.claim`` claims again after losing a race (``ClaimRace``).
 CLAIM_ATTEMPTS = 5
+#: The longest a long-polling ``run.claim`` waits (``waitSeconds``).
+MAX_WAIT_SECONDS = 60
+#: A long-polling claim tries again at least this often with no event: a lease that expired
+#: makes its run claimable without one when no sweeper runs.
+RECLAIM_EVERY_S = 5.0
 #: The shortest lease a worker may ask for (``leaseSeconds``); ``_lease_expired`` relies on it.
 MIN_LEASE_SECONDS = 1
 
@@ -85,6 +92,10 @@ async def claim_run(
     """``run.claim``: lease the oldest queued run of an idle conversation, or ``{run: None}``.
 
     Expired leases are requeued (or failed) first, so a dead worker's run is claimable again.
+    ``waitSeconds`` (up to ``MAX_WAIT_SECONDS``) makes it a long poll: with nothing to claim,
+    the answer waits until a run may have become claimable (an event of ``CLAIMABLE_AFTER``
+    from any process) and claims then, or answers ``{run: None}`` at the deadline. Each run
+    goes to one claimer; the others wait on.
     """
     params = require_mapping(params, "params")
     worker_id = require_str(params, "workerId", max_length=ID_MAX_LENGTH)
@@ -92,6 +103,34 @@ async def claim_run(
     kinds = optional_str_list(params, "kinds")
     for kind in kinds or ():
         validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "kind")
+    wait = optional_number(
+        params, "waitSeconds", minimum=0, maximum=MAX_WAIT_SECONDS, unit=" seconds"
+    )
+    if not wait:
+        return await _claim_now(store, worker_id, lease, kinds, now)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while True:
+        # Subscribed before the claim: a run queued while it runs still wakes the wait.
+        async with store.feed.subscribe(_claimable, limit=1) as waiter:
+            claimed = await _claim_now(store, worker_id, lease, kinds, now)
+            left = deadline - loop.time()
+            if claimed["run"] is not None or left <= 0:
+                return claimed
+            await waiter.next_batch(min(left, RECLAIM_EVERY_S))
+
+
+def _claimable(event: dict[str, Any]) -> bool:
+    return event["type"] in CLAIMABLE_AFTER
+
+
+async def _claim_now(
+    store: Store,
+    worker_id: str,
+    lease: int,
+    kinds: list[str] | None,
+    now: datetime | None,
+) -> dict[str, Any]:
     for _ in range(CLAIM_ATTEMPTS):
         try:
             run = await _claim(store, worker_id, lease, kinds, now)
@@ -104,11 +143,9 @@ async def claim_run(
 async def _claim(
     store: Store, worker_id: str, lease: int, kinds: list[str] | None, now: datetime | None
 ) -> Run | None:
-    """One claim in a unit of work of its own; expired leases are requeued (in others) first.
-
-    The claim is one statement, and the lease probe before it only a hint, so the unit of
-    work needs no transaction around them (``autocommit``)."""
-    async with store.uow(autocommit=True) as uow:
+    """One claim in a unit of work of its own (the claim and its event commit together);
+    expired leases are requeued (in others) first."""
+    async with store.uow() as uow:
         # A probe inside the claim's own transaction instead of a separate pass: expired
         # leases are rare.
         if not await _lease_expired(store, uow, now):
@@ -116,7 +153,7 @@ async def _claim(
             await uow.commit()
             return run
     await requeue_expired(store, now=now)
-    async with store.uow(autocommit=True) as uow:
+    async with store.uow() as uow:
         run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
         await uow.commit()
         return run

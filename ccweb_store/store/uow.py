@@ -16,19 +16,23 @@ runs raises ``errors.DatabaseFileMissing`` (``store.sqlite.file_watch``).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ccweb_store.config import Settings
 from ccweb_store.store.db import create_engine, current_revision
+from ccweb_store.store.event_feed import EventFeed
 from ccweb_store.store.failures import database_failure
 from ccweb_store.store.postgres.driver import PostgresDatabase
 from ccweb_store.store.repositories import (
     CredentialRepository,
+    EventRepository,
     JsonColumnRepository,
     MessageRepository,
     ReplyRepository,
@@ -57,10 +61,14 @@ class UnitOfWork:
     credentials: CredentialRepository
     secrets: SecretRepository
     json_columns: JsonColumnRepository
+    events: EventRepository
 
-    def __init__(self, database: Database, *, write: bool) -> None:
+    def __init__(
+        self, database: Database, *, write: bool, on_events: Callable[[], None] | None = None
+    ) -> None:
         self._database = database
         self._write = write
+        self._on_events = on_events
         self._transaction: Transaction | None = None
 
     async def __aenter__(self) -> UnitOfWork:
@@ -78,6 +86,7 @@ class UnitOfWork:
         self.credentials = CredentialRepository(state)
         self.secrets = SecretRepository(state)
         self.json_columns = JsonColumnRepository(state)
+        self.events = EventRepository(state)
         return self
 
     async def __aexit__(
@@ -112,12 +121,16 @@ class UnitOfWork:
         transaction = self._current()
         if transaction.ended:
             raise RuntimeError("this unit of work has already ended; open a new one")
+        wrote_events = await self.events.flush()  # in the transaction, as its last write
         self._state.locked_sessions = {}  # the transaction's row locks end with it
         await transaction.commit()
+        if wrote_events and self._on_events is not None:
+            self._on_events()
 
     async def rollback(self) -> None:
         """Roll back; the unit of work ends, like leaving the block."""
         self._state.locked_sessions = {}
+        self._state.events = []
         await self._current().rollback()
 
 
@@ -150,6 +163,8 @@ class Store:
         #: Held while this process loads or makes that key: two requests of one process that
         #: both find none must not both make one.
         self.credential_key_lock = asyncio.Lock()
+        #: The event outbox as it grows, for this process's subscribers (``event_feed``).
+        self.feed = EventFeed(self._read_events_after, self._latest_event_id, self._watch)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Store:
@@ -175,11 +190,22 @@ class Store:
         Never open one inside another: on SQLite the inner one would wait for the outer one.
         """
         write = not autocommit or isinstance(self._database, SQLiteDatabase)
-        return UnitOfWork(self._database, write=write)
+        return UnitOfWork(self._database, write=write, on_events=self.feed.poke)
 
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads, each statement on its own snapshot."""
         return UnitOfWork(self._database, write=False)
+
+    async def _read_events_after(self, after: int, limit: int) -> list[dict[str, Any]]:
+        async with self.read_uow() as uow:
+            return await uow.events.after(after, limit)
+
+    async def _latest_event_id(self) -> int:
+        async with self.read_uow() as uow:
+            return await uow.events.latest_id()
+
+    def _watch(self, poke: Callable[[], None]) -> AbstractAsyncContextManager[None]:
+        return self._database.watch_commits(poke)
 
     async def vacuum_interval(self, configured: float | None) -> float:
         """Seconds between the service's own vacuum passes (``store.postgres.vacuum``): 0 for
@@ -209,6 +235,7 @@ class Store:
         """Give back the connections this store keeps and stop its checkpoint thread
         (SQLite); the engine stays open. For a store that shares another's engine;
         ``dispose`` closes both."""
+        await self.feed.close()
         await self._database.close()
 
     async def dispose(self) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import suppress
+from contextlib import AbstractAsyncContextManager, suppress
 from typing import Any, TypeVar
 
 import asyncpg
@@ -31,7 +31,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 from ccweb_store.domain import json_values
 from ccweb_store.store.failures import unsent_on_dead_connection
-from ccweb_store.store.postgres import vacuum
+from ccweb_store.store.postgres import listen, vacuum
 from ccweb_store.store.transaction import CompiledStatements, Transaction
 
 _T = TypeVar("_T")
@@ -198,6 +198,10 @@ class PostgresDatabase:
                 await connection.invalidate()
             await connection.close()
 
+    def watch_commits(self, poke: Callable[[], None]) -> AbstractAsyncContextManager[None]:
+        """Call ``poke`` when another process commits events, while the block runs."""
+        return listen.listening(self.engine, poke)
+
     async def vacuum_interval(self, configured: float | None) -> float:
         return await vacuum.vacuum_interval(self.engine, configured)
 
@@ -220,6 +224,7 @@ class PostgresTransaction(Transaction):
     json_as_text = "{}::text"
     json_from_text = "CAST({} AS jsonb)"
     json_numbers_are_numeric = True
+    orders_events = True
 
     def __init__(
         self,

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors
+from ccweb_store.domain import errors, events
 from ccweb_store.domain.errors import Conflict, NotFound
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, new_id, validate_session_id
 from ccweb_store.domain.timestamps import utcnow
@@ -171,7 +171,9 @@ class SessionRepository(Repository):
 
         if await self.get(session_id) is not None:
             raise taken()
-        return await self._insert(Session, values, taken)
+        created = await self._insert(Session, values, taken)
+        self.state.note(events.SESSION_CREATED, session_id, payload={"title": title})
+        return created
 
     async def get(self, session_id: str) -> Session | None:
         return await self._first(Session, _GET_SESSION, {"session_id": session_id})
@@ -267,3 +269,4 @@ class SessionRepository(Repository):
         """Overwrite the given columns of one session (the importer's final sync)."""
         stmt = sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
         await self._execute(stmt)
+        self.state.note(events.SESSION_UPDATED, session_id, payload={"columns": sorted(values)})

@@ -19,8 +19,9 @@ import json
 import re
 import sqlite3
 import weakref
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, suppress
+from functools import partial
 from itertools import chain
 from typing import Any
 
@@ -33,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from ccweb_store.domain import json_values
+from ccweb_store.store.sqlite import commit_watch
 from ccweb_store.store.sqlite.checkpoints import WAL_AUTOCHECKPOINT_PAGES, WalCheckpointer
 from ccweb_store.store.sqlite.file_watch import SQLiteFileWatch
 from ccweb_store.store.transaction import CompiledStatements, Transaction
@@ -237,6 +239,11 @@ class SQLiteDatabase:
             await connection.close()
         else:
             self._readers.append((connection, driver))
+
+    def watch_commits(self, poke: Callable[[], None]) -> AbstractAsyncContextManager[None]:
+        """Call ``poke`` when another process commits to the file, while the block runs."""
+        connect = None if self.single else partial(_connect, self.engine)
+        return commit_watch.watching(connect, poke)
 
     async def vacuum_interval(self, configured: float | None) -> float:
         """SQLite needs no vacuum pass of the service's (``store.postgres.vacuum``)."""
