@@ -262,11 +262,31 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency", min=1, max=64, help="Runs at once, each of another conversation"
+        ),
+    ] = 1,
+    grace: Annotated[
+        float,
+        typer.Option(
+            "--grace",
+            min=0,
+            metavar="SECONDS",
+            help="After Ctrl-C/SIGTERM, how long running commands may go on before they are "
+            "killed and their runs requeued",
+        ),
+    ] = 30.0,
     poll_interval: Annotated[
-        float, typer.Option("--poll-interval", min=0.01, help="Seconds between claims when idle")
-    ] = 1.0,
+        float | None, typer.Option("--poll-interval", hidden=True, help="No longer used")
+    ] = None,
     once: Annotated[
-        bool, typer.Option("--once", help="Work on at most one run, then exit (0 if none)")
+        bool,
+        typer.Option(
+            "--once",
+            help="Work on at most one run, then exit: 0 if none or it succeeded, 1 if it failed",
+        ),
     ] = False,
     kind: Annotated[
         list[str] | None,
@@ -280,9 +300,15 @@ def worker(
 ) -> None:
     """Claim queued runs and run an agent command for each, until Ctrl-C.
 
-    The command gets CCWEB_MCP_URL, an MCP URL bound to the run's conversation (and
-    CCWEB_CONVERSATION_ID, CCWEB_RUN_ID, CCWEB_HOP_COUNT); its stdout becomes the assistant
-    message. Ctrl-C once: finish the current run, then exit; twice: kill it and requeue it.
+    It waits for runs by long-poll, so a run starts as soon as it is queued;
+    --concurrency N runs up to N at once, each of another conversation. The
+    command gets CCWEB_MCP_URL, an MCP URL bound to the run's conversation
+    (and CCWEB_CONVERSATION_ID, CCWEB_RUN_ID, CCWEB_HOP_COUNT); its stdout
+    becomes the assistant message. Ctrl-C once: claim no more and let running
+    commands finish within --grace, then kill them and requeue their runs;
+    twice: do that now.
+
+    Example: ccweb-store worker --command 'claude -p {prompt}' --concurrency 4
     """
     import logging
     import os
@@ -294,6 +320,10 @@ def worker(
     setup_logging(log_level)
     if log_level.lower() != "debug":  # a line per HTTP call would drown the one per run
         logging.getLogger("httpx").setLevel(logging.WARNING)
+    if poll_interval is not None:
+        logging.getLogger("ccweb_store.worker").warning(
+            "--poll-interval is no longer used (the worker waits for runs by long-poll): drop it"
+        )
     seconds = duration_option(timeout, "--timeout")
     try:
         worker_config = commands.load_config(
@@ -309,7 +339,8 @@ def worker(
             token=settings.token,
             worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}",
             lease_seconds=lease_seconds,
-            poll_interval=poll_interval,
+            concurrency=concurrency,
+            grace_seconds=grace,
             once=once,
             kinds=kind,
         )
