@@ -3,7 +3,7 @@
 A commit that wrote events wakes the feed (``EventFeed.poke``, called by the unit of work);
 commits of other processes wake it through the database's own watch (``watch_commits``:
 ``LISTEN`` on PostgreSQL, ``PRAGMA data_version`` on a SQLite file), which runs only while
-someone follows. The feed then reads the events after the last one it handed out, once for
+someone follows (and ``LINGER_S`` after the last one left). The feed then reads the events after the last one it handed out, once for
 everyone, and gives each subscriber those its filter takes. A subscriber's queue is bounded:
 one that falls behind is marked ``overflowed`` and given nothing more, so a slow client never
 grows the server's memory; it resumes from the last event it took.
@@ -33,6 +33,9 @@ QUEUE_LIMIT = 2000
 #: With nothing waking it, the feed still reads this often: a wake-up lost with a dropped
 #: connection delays an event by at most this long.
 FALLBACK_READ_S = 2.0
+#: How long the feed goes on watching after its last subscriber left, without reading: the
+#: next long poll of a worker (which subscribes anew for each claim) finds it running.
+LINGER_S = 10.0
 #: How long the feed waits before reading again after the database failed a read.
 RETRY_AFTER_FAILURE_S = 1.0
 
@@ -126,13 +129,15 @@ class EventFeed:
                 self.cursor = int(await self._latest_id())
                 self._running = True
                 self._task = asyncio.create_task(self._follow(), name="ccweb-event-feed")
+            elif not self._subscribers:  # lingering: it read nothing since the last one left
+                self.cursor = int(await self._latest_id())
             self._subscribers.add(subscription)
         try:
             yield subscription
         finally:
             self._subscribers.discard(subscription)
             if not self._subscribers:
-                self._wakeup.poke()  # the feed stops when it finds nobody left
+                self._wakeup.poke()  # the feed starts counting its linger
 
     async def wait_for(self, types: Collection[str], seconds: float) -> bool:
         """Wait up to ``seconds`` for an event of one of ``types``; whether one came."""
@@ -141,20 +146,27 @@ class EventFeed:
             return bool(batch) or waiter.overflowed
 
     async def _follow(self) -> None:
+        idle_since: float | None = None
+        loop = asyncio.get_running_loop()
         try:
             async with self._watch(self.poke):
-                while self._subscribers:
+                while True:
                     seen = self._wakeup.generation
-                    try:
-                        await self._read_new()
-                    except Exception:
-                        log.warning("reading new events failed; trying again", exc_info=True)
-                        await asyncio.sleep(RETRY_AFTER_FAILURE_S)
-                        continue
-                    if not self._subscribers:
+                    if self._subscribers:
+                        idle_since = None
+                        try:
+                            await self._read_new()
+                        except Exception:
+                            log.warning("reading new events failed; trying again", exc_info=True)
+                            await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+                            continue
+                    elif idle_since is None:
+                        idle_since = loop.time()
+                    elif loop.time() - idle_since >= LINGER_S:
+                        # In the step that found nobody for that long: a new one restarts it.
+                        self._running = False
                         break
                     await self._wakeup.wait(seen, FALLBACK_READ_S)
-                self._running = False  # in the step that found nobody: a new one restarts
         except Exception:
             log.warning("the event feed stopped", exc_info=True)
         finally:
