@@ -224,6 +224,7 @@ def test_runs_list_refuses_an_unknown_status_with_exit_2(database_url: str) -> N
 
 
 def test_a_database_without_the_views_is_reported_with_a_hint(tmp_path: Path) -> None:
+    (tmp_path / "never-migrated.db").touch()
     url = f"sqlite+aiosqlite:///{tmp_path / 'never-migrated.db'}"
 
     result = ccweb_store(url, "replies", "list")

@@ -25,7 +25,7 @@ DatabaseUrl = Annotated[
     typer.Option(
         "--database-url",
         help="sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB "
-        "\\[env: CCWEB_DATABASE_URL; default: sqlite+aiosqlite:///./ccweb.db]",
+        "\\[env: CCWEB_DATABASE_URL; default: ccweb.db in CCWEB_DATA_DIR]",
         show_default=False,
     ),
 ]
@@ -52,6 +52,39 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**given)  # type: ignore[arg-type]
     except ValueError as exc:
         fail(f"invalid settings: {exc}")
+
+
+def database_settings(
+    database_url: str | None, *, create: bool = False, required: bool = True
+) -> Settings:
+    """Settings for a command that opens the database: says on stderr which one it opens,
+    and unless ``create`` (``serve``, ``migrate``, ``import-json``) refuses to go on when the
+    SQLite file is not there, rather than create an empty one where the user did not mean
+    (``required=False``: the command copes with no database without creating one)."""
+    from ccweb_store.store.db import missing_database, prepare_database_home, shown_url
+
+    settings = load_settings(database_url=database_url)
+    where = " (the data directory, CCWEB_DATA_DIR)" if settings.database_in_data_dir else ""
+    typer.echo(f"ccweb-store: database {shown_url(settings.database_url)}{where}", err=True)
+    if create:
+        prepare_database_home(settings.database_url)
+        return settings
+    missing = missing_database(settings.database_url)
+    if missing is not None and required:
+        if settings.database_in_data_dir:
+            looked = (
+                f"looked in the data directory {settings.data_dir} "
+                "(CCWEB_DATA_DIR, default the user data directory)"
+            )
+        else:
+            looked = "named by --database-url or CCWEB_DATABASE_URL"
+        fail(
+            f"no database at {missing} ({looked}). Create it with `ccweb-store migrate` "
+            "(or start the server: `ccweb-store serve`), or name an existing one with "
+            "--database-url / CCWEB_DATABASE_URL.",
+            1,
+        )
+    return settings
 
 
 def server_url(settings: Settings) -> str:
@@ -84,14 +117,14 @@ def with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]]) 
     Exit 2: bad arguments; 3: no such request, run or credential; 1: the state forbids it
     (including a conversation it needs that is gone) or the database cannot be used.
     """
-    from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
     from ccweb_store.domain import errors
     from ccweb_store.domain.errors import DomainError, InvalidInput
+    from ccweb_store.store.db import shown_url
     from ccweb_store.store.uow import Store
 
-    settings = load_settings(database_url=database_url)
+    settings = database_settings(database_url)
 
     async def run() -> T:
         store = Store.from_settings(settings)
@@ -111,7 +144,7 @@ def with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]]) 
             fail(exc.message, 3)
         fail(exc.message, 2 if isinstance(exc, InvalidInput) else 1)
     except (SQLAlchemyError, OSError) as exc:
-        shown = make_url(settings.database_url).render_as_string(hide_password=True)
+        shown = shown_url(settings.database_url)
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         fail(
             f"cannot use the database {shown}: {reason}. Check that it is reachable and "
