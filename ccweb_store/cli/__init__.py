@@ -18,7 +18,9 @@ from ccweb_store.cli.common import (
     server_url,
     setup_logging,
 )
+from ccweb_store.cli.conversations import conversations_app
 from ccweb_store.cli.credentials import conversation_url, credentials_app
+from ccweb_store.cli.doctor import doctor
 from ccweb_store.cli.repairs import repair_json
 from ccweb_store.cli.replies import replies_app
 from ccweb_store.cli.runs import runs_app
@@ -33,6 +35,8 @@ app = typer.Typer(
 app.add_typer(replies_app, name="replies")
 app.add_typer(runs_app, name="runs")
 app.add_typer(credentials_app, name="credentials")
+app.add_typer(conversations_app, name="conversations")
+app.command()(doctor)
 app.command("conversation-url")(conversation_url)
 app.command("repair-json")(repair_json)
 

@@ -111,15 +111,24 @@ def duration_option(value: str | None, flag: str) -> int | None:
         fail(f"{flag}: {exc}")
 
 
-def with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
+#: The codes of the things a command names whose absence exits 3.
+NOT_FOUND_CODES = frozenset({"request_not_found", "run_not_found", "credential_not_found"})
+
+
+def with_store(
+    database_url: str | None,
+    work: Callable[[Store], Awaitable[T]],
+    *,
+    not_found: frozenset[str] = NOT_FOUND_CODES,
+) -> T:
     """Run ``work`` on a store for ``--database-url``, turning failures into exit codes.
 
-    Exit 2: bad arguments; 3: no such request, run or credential; 1: the state forbids it
-    (including a conversation it needs that is gone) or the database cannot be used.
+    Exit 2: bad arguments; 3: no such request, run or credential (the codes in
+    ``not_found``); 1: the state forbids it (including a conversation it needs that is gone)
+    or the database cannot be used.
     """
     from sqlalchemy.exc import SQLAlchemyError
 
-    from ccweb_store.domain import errors
     from ccweb_store.domain.errors import DomainError, InvalidInput
     from ccweb_store.store.db import shown_url
     from ccweb_store.store.uow import Store
@@ -136,11 +145,7 @@ def with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]]) 
     try:
         return asyncio.run(run())
     except DomainError as exc:
-        if exc.code in (
-            errors.REQUEST_NOT_FOUND,
-            errors.RUN_NOT_FOUND,
-            errors.CREDENTIAL_NOT_FOUND,
-        ):
+        if exc.code in not_found:
             fail(exc.message, 3)
         fail(exc.message, 2 if isinstance(exc, InvalidInput) else 1)
     except (SQLAlchemyError, OSError) as exc:

@@ -19,7 +19,15 @@ from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.http.asgi import Answer, Incoming, JSONAnswer
 from ccweb_store.http.payloads import Rejected, read_payload
 from ccweb_store.protocol import jsonrpc, tools
-from ccweb_store.services import conversations, credentials, prompt_forms, replies, runs
+from ccweb_store.services import (
+    conversations,
+    credentials,
+    doctor,
+    operator,
+    prompt_forms,
+    replies,
+    runs,
+)
 from ccweb_store.store.uow import Store
 
 #: What the 405 answer to any method but ``POST`` adds.
@@ -67,6 +75,7 @@ METHODS: dict[str, RpcMethod] = {
     "session.create": conversations.create_session,
     "session.get": conversations.get_session,
     "session.list": conversations.list_sessions,
+    "session.archive": conversations.archive_session,
     "message.append": conversations.append_message,
     "message.list": conversations.list_messages,
     "run.start": runs.start_run,
@@ -85,6 +94,11 @@ METHODS: dict[str, RpcMethod] = {
     "credential.mint": credentials.mint_credential,
     "credential.list": credentials.list_credentials,
     "credential.revoke": credentials.revoke_credential,
+    "operator.conversations": operator.list_conversations,
+    "operator.conversation": operator.show_conversation,
+    "operator.pendingReplies": operator.pending_replies,
+    "operator.replyStory": operator.reply_story,
+    "operator.doctor": doctor.run_doctor,
     "tools.list": list_tools,
     "tools.dynamic": list_dynamic_tools,
     "tools.composerItems": list_composer_items,
