@@ -85,7 +85,10 @@ def test_replies_list_prints_a_readable_table(database_url: str) -> None:
     assert "4 open request(s), oldest first" in result.stdout
     lines = {line.split()[0]: line for line in result.stdout.splitlines() if "req_" in line}
     assert set(lines) == set(data.OPEN_REQUESTS)
-    assert "Alpha (alpha) → Beta (beta)" in lines[data.WAITING] and "queued, attempts 1" in lines[data.WAITING]
+    assert (
+        "Alpha (alpha) → Beta (beta)" in lines[data.WAITING]
+        and "queued, attempts 1" in lines[data.WAITING]
+    )
     assert "target run failed: boom" in lines[data.FAILED]
     assert "w-delta (lease" in lines[data.LEGACY]
 
