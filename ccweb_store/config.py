@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 from functools import cached_property
+from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, SecretStr, field_validator
+import platformdirs
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./ccweb.db"
+#: The SQLite file's name inside the data directory.
+DATABASE_FILE_NAME = "ccweb.db"
 MIN_SECRET_CHARS = 32
 #: The shortest operator token (``CCWEB_TOKEN``) any command accepts.
 MIN_TOKEN_CHARS = 16
@@ -34,7 +37,11 @@ class Settings(BaseSettings):
         env_prefix="CCWEB_", extra="ignore", hide_input_in_errors=True
     )
 
-    database_url: str = DEFAULT_DATABASE_URL
+    #: Unset: the SQLite file ``ccweb.db`` in ``data_dir``, whatever the working directory.
+    database_url: str = ""
+    #: Where the default SQLite database lives: the platform's user data directory for
+    #: ccweb-store (``platformdirs``) unless ``CCWEB_DATA_DIR`` names another.
+    data_dir: Path = Field(default_factory=lambda: default_data_dir())
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=1, le=65535)
     token: str | None = None
@@ -60,6 +67,19 @@ class Settings(BaseSettings):
     #: Seconds between heartbeat comments on an idle ``GET /events`` stream.
     events_heartbeat_seconds: float = Field(default=15.0, gt=0)
     log_level: str = "info"
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir_or_default(cls, value: object) -> object:
+        if value is None or value == "":
+            return default_data_dir()
+        return Path(str(value)).expanduser() if isinstance(value, str | Path) else value
+
+    @model_validator(mode="after")
+    def _database_in_data_dir(self) -> Settings:
+        if not self.database_url.strip():
+            self.database_url = data_dir_database_url(self.data_dir)
+        return self
 
     @field_validator("allowed_origins", mode="before")
     @classmethod
@@ -111,8 +131,23 @@ class Settings(BaseSettings):
         return database_kind(self.database_url)
 
     @property
+    def database_in_data_dir(self) -> bool:
+        """Whether the database is the default one, ``ccweb.db`` in ``data_dir``."""
+        return self.database_url == data_dir_database_url(self.data_dir)
+
+    @property
     def host_is_loopback(self) -> bool:
         return is_loopback_host(self.host)
+
+
+def default_data_dir() -> Path:
+    """The platform's user data directory for ccweb-store (e.g. ``~/.local/share/ccweb-store``)."""
+    return Path(platformdirs.user_data_dir("ccweb-store", appauthor=False))
+
+
+def data_dir_database_url(data_dir: Path) -> str:
+    """The URL of the default SQLite database in ``data_dir``."""
+    return f"sqlite+aiosqlite:///{data_dir.absolute() / DATABASE_FILE_NAME}"
 
 
 def database_kind(url: str) -> str:

@@ -17,7 +17,7 @@ from ccweb_store.cli import app
                 "[env: CCWEB_HOST; default: 127.0.0.1]",
                 "[env: CCWEB_PORT; default: 8787]",
                 "[env: CCWEB_TOKEN]",
-                "[env: CCWEB_DATABASE_URL; default: sqlite+aiosqlite:///./ccweb.db]",
+                "[env: CCWEB_DATABASE_URL; default: ccweb.db in CCWEB_DATA_DIR]",
             ],
         ),
         (["mcp-stdio"], ["[env: CCWEB_TOKEN]"]),

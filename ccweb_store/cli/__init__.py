@@ -11,13 +11,16 @@ import typer
 
 from ccweb_store.cli.common import (
     DatabaseUrl,
+    database_settings,
     duration_option,
     fail,
     load_settings,
     server_url,
     setup_logging,
 )
+from ccweb_store.cli.conversations import conversations_app
 from ccweb_store.cli.credentials import conversation_url, credentials_app
+from ccweb_store.cli.doctor import doctor
 from ccweb_store.cli.repairs import repair_json
 from ccweb_store.cli.replies import replies_app
 from ccweb_store.cli.runs import runs_app
@@ -32,6 +35,8 @@ app = typer.Typer(
 app.add_typer(replies_app, name="replies")
 app.add_typer(runs_app, name="runs")
 app.add_typer(credentials_app, name="credentials")
+app.add_typer(conversations_app, name="conversations")
+app.command()(doctor)
 app.command("conversation-url")(conversation_url)
 app.command("repair-json")(repair_json)
 
@@ -65,6 +70,7 @@ def serve(
     settings = load_settings(
         host=host, port=port, database_url=database_url, token=token, log_level=log_level
     )
+    database_settings(settings.database_url, create=True)
     setup_logging(settings.log_level)
     if not settings.host_is_loopback and not settings.token:
         fail(
@@ -103,7 +109,7 @@ def migrate(
     """Upgrade (or downgrade) the database schema."""
     from ccweb_store.store import db
 
-    settings = load_settings(database_url=database_url)
+    settings = database_settings(database_url, create=True)
     setup_logging("warning")
 
     async def run() -> str | None:
@@ -158,7 +164,7 @@ def import_json(
             f"{directory} does not look like a cc-web state directory: "
             "expected sessions/*.json or config/cross-conversation-replies.json in it"
         )
-    settings = load_settings(database_url=database_url)
+    settings = database_settings(database_url, create=not dry_run, required=not dry_run)
     setup_logging("warning")
     summary = asyncio.run(run_import(settings, directory, dry_run=dry_run, as_json=as_json))
     raise typer.Exit(0 if summary.ok else 1)
@@ -210,7 +216,8 @@ def mcp_stdio(
         settings = load_settings(token=token)
         asyncio.run(stdio.serve_bridge(url, settings.token, source, credential=credential))
     else:
-        settings = load_settings(database_url=database_url)
+        # A server on stdio: like serve, it creates and migrates its database.
+        settings = database_settings(database_url, create=True)
         asyncio.run(stdio.serve_database(settings, source))
 
 

@@ -55,9 +55,18 @@ class BearerAuth:
                 "the operator token, 'Authorization: Bearer <CCWEB_TOKEN>'"
             )
         elif not given:
-            message = "missing bearer token: send 'Authorization: Bearer <CCWEB_TOKEN>'"
+            message = (
+                "missing bearer token: an agent connects with its conversation's credential "
+                "URL (/mcp?credential=…, from `ccweb-store conversation-url ID`; see "
+                "docs/credentials.md); the host and the operator send "
+                "'Authorization: Bearer <CCWEB_TOKEN>'"
+            )
         else:
-            message = "invalid bearer token: check the token configured as CCWEB_TOKEN"
+            message = (
+                "invalid bearer token: an agent uses its conversation's credential URL "
+                "(`ccweb-store conversation-url ID`; docs/credentials.md); the host and the "
+                "operator use the token configured as CCWEB_TOKEN"
+            )
         response = http_error(
             401, jsonrpc.UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"}
         )

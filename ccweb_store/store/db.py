@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import database_kind, normalize_database_url
 from ccweb_store.store.postgres.driver import create_postgres_engine
-from ccweb_store.store.sqlite.driver import create_sqlite_engine
+from ccweb_store.store.sqlite.driver import create_sqlite_engine, sqlite_url_file
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ALEMBIC_INI = PROJECT_ROOT / "alembic.ini"
@@ -25,6 +25,35 @@ def create_engine(url: str, *, busy_timeout_ms: int = 30_000, **kwargs: Any) -> 
     if database_kind(url) == "sqlite":
         return create_sqlite_engine(url, busy_timeout_ms, **kwargs)
     return create_postgres_engine(url, **kwargs)
+
+
+def database_file(url: str) -> Path | None:
+    """The file a SQLite URL names, which connecting creates when it is absent; None for
+    PostgreSQL (whose databases are created by their server), in-memory SQLite and
+    ``file:`` URIs."""
+    url = normalize_database_url(url)
+    return sqlite_url_file(url) if database_kind(url) == "sqlite" else None
+
+
+def missing_database(url: str) -> Path | None:
+    """The SQLite file ``url`` names when it does not exist yet, else None: a command that
+    only uses a database checks this first, so that it never creates an empty one."""
+    path = database_file(url)
+    return path if path is not None and not path.exists() else None
+
+
+def prepare_database_home(url: str) -> None:
+    """Make the directory a SQLite file will be created in (``serve``, ``migrate``)."""
+    path = database_file(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed: its password masked."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def alembic_config(url: str | None = None) -> Any:

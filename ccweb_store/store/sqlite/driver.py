@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
 from functools import partial
 from itertools import chain
+from pathlib import Path
 from typing import Any
 
 import aiosqlite
@@ -130,6 +131,16 @@ def sqlite_file(engine: AsyncEngine) -> str | None:
         return None
     path: str = args[0]
     return path
+
+
+def sqlite_url_file(url: str) -> Path | None:
+    """The file a ``sqlite`` URL names, resolved against the working directory; None for an
+    in-memory database or a ``file:`` URI."""
+    parsed = make_url(url)
+    database = parsed.database
+    if not database or database == ":memory:" or parsed.query.get("uri"):
+        return None
+    return Path(database).absolute()
 
 
 def file_watch(engine: AsyncEngine) -> SQLiteFileWatch | None:
