@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import multiprocessing
@@ -34,6 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +43,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import ROOT, ServerProcess, machine, percentile  # noqa: E402
-from bench.scratch_databases import create_database, drop_database  # noqa: E402
+from bench.harness import ROOT, ServerProcess, machine, percentile
+from bench.scratch_databases import create_database, drop_database
 
-MARK = "printf '%s %s\\n' \"$CCWEB_RUN_ID\" \"$CCWEB_CONVERSATION_ID\" > {fifo}; printf done"
+MARK = 'printf \'%s %s\\n\' "$CCWEB_RUN_ID" "$CCWEB_CONVERSATION_ID" > {fifo}; printf done'
 _ids = itertools.count(1)
 
 
@@ -87,9 +89,7 @@ class Marks:
             for line in lines:
                 stamp = time.monotonic()
                 run_id, _, conversation = line.strip().partition(" ")
-                self.loop.call_soon_threadsafe(
-                    self.queue.put_nowait, (stamp, run_id, conversation)
-                )
+                self.loop.call_soon_threadsafe(self.queue.put_nowait, (stamp, run_id, conversation))
 
     async def wait_for(self, accept: Callable[[str, str], bool]) -> float:
         while True:
@@ -104,10 +104,8 @@ async def polling_worker(url: str, command: str, stop: asyncio.Event) -> None:
         while not stop.is_set():
             claimed = (await call(client, "run.claim", {"workerId": "poller"}))["run"]
             if claimed is None:
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 1.0)
-                except TimeoutError:
-                    pass
                 continue
             env = {
                 **os.environ,
@@ -142,9 +140,7 @@ def start_worker(url: str, command: str) -> Any:
     )  # fmt: skip
 
 
-async def handoffs(
-    client: httpx.AsyncClient, marks: Marks, count: int, prefix: str
-) -> list[float]:
+async def handoffs(client: httpx.AsyncClient, marks: Marks, count: int, prefix: str) -> list[float]:
     """Seconds from each ``one_way`` send's answer to its command's start."""
     targets = [f"{prefix}-t{i}" for i in range(min(count, 50))]
     await call(client, "session.create", {"id": f"{prefix}-src"})
@@ -154,11 +150,18 @@ async def handoffs(
     for index in range(count):
         sent = await send(client, f"{prefix}-src", targets[index % len(targets)], "one_way")
         answered = time.monotonic()
-        run_id = sent["runId"]
-        started = await marks.wait_for(lambda run, _conversation: run == run_id)
+        started = await marks.wait_for(partial(_is_run, sent["runId"]))
         latencies.append(started - answered)
         await wait_idle(client, targets[(index + 1) % len(targets)])
     return latencies
+
+
+def _is_run(run_id: str, run: str, _conversation: str) -> bool:
+    return run == run_id
+
+
+def _in_conversation(source: str, _run: str, conversation: str) -> bool:
+    return conversation == source
 
 
 async def hops(client: httpx.AsyncClient, marks: Marks, count: int, prefix: str) -> list[float]:
@@ -172,7 +175,7 @@ async def hops(client: httpx.AsyncClient, marks: Marks, count: int, prefix: str)
         source, target = pairs[index % len(pairs)]
         await send(client, source, target, "return_and_continue")
         answered = time.monotonic()
-        started = await marks.wait_for(lambda _run, conversation: conversation == source)
+        started = await marks.wait_for(partial(_in_conversation, source))
         latencies.append(started - answered)
         next_source, next_target = pairs[(index + 1) % len(pairs)]
         await wait_idle(client, next_source)
@@ -234,8 +237,7 @@ def _subscribers(url: str, count: int, ready: Any, stop: Any) -> None:
             tasks = [asyncio.create_task(one()) for _ in range(count)]
             await asyncio.sleep(1.0)
             ready.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.1)
+            await asyncio.to_thread(stop.wait)
             for task in tasks:
                 task.cancel()
 

@@ -3,10 +3,11 @@
 A commit that wrote events wakes the feed (``EventFeed.poke``, called by the unit of work);
 commits of other processes wake it through the database's own watch (``watch_commits``:
 ``LISTEN`` on PostgreSQL, ``PRAGMA data_version`` on a SQLite file), which runs only while
-someone follows (and ``LINGER_S`` after the last one left). The feed then reads the events after the last one it handed out, once for
-everyone, and gives each subscriber those its filter takes. A subscriber's queue is bounded:
-one that falls behind is marked ``overflowed`` and given nothing more, so a slow client never
-grows the server's memory; it resumes from the last event it took.
+someone follows (and ``LINGER_S`` after the last one left). The feed then reads the events
+after the last one it handed out, once for everyone, and gives each subscriber those its
+filter takes. A subscriber's queue is bounded: one that falls behind is marked
+``overflowed`` and given nothing more, so a slow client never grows the server's memory; it
+resumes from the last event it took.
 
 Ids only grow in commit order (``repositories.events``), so "after id N" never misses or
 repeats an event, whatever the feed was doing when a subscriber joined: it registers first,
