@@ -382,27 +382,36 @@ class Worker:
         if job.cut_off is not None:
             await self._requeue(job)
             return None
-        session = await self.client.call("session.get", {"id": job.conversation})
+        # The conversation and the credential at once: the command starts one round trip sooner.
+        session, minted = await asyncio.gather(
+            self.client.call("session.get", {"id": job.conversation}),
+            self.client.call(
+                "credential.mint",
+                {
+                    "sessionId": job.conversation,
+                    "hopCount": run["hopCount"],
+                    "expiresInSeconds": int(
+                        self.config.longest_timeout + self.lease_seconds + KILL_GRACE_SECONDS
+                    ),
+                    "label": f"worker {self.worker_id}, run {job.id}",
+                },
+            ),
+        )
         try:
             spec = self.config.command_for(job.conversation, session.get("agent"))
         except ConfigError as exc:
+            await self._revoke(minted)
             return Outcome("failed", error=str(exc))
-        minted = await self.client.call(
-            "credential.mint",
-            {
-                "sessionId": job.conversation,
-                "hopCount": run["hopCount"],
-                "expiresInSeconds": int(spec.timeout + self.lease_seconds + KILL_GRACE_SECONDS),
-                "label": f"worker {self.worker_id}, run {job.id}",
-            },
-        )
         try:
             return await self._run_command(job, spec, session.get("cwd"), minted["token"], lease)
         finally:
-            with contextlib.suppress(httpx.TransportError, HostError):
-                await self.client.call(
-                    "credential.revoke", {"credentialId": minted["credential"]["id"]}
-                )
+            await self._revoke(minted)
+
+    async def _revoke(self, minted: dict[str, Any]) -> None:
+        with contextlib.suppress(httpx.TransportError, HostError):
+            await self.client.call(
+                "credential.revoke", {"credentialId": minted["credential"]["id"]}
+            )
 
     async def _run_command(
         self, job: Job, spec: CommandSpec, cwd: str | None, token: str, lease: asyncio.Task[str]
