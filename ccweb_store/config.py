@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from functools import cached_property
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     postgres_vacuum_seconds: float | None = Field(default=None, ge=0)
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
     log_level: str = "info"
+    #: ``text`` (one line per record) or ``json`` (one JSON object per line), for ``serve``.
+    log_format: Literal["text", "json"] = "text"
+    #: Log one line per request (``serve --access-log``).
+    access_log: bool = False
+    #: Serve ``GET /metrics`` without the operator token; only allowed on a loopback bind.
+    metrics_public: bool = False
 
     @field_validator("allowed_origins", mode="before")
     @classmethod

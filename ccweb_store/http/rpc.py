@@ -17,6 +17,7 @@ from ccweb_store.domain.arguments import optional_int, optional_str, reject_nul
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.http.asgi import Answer, Incoming, JSONAnswer
+from ccweb_store.http.metrics import note_call
 from ccweb_store.http.payloads import Rejected, read_payload
 from ccweb_store.protocol import jsonrpc, tools
 from ccweb_store.services import conversations, credentials, prompt_forms, replies, runs
@@ -116,6 +117,7 @@ async def answer_rpc(incoming: Incoming) -> Answer:
     except Rejected as rejected:
         return rejected.response
     answer = await jsonrpc.handle_payload(payload, dispatcher(incoming.state.store))
+    note_call(incoming.scope, payload, answer, METHODS)
     if answer is None:
         return Response(status_code=204)
     return JSONAnswer(answer)
