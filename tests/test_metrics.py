@@ -73,6 +73,8 @@ async def test_requests_are_counted_by_method_tool_and_outcome(pair: Store) -> N
         unknown_method = await rpc(client, "evil.method", {})
         assert unknown_method["error"]["code"] == -32601
         assert (await client.get("/no-such-path")).status_code == 404
+        not_json = await client.post("/mcp", content=b"x", headers={"content-type": "text/plain"})
+        assert not_json.status_code == 415
         after = await scrape(client)
 
     def grew(endpoint: str, method: str, tool: str = "", outcome: str = "ok") -> float:
@@ -87,6 +89,7 @@ async def test_requests_are_counted_by_method_tool_and_outcome(pair: Store) -> N
     assert grew("/mcp", "tools/call", "other", "error") == 1
     assert grew("/rpc", "other", "", "error") == 1
     assert grew("other", "", "", "refused") == 1
+    assert grew("/mcp", "", "", "refused") == 1  # refused before it was read
     assert grew("/metrics", "") == 1  # the first scrape
     histogram = "ccweb_request_duration_seconds_count"
     labels = {"endpoint": "/rpc", "method": "session.list", "tool": ""}

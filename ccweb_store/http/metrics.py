@@ -4,9 +4,10 @@ every request.
 ``RequestMetrics`` wraps the whole app: it times each request and counts it by endpoint,
 method, tool and outcome (``ccweb_store.metrics``). ``/mcp`` and ``/rpc`` say what they
 answered (``note_call``: the JSON-RPC method, the tool, ok / error / tool_error) in the ASGI
-scope; for any other request, or one refused before it was read, the HTTP status tells the
-outcome (refused: 4xx, failed: 5xx). Every label takes its value from a fixed set, whatever a
-client sends (``other`` for an unknown method or tool), so the series stay few.
+scope, and one they did not note was refused before it was read; for any other path the
+HTTP status tells the outcome (refused: 4xx, failed: 5xx). Every label takes its value from a
+fixed set, whatever a client sends (``other`` for an unknown method or tool), so the series
+stay few.
 
 The scrape shows the library's registry (this process's counters, or with
 ``PROMETHEUS_MULTIPROC_DIR`` set, every process's that writes to that directory) and what
@@ -45,6 +46,8 @@ CALL_KEY = "ccweb.call"
 
 #: The paths counted by name; any other is ``other``.
 ENDPOINTS = frozenset({"/mcp", "/rpc", "/healthz", "/metrics", "/events"})
+#: The endpoints that note each call they answer (``note_call``).
+NOTING_ENDPOINTS = frozenset({"/mcp", "/rpc"})
 
 #: The MCP methods counted by name (notifications as ``notifications/*``).
 MCP_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover"})
@@ -67,6 +70,16 @@ class RequestMetrics:
             await self.app(scope, receive, send)
             return
         started = perf_counter()
+        if scope["path"] in NOTING_ENDPOINTS:
+            # The busy path: the endpoint notes what it answered, so ``send`` goes unwrapped.
+            # Not noted, the request was refused before it was read (401, 406, 413, 415).
+            try:
+                await self.app(scope, receive, send)
+            except BaseException:
+                self.record(scope, 500, perf_counter() - started)
+                raise
+            self.record(scope, 200 if CALL_KEY in scope else 400, perf_counter() - started)
+            return
         status = 500
 
         async def send_noting_status(message: Message) -> None:
@@ -84,7 +97,7 @@ class RequestMetrics:
         path = scope["path"]
         endpoint = path if path in ENDPOINTS else "other"
         call = scope.get(CALL_KEY)
-        if call is None or status >= 400:
+        if call is None or status >= 500:
             outcome = "ok" if status < 400 else "refused" if status < 500 else "failed"
             method, tool = ("", "") if call is None else call[:2]
         else:
