@@ -72,6 +72,11 @@ async def test_requests_are_counted_by_method_tool_and_outcome(pair: Store) -> N
         assert "error" in unknown_tool.json()
         unknown_method = await rpc(client, "evil.method", {})
         assert unknown_method["error"]["code"] == -32601
+        for method, params in (([1], {}), ("tools/call", {"name": ["x"]})):
+            bad = await client.post(
+                "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+            )
+            assert bad.status_code in (200, 400) and "error" in bad.json()
         assert (await client.get("/no-such-path")).status_code == 404
         not_json = await client.post("/mcp", content=b"x", headers={"content-type": "text/plain"})
         assert not_json.status_code == 415
@@ -86,8 +91,9 @@ async def test_requests_are_counted_by_method_tool_and_outcome(pair: Store) -> N
     assert grew("/mcp", "tools/call", "ccweb_send_message") == 1
     assert grew("/mcp", "tools/call", "ccweb_send_message", "tool_error") == 1
     # Names nobody registered are counted under "other": a client cannot add series.
-    assert grew("/mcp", "tools/call", "other", "error") == 1
+    assert grew("/mcp", "tools/call", "other", "error") == 2  # no_such_tool, ["x"]
     assert grew("/rpc", "other", "", "error") == 1
+    assert grew("/mcp", "other", "", "error") == 1  # a method that is not a string
     assert grew("other", "", "", "refused") == 1
     assert grew("/mcp", "", "", "refused") == 1  # refused before it was read
     assert grew("/metrics", "") == 1  # the first scrape

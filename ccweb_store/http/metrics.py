@@ -126,16 +126,15 @@ def note_call(scope: Scope, payload: Any, answer: Any, known_methods: Collection
         return
     method = payload.get("method")
     tool = ""
-    if method in TOOL_CALLS:
+    if type(method) is not str:  # a malformed request (refused): any JSON value may be here
+        method = "other"
+    elif method in TOOL_CALLS:
         params = payload.get("params")
         if isinstance(params, dict):
             name = params.get("name", params.get("tool"))
-            tool = name if name in TOOL_NAMES else "other"
+            tool = name if type(name) is str and name in TOOL_NAMES else "other"
     elif method not in known_methods:
-        if isinstance(method, str) and method.startswith("notifications/"):
-            method = "notifications/*"
-        else:
-            method = "other"
+        method = "notifications/*" if method.startswith("notifications/") else "other"
     outcome = "ok"
     if type(answer) is dict:
         if "error" in answer:
