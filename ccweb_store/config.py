@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import platformdirs
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -67,6 +67,12 @@ class Settings(BaseSettings):
     #: Seconds between heartbeat comments on an idle ``GET /events`` stream.
     events_heartbeat_seconds: float = Field(default=15.0, gt=0)
     log_level: str = "info"
+    #: ``text`` (one line per record) or ``json`` (one JSON object per line), for ``serve``.
+    log_format: Literal["text", "json"] = "text"
+    #: Log one line per request (``serve --access-log``).
+    access_log: bool = False
+    #: Serve ``GET /metrics`` without the operator token; only allowed on a loopback bind.
+    metrics_public: bool = False
 
     @field_validator("data_dir", mode="before")
     @classmethod

@@ -113,7 +113,7 @@ def test_credential_commands_fail_with_clear_exit_codes(database_url: str) -> No
 
 def test_a_real_server_never_logs_the_key_or_a_token(database_url: str) -> None:
     make_conversations(database_url, "conv-a", "conv-b")
-    with serving(database_url, with_stdout=True, CCWEB_LOG_LEVEL="debug") as server:
+    with serving(database_url, CCWEB_LOG_LEVEL="debug", CCWEB_ACCESS_LOG="1") as server:
         minted = run_cli(
             "conversation-url", "conv-a", "--base-url", server.url,
             env=server_env(CCWEB_DATABASE_URL=database_url),

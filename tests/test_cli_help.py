@@ -18,6 +18,8 @@ from ccweb_store.cli import app
                 "[env: CCWEB_PORT; default: 8787]",
                 "[env: CCWEB_TOKEN]",
                 "[env: CCWEB_DATABASE_URL; default: ccweb.db in CCWEB_DATA_DIR]",
+                "[env: CCWEB_LOG_FORMAT]",
+                "[env: CCWEB_ACCESS_LOG]",
             ],
         ),
         (["mcp-stdio"], ["[env: CCWEB_TOKEN]"]),

@@ -40,9 +40,6 @@ app.command()(doctor)
 app.command("conversation-url")(conversation_url)
 app.command("repair-json")(repair_json)
 
-#: The log levels at which ``serve`` writes uvicorn's access log (a line per request).
-ACCESS_LOG_LEVELS = frozenset({"trace", "debug", "info"})
-
 
 @app.command()
 def serve(
@@ -57,45 +54,47 @@ def serve(
         str | None,
         typer.Option(help="Bearer token required on /mcp and /rpc \\[env: CCWEB_TOKEN]"),
     ] = None,
-    log_level: Annotated[str | None, typer.Option(help="debug, info, warning, error")] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(help="debug (adds the libraries' own lines), info, warning, error"),
+    ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            help="text, or json: one JSON object per line \\[env: CCWEB_LOG_FORMAT]",
+            show_default=False,
+        ),
+    ] = None,
+    access_log: Annotated[
+        bool | None,
+        typer.Option(
+            "--access-log",
+            help="Log one line per request \\[env: CCWEB_ACCESS_LOG]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Serve /mcp, /rpc and /healthz, migrating the database to head first."""
-    import logging
+    """Serve /mcp, /rpc, /healthz and /metrics, migrating the database to head first.
 
-    import uvicorn
+    Logs go to stderr: a startup line (version, database, address), then only warnings and
+    errors, unless --access-log adds a line per request.
 
-    from ccweb_store.http.app import create_app
-    from ccweb_store.services.credentials import RedactCredentials
+    Example: ccweb-store serve --port 8787 --access-log --log-format json
+    """
+    from ccweb_store.cli import serving
 
     settings = load_settings(
-        host=host, port=port, database_url=database_url, token=token, log_level=log_level
+        host=host,
+        port=port,
+        database_url=database_url,
+        token=token,
+        log_level=log_level,
+        log_format=log_format,
+        access_log=access_log,
     )
     database_settings(settings.database_url, create=True)
-    setup_logging(settings.log_level)
-    if not settings.host_is_loopback and not settings.token:
-        fail(
-            f"refusing to listen on non-loopback host {settings.host!r} without a token: "
-            "set CCWEB_TOKEN (or --token) so other machines must authenticate, "
-            "or bind to 127.0.0.1"
-        )
-    config = uvicorn.Config(
-        create_app(settings, freeze_gc_after_startup=True),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
-        # uvicorn formats each request's access line before its logger drops it; above info,
-        # where none would print, the lines are not made at all.
-        access_log=settings.log_level.lower() in ACCESS_LOG_LEVELS,
-        # Nothing but the access log reads the client's address or scheme, which uvicorn's
-        # proxy-headers middleware would rewrite from X-Forwarded-* on every request (behind
-        # a proxy, the access log shows the proxy's); no answer needs to name the server.
-        proxy_headers=False,
-        server_header=False,
-    )
-    # After Config, which sets up uvicorn's loggers: the access log would show the token of a
-    # request to /mcp?credential=….
-    logging.getLogger("uvicorn.access").addFilter(RedactCredentials())
-    uvicorn.Server(config).run()
+    serving.serve(settings)
 
 
 @app.command()

@@ -1,17 +1,16 @@
 """What every ``ccweb-store`` command shares: settings from flags, the common options, failing
-clearly, running work on the store, printing JSON, logging."""
+clearly, running work on the store, printing JSON."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from ccweb_store.cli.logs import setup_logging as setup_logging  # the commands import it here
 from ccweb_store.config import Settings
 from ccweb_store.domain.durations import parse_duration
 
@@ -161,12 +160,3 @@ def with_store(
 def print_json(payload: Any) -> None:
     """``payload`` as indented JSON on stdout, non-ASCII text as it is."""
     typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
-
-
-def setup_logging(level: str = "info") -> None:
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from ccweb_store import __version__
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import DatabaseFileMissing, DatabaseUnavailable
-from ccweb_store.http import events, mcp_http, rpc
+from ccweb_store.http import events, mcp_http, metrics, rpc
 from ccweb_store.http.asgi import Endpoint
 from ccweb_store.http.auth import BearerAuth
 from ccweb_store.http.origins import origin_checked
@@ -71,7 +71,7 @@ def create_app(
             app.state.store = active
             if freeze_gc_after_startup:
                 freeze_startup_objects()
-            log.info("ccweb-store %s ready on %s", __version__, active.dialect)
+            log.debug("ccweb-store %s ready on %s", __version__, active.dialect)
             vacuum_every = await active.vacuum_interval(settings.postgres_vacuum_seconds)
             async with (
                 _in_background(sweep_expired_leases, active, settings.lease_sweep_seconds),
@@ -89,8 +89,13 @@ def create_app(
         Route("/rpc", Endpoint(origin_checked(rpc.answer_rpc, allowed)), methods=["POST"]),
         Route("/events", Endpoint(events.answer_events), methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics.answer_metrics, methods=["GET"]),
     ]
-    middleware = [Middleware(BearerAuth, token=settings.token)] if settings.token else []
+    middleware = [Middleware(metrics.RequestMetrics)]
+    if settings.token:
+        middleware.append(
+            Middleware(BearerAuth, token=settings.token, open_paths=metrics.open_paths(settings))
+        )
     app = Starlette(
         routes=routes,
         middleware=middleware,
@@ -116,7 +121,7 @@ async def http_exception(request: Request, exc: Exception) -> Response:
         code = "not_found"
         message = (
             f"{target}: no such endpoint; this service answers POST /mcp, POST /rpc, "
-            "GET /events and GET /healthz"
+            "GET /events, GET /healthz and GET /metrics"
         )
     elif exc.status_code == 405:
         # Starlette lists a route's methods in set order, which changes between processes.

@@ -1,4 +1,5 @@
-"""The bearer token: with ``CCWEB_TOKEN`` set, every path but ``/healthz`` needs it."""
+"""The bearer token: with ``CCWEB_TOKEN`` set, every path but ``/healthz`` needs it (and
+``/metrics`` too, unless ``CCWEB_METRICS_PUBLIC`` opens it on a loopback bind)."""
 
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ class BearerAuth:
     #: Where a conversation credential is let through (the endpoint checks it).
     CREDENTIAL_PATHS = frozenset({"/mcp", "/events"})
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, open_paths: frozenset[str] = OPEN_PATHS) -> None:
         self.app = app
         self.expected = token.encode()
+        #: The paths that need no token (``/metrics`` too when ``CCWEB_METRICS_PUBLIC``).
+        self.open_paths = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.OPEN_PATHS:
+        if scope["type"] != "http" or scope["path"] in self.open_paths:
             await self.app(scope, receive, send)
             return
         given = Headers(scope=scope).get("authorization", "")

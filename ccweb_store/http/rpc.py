@@ -19,6 +19,7 @@ from ccweb_store.domain.arguments import optional_int, optional_str, reject_nul
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.http.asgi import Answer, Incoming, JSONAnswer
+from ccweb_store.http.metrics import note_call
 from ccweb_store.http.payloads import Rejected, read_payload
 from ccweb_store.protocol import jsonrpc, tools
 from ccweb_store.services import (
@@ -140,6 +141,7 @@ async def answer_rpc(incoming: Incoming) -> Answer:
         answer = await _unless_disconnected(incoming, handling)
     else:
         answer = await handling
+    note_call(incoming.scope, payload, answer, METHODS)
     if answer is None:
         return Response(status_code=204)
     return JSONAnswer(answer)

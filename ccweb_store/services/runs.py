@@ -38,6 +38,7 @@ from ccweb_store.domain.ids import (
     validate_session_id,
 )
 from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.metrics import LEASE_EXPIRIES
 from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
 from ccweb_store.services.schemas import message_out, reply_out, run_out
 from ccweb_store.store.models import Message, ReplyRequest, Run
@@ -400,9 +401,11 @@ async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[
                 await uow.runs.finish(run_id, "failed", worker_id=None, error=error)
                 await _after_close(uow, run, "failed", output=None, error=error)
                 failed += 1
+                LEASE_EXPIRIES.labels("failed").inc()
                 log.warning("run %s failed after %d expired leases", run_id, attempts)
             else:
                 requeued += 1
+                LEASE_EXPIRIES.labels("requeued").inc()
                 log.info("run %s requeued after an expired lease (attempt %d)", run_id, attempts)
             await uow.commit()
     return {"requeued": requeued, "failed": failed}
@@ -414,7 +417,7 @@ async def sweep_expired_leases(store: Store, interval: float) -> None:
     Runs in the server's lifespan, so a dead worker's run goes back to the queue even when
     no other worker calls ``run.claim``. A failing sweep (database down) is logged and retried.
     """
-    log.info("sweeping expired run leases every %gs", interval)
+    log.debug("sweeping expired run leases every %gs", interval)
     while True:
         await asyncio.sleep(interval)
         try:

@@ -26,6 +26,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ccweb_store.config import Settings
+from ccweb_store.domain.errors import DatabaseUnavailable
+from ccweb_store.metrics import DATABASE_ERRORS
 from ccweb_store.store.db import create_engine, current_revision
 from ccweb_store.store.event_feed import EventFeed
 from ccweb_store.store.failures import database_failure
@@ -75,7 +77,7 @@ class UnitOfWork:
         try:
             transaction = await self._database.begin(write=self._write)
         except Exception as error:
-            _raise_as_database_failure(error)
+            _raise_as_database_failure(error, "begin")
         self._transaction = transaction
         state = self._state = UnitState(transaction)
         self.sessions = SessionRepository(state)
@@ -100,10 +102,11 @@ class UnitOfWork:
         try:
             await self._current().close()
         except Exception as error:
-            _raise_as_database_failure(error)
-        if isinstance(exc, Exception):
+            _raise_as_database_failure(error, "close")
+        if isinstance(exc, Exception) and not isinstance(exc, DatabaseUnavailable):
             failure = database_failure(exc)
             if failure is not None:
+                DATABASE_ERRORS.labels("work").inc()
                 raise failure from exc
 
     def _current(self) -> Transaction:
@@ -134,12 +137,14 @@ class UnitOfWork:
         await self._current().rollback()
 
 
-def _raise_as_database_failure(error: Exception) -> NoReturn:
+def _raise_as_database_failure(error: Exception, during: str) -> NoReturn:
     """Raise ``error``, as ``DatabaseUnavailable`` when the database failed
-    (``failures.database_failure``): a client gets a retryable domain error, never the driver's."""
+    (``failures.database_failure``): a client gets a retryable domain error, never the driver's.
+    A failure is counted (``ccweb_database_errors_total``) by what was ``during``."""
     failure = database_failure(error)
     if failure is None:
         raise error
+    DATABASE_ERRORS.labels(during).inc()
     raise failure from error
 
 
@@ -229,7 +234,7 @@ class Store:
             async with self.engine.connect() as connection:
                 return await current_revision(connection)
         except Exception as error:
-            _raise_as_database_failure(error)
+            _raise_as_database_failure(error, "health")
 
     async def close(self) -> None:
         """Give back the connections this store keeps and stop its checkpoint thread
