@@ -299,7 +299,7 @@ RPC_PARAMS: dict[str, tuple[str, ...]] = {
     "run.heartbeat": ("runId", "workerId", "leaseSeconds"),
     "run.complete": ("runId", "workerId", "status", "output", "error"),
     "run.list": ("sessionId", "status", "limit"),
-    "run.requeue": ("runId",),
+    "run.requeue": ("runId", "workerId"),
     "reply.list": ("status", "sessionId", "limit", "cursor"),
     "events.list": ("after", "limit", "types", "conversation"),
     "reply.get": ("requestId",),

@@ -75,7 +75,7 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve /mcp, /rpc, /healthz and /metrics, migrating the database to head first.
+    """Serve /mcp, /rpc, /events, /healthz and /metrics, migrating the database to head first.
 
     Logs go to stderr: a startup line (version, database, address), then only warnings and
     errors, unless --access-log adds a line per request.

@@ -359,10 +359,18 @@ async def list_runs(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def requeue_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Put a running run back in the queue (its worker died); counts as an attempt."""
-    run_id = require_str(require_mapping(params, "params"), "runId")
+    """Put a running run back in the queue (its worker died); counts as an attempt.
+
+    With ``workerId`` (a worker giving back a run it cannot finish), only while that worker
+    holds the run: ``lease_lost`` when the lease moved, so it never takes a run from its new
+    holder."""
+    params = require_mapping(params, "params")
+    run_id = require_str(params, "runId")
+    worker_id = optional_str(params, "workerId", max_length=ID_MAX_LENGTH)
     async with store.uow() as uow:
         run = await uow.runs.require(run_id, for_update=True)
+        if worker_id is not None and run.status == "running" and run.worker_id != worker_id:
+            raise _lease_lost(run, worker_id)
         if not await uow.runs.requeue(run_id):
             raise Conflict(
                 f"run {run_id!r} is {run.status}, not running; only a running run can be requeued",

@@ -546,7 +546,7 @@ class Worker:
     async def _requeue(self, job: Job) -> None:
         """Put a run the worker cut off back in the queue, and say so in one line."""
         try:
-            await self.client.call("run.requeue", {"runId": job.id})
+            await self.client.call("run.requeue", {"runId": job.id, "workerId": self.worker_id})
             log.warning(
                 "run %s interrupted and put back in the queue (%s of %s: %s)",
                 job.id, job.run["kind"], job.conversation, job.cut_off,
