@@ -111,14 +111,15 @@ async def claim_run(
         return await _claim_now(store, worker_id, lease, kinds, now)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    while True:
-        # Subscribed before the claim: a run queued while it runs still wakes the wait.
-        async with store.feed.subscribe(_claimable, limit=1) as waiter:
+    # Subscribed before the first claim: a run queued while a claim runs still wakes the wait.
+    async with store.feed.subscribe(_claimable, limit=1) as waiter:
+        while True:
             claimed = await _claim_now(store, worker_id, lease, kinds, now)
             left = deadline - loop.time()
             if claimed["run"] is not None or left <= 0:
                 return claimed
             await waiter.next_batch(min(left, RECLAIM_EVERY_S))
+            waiter.rearm()
 
 
 def _claimable(event: dict[str, Any]) -> bool:

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -90,6 +90,12 @@ class Subscription:
             self.queue.append(event)
         self.wakeup.poke()
 
+    def rearm(self) -> None:
+        """Take events again after falling behind: for a subscriber that only waits for the
+        next one (a long-poll claim), which reads nothing it was given."""
+        self.queue.clear()
+        self.overflowed = False
+
     async def next_batch(self, seconds: float) -> list[Event]:
         """The events queued so far (waiting up to ``seconds`` for one)."""
         if not self.queue and not self.overflowed:
@@ -139,12 +145,6 @@ class EventFeed:
             self._subscribers.discard(subscription)
             if not self._subscribers:
                 self._wakeup.poke()  # the feed starts counting its linger
-
-    async def wait_for(self, types: Collection[str], seconds: float) -> bool:
-        """Wait up to ``seconds`` for an event of one of ``types``; whether one came."""
-        async with self.subscribe(lambda event: event["type"] in types, limit=1) as waiter:
-            batch = await waiter.next_batch(seconds)
-            return bool(batch) or waiter.overflowed
 
     async def _follow(self) -> None:
         idle_since: float | None = None
