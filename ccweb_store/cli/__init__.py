@@ -83,6 +83,7 @@ def serve(
     Example: ccweb-store serve --port 8787 --access-log --log-format json
     """
     from ccweb_store.cli import serving
+    from ccweb_store.store.db import prepare_database_home
 
     settings = load_settings(
         host=host,
@@ -93,7 +94,8 @@ def serve(
         log_format=log_format,
         access_log=access_log,
     )
-    database_settings(settings.database_url, create=True)
+    # The startup line names the database; here only its directory is made, when it is new.
+    prepare_database_home(settings.database_url)
     serving.serve(settings)
 
 
