@@ -16,8 +16,10 @@ The operator token sees every event; a conversation credential (``?credential=``
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import orjson
 from sse_starlette.event import ServerSentEvent
@@ -101,7 +103,8 @@ def _resume_point(incoming: Incoming) -> int | None:
 
 async def _stream(
     store: Store, after: int | None, chosen: EventFilter, heartbeat_s: float
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncIterator[ServerSentEvent | bytes]:
+    frames = _FRAMES.setdefault(store, OrderedDict())
     yield ServerSentEvent(comment="ccweb-store events", retry=RETRY_MS)
     try:
         async for item in follow(store, after, chosen, heartbeat_s=heartbeat_s):
@@ -118,11 +121,27 @@ async def _stream(
                     event_id=item.resume_after,
                 )
                 return
-            for event in item:
-                yield _event(event["type"], event, event_id=event["id"])
+            # One write per batch, each event encoded once for every stream that sends it.
+            yield b"".join(_frame(frames, event) for event in item)
     except EventsExpired as exc:
         body = {"code": exc.code, "message": exc.message, **(exc.data or {})}
         yield _event("error", body)
+
+
+#: The encoded frame of each recent event of a store, shared by the streams that send it.
+_FRAMES: WeakKeyDictionary[Store, OrderedDict[int, bytes]] = WeakKeyDictionary()
+FRAMES_KEPT = 4096
+
+
+def _frame(frames: OrderedDict[int, bytes], event: dict[str, Any]) -> bytes:
+    event_id = event["id"]
+    frame = frames.get(event_id)
+    if frame is None:
+        frame = _event(event["type"], event, event_id=event_id).encode()
+        frames[event_id] = frame
+        if len(frames) > FRAMES_KEPT:
+            frames.popitem(last=False)
+    return frame
 
 
 def _event(kind: str, body: dict[str, Any], *, event_id: int | None = None) -> ServerSentEvent:
