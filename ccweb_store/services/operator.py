@@ -23,7 +23,7 @@ from ccweb_store.domain.timestamps import iso
 from ccweb_store.services import debugging
 from ccweb_store.services.conversations import MAX_QUERY_CHARS
 from ccweb_store.services.debugging import ConversationActivity
-from ccweb_store.services.schemas import run_out
+from ccweb_store.services.schemas import run_out, session_fields
 from ccweb_store.store.models import Session
 from ccweb_store.store.uow import Store
 
@@ -38,14 +38,7 @@ def conversation_out(row: Session, activity: ConversationActivity | None) -> dic
     messages and the open requests it made (``openAsSource``) and must answer
     (``openAsTarget``), by status."""
     active_run = activity.to_json()["activeRun"] if activity is not None else None
-    return {
-        "id": row.id,
-        "title": row.title,
-        "agent": row.agent,
-        "cwd": row.cwd,
-        "createdAt": iso(row.created_at),
-        "updatedAt": iso(row.updated_at),
-        "archived": row.archived_at is not None,
+    return session_fields(row) | {
         "archivedAt": iso(row.archived_at),
         "running": active_run is not None and active_run["status"] == "running",
         "activeRun": active_run,

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ccweb_store.store.background import running
 
 log = logging.getLogger("ccweb_store")
 
@@ -26,16 +28,9 @@ CHANNEL = "ccweb_events"
 RECONNECT_AFTER_S = 1.0
 
 
-@asynccontextmanager
-async def listening(engine: AsyncEngine, poke: Callable[[], None]) -> AsyncIterator[None]:
+def listening(engine: AsyncEngine, poke: Callable[[], None]) -> AbstractAsyncContextManager[None]:
     """Call ``poke`` at every notice on ``CHANNEL`` while the block runs."""
-    task = asyncio.create_task(_listen(engine, poke), name="ccweb-pg-listen")
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    return running(_listen(engine, poke), "ccweb-pg-listen")
 
 
 def _set(event: asyncio.Event, *_args: Any) -> None:

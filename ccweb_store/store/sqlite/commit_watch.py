@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from ccweb_store.store.background import running
+
 log = logging.getLogger("ccweb_store")
 
 #: How often the pragma is read while someone follows.
@@ -30,13 +32,8 @@ async def watching(connect: Connect | None, poke: Callable[[], None]) -> AsyncIt
     if connect is None:
         yield
         return
-    task = asyncio.create_task(_watch(connect, poke), name="ccweb-sqlite-data-version")
-    try:
+    async with running(_watch(connect, poke), "ccweb-sqlite-data-version"):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def _watch(connect: Connect, poke: Callable[[], None]) -> None:
