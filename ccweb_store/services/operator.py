@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccweb_store.domain.arguments import (
+    CENTURY_SECONDS,
     bounded_int,
     optional_bool,
     optional_int,
@@ -89,7 +90,9 @@ async def pending_replies(store: Store, params: Mapping[str, Any]) -> dict[str, 
     activity (``conversation``, null when it does not exist)."""
     statuses = optional_str_list(params, "status")
     session_id = optional_str(params, "sessionId")
-    older_than = optional_int(params, "olderThanSeconds", minimum=0)
+    older_than = optional_int(
+        params, "olderThanSeconds", minimum=0, maximum=CENTURY_SECONDS, unit=" (100 years)"
+    )
     limit = bounded_int(params, "limit", DEFAULT_PENDING, MAX_PAGE)
     pending = await debugging.list_pending_replies(
         store,
