@@ -44,9 +44,7 @@ def upgrade() -> None:
         sqlite_autoincrement=True,
     )
     op.create_index("ix_events_conversation_id_id", "events", ["conversation_id", "id"])
-    op.create_index(
-        "ix_events_peer_conversation_id_id", "events", ["peer_conversation_id", "id"]
-    )
+    op.create_index("ix_events_peer_conversation_id_id", "events", ["peer_conversation_id", "id"])
 
 
 def downgrade() -> None:
