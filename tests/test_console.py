@@ -18,7 +18,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from tests.servers import ROOT, Server, serving
+from ccweb_store.http.console import session
+from tests.servers import ROOT, SERVE, Server, server_env, serving, start_server
 
 TOKEN = "console-test-operator-token-0123456789"
 CHROMIUM = "/usr/bin/chromium"
@@ -257,6 +258,61 @@ def test_the_console_answers_carry_a_strict_csp_and_refuse_what_they_must(
             assert re.search("conversation credential", answer.json()["error"]["message"])
         forged = stranger.get("/", headers={"Cookie": "ccweb_console=v1.99999999999.00"})
         assert forged.status_code == 401
+
+
+def test_the_page_says_when_it_lost_the_stream_and_resumes_with_a_new_server(
+    database_url: str, server: Server, page: Page
+) -> None:
+    rpc(server, "session.create", {"id": "left", "title": "Left"})
+    rpc(server, "session.create", {"id": "right", "title": "Right"})
+    log_in(page, server)
+    server.stop()
+    status = page.locator("#live-status")
+    expect(status).to_have_attribute("data-state", "lost")
+    expect(status).to_contain_text("Lost the event stream")
+
+    # The same address and database; the login cookie holds, as it depends on the token only.
+    port = int(server.url.rsplit(":", 1)[1])
+    env = server_env(CCWEB_DATABASE_URL=database_url, CCWEB_TOKEN=TOKEN)
+    again = start_server([*SERVE, "--port", str(port)], port=port, env=env)
+    try:
+        expect(status).to_have_attribute("data-state", "live", timeout=15000)
+        request_id = send_over_mcp(again, "left", "right", "after the restart")
+        expect(page.locator(f'tr[data-request-id="{request_id}"]')).to_be_visible(timeout=1000)
+    finally:
+        again.stop()
+
+
+def test_a_run_whose_lease_ran_out_is_requeued_from_the_page(
+    database_url: str, page: Page, visited: list[str]
+) -> None:
+    # A server without the lease sweeper, so the expired run waits for the operator.
+    with serving(database_url, CCWEB_TOKEN=TOKEN, CCWEB_LEASE_SWEEP_SECONDS="0") as quiet:
+        rpc(quiet, "session.create", {"id": "busy", "title": "Busy"})
+        rpc(quiet, "run.enqueue", {"sessionId": "busy"})
+        run = rpc(quiet, "run.claim", {"workerId": "w-1", "leaseSeconds": 1})["run"]
+        log_in(page, quiet)
+        button = page.get_by_role("button", name=f"Requeue run {run['id']}")
+        for _ in range(50):  # the page shows the button once the lease has run out
+            if button.count():
+                break
+            page.wait_for_timeout(200)
+            page.reload()
+        button.click()
+        expect(page.locator("#notice")).to_contain_text(f"run {run['id']} requeued")
+        requeued = rpc(quiet, "run.list", {"sessionId": "busy"})["runs"][0]
+        assert (requeued["status"], requeued["attempts"]) == ("queued", run["attempts"] + 1)
+        assert not [url for url in visited if TOKEN in url]
+
+
+def test_a_login_cookie_holds_until_it_expires_and_only_for_its_token() -> None:
+    value = session.cookie_value(TOKEN, now=1000.0)
+    assert TOKEN not in value
+    assert session.cookie_valid(TOKEN, value, now=1000.0 + session.LOGIN_SECONDS - 1)
+    assert not session.cookie_valid(TOKEN, value, now=1000.0 + session.LOGIN_SECONDS)
+    assert not session.cookie_valid(TOKEN + "x", value, now=1001.0)
+    assert not session.cookie_valid(TOKEN, value.replace("v1.", "v2.", 1), now=1001.0)
+    assert not session.cookie_valid(TOKEN, "v1.x.y", now=1001.0)
 
 
 def test_the_ci_script_installs_chromium_when_it_is_missing() -> None:
