@@ -41,9 +41,9 @@ def visited() -> list[str]:
 
 
 @pytest.fixture
-def page(server: Server, visited: list[str]) -> Iterator[Page]:
-    """A Chromium page, started once the server runs (Playwright's sync API holds an event
-    loop while it is open, so the database fixtures' ``asyncio.run`` must come first)."""
+def page(database_url: str, visited: list[str]) -> Iterator[Page]:
+    """A Chromium page, started once the database is made (Playwright's sync API holds an
+    event loop while it is open, so the database fixtures' ``asyncio.run`` must come first)."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM)
         try:
