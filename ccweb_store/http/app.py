@@ -1,4 +1,5 @@
-"""The Starlette app: ``/mcp`` (agents), ``/rpc`` (the host), ``/events`` and ``/healthz``.
+"""The Starlette app: ``/mcp`` (agents), ``/rpc`` (the host), ``/events``, ``/healthz`` and
+the operator console (``/`` and ``/console/…``, ``console/pages.py``).
 
 ``create_app`` builds ``Starlette(routes=…, middleware=…, lifespan=…)``: the bearer token
 (``auth.BearerAuth``, when one is set) guards every route but ``/healthz``; the ``Origin``
@@ -30,6 +31,7 @@ from ccweb_store.domain.errors import DatabaseFileMissing, DatabaseUnavailable
 from ccweb_store.http import events, mcp_http, metrics, rpc
 from ccweb_store.http.asgi import Endpoint
 from ccweb_store.http.auth import BearerAuth
+from ccweb_store.http.console import pages as console_pages
 from ccweb_store.http.origins import origin_checked
 from ccweb_store.http.payloads import http_error, method_not_allowed
 from ccweb_store.protocol import jsonrpc
@@ -90,11 +92,16 @@ def create_app(
         Route("/events", Endpoint(events.answer_events), methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics.answer_metrics, methods=["GET"]),
+        *console_pages.ROUTES,
     ]
     middleware = [Middleware(metrics.RequestMetrics)]
     if settings.token:
         middleware.append(
-            Middleware(BearerAuth, token=settings.token, open_paths=metrics.open_paths(settings))
+            Middleware(
+                BearerAuth,
+                token=settings.token,
+                open_paths=BearerAuth.OPEN_PATHS | metrics.public_paths(settings),
+            )
         )
     app = Starlette(
         routes=routes,
@@ -121,7 +128,7 @@ async def http_exception(request: Request, exc: Exception) -> Response:
         code = "not_found"
         message = (
             f"{target}: no such endpoint; this service answers POST /mcp, POST /rpc, "
-            "GET /events, GET /healthz and GET /metrics"
+            "GET /events, GET /healthz, GET /metrics and the operator console at GET /"
         )
     elif exc.status_code == 405:
         # Starlette lists a route's methods in set order, which changes between processes.

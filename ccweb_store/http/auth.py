@@ -1,13 +1,16 @@
-"""The bearer token: with ``CCWEB_TOKEN`` set, every path but ``/healthz`` needs it (and
-``/metrics`` too, unless ``CCWEB_METRICS_PUBLIC`` opens it on a loopback bind)."""
+"""The bearer token: with ``CCWEB_TOKEN`` set, every path but ``/healthz`` and the console's
+login form needs it (or the console's login cookie, where that stands for it), and
+``/metrics`` too, unless ``CCWEB_METRICS_PUBLIC`` opens it on a loopback bind."""
 
 from __future__ import annotations
 
 import hmac
 
 from starlette.datastructures import Headers, QueryParams
+from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ccweb_store.http.console import LOGIN_PATH, STATIC_PREFIX, is_console_path, session
 from ccweb_store.http.payloads import http_error
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.services import credentials
@@ -22,30 +25,49 @@ class BearerAuth:
     The operator token opens everything (and marks the request, ``OPERATOR_SCOPE_KEY``). A
     conversation credential (``credentials.py``, in the header or in ``?credential=``) is let
     through to ``/mcp`` and ``/events`` only, whose endpoints check it; it never opens
-    ``/rpc``. A refusal is a 401 whose body is a JSON-RPC error saying which token to send.
+    ``/rpc`` nor the console. The console's login cookie (``console/session.py``) stands for
+    the operator token on the console's paths and ``/events``. A refusal is a 401 whose body
+    is a JSON-RPC error saying which token to send; a browser asking for a console page
+    without a login is sent to the login form instead.
     """
 
-    OPEN_PATHS = frozenset({"/healthz"})
+    #: The login form and the console's script and style sheet are open too.
+    OPEN_PATHS = frozenset({"/healthz", LOGIN_PATH})
+    #: Where the console's login cookie stands for the token, besides the console's paths.
+    COOKIE_PATHS = frozenset({"/events"})
     #: Where a conversation credential is let through (the endpoint checks it).
     CREDENTIAL_PATHS = frozenset({"/mcp", "/events"})
 
     def __init__(self, app: ASGIApp, token: str, open_paths: frozenset[str] = OPEN_PATHS) -> None:
         self.app = app
+        self.token = token
         self.expected = token.encode()
         #: The paths that need no token (``/metrics`` too when ``CCWEB_METRICS_PUBLIC``).
         self.open_paths = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.open_paths:
+        path = scope["path"] if scope["type"] == "http" else ""
+        if scope["type"] != "http" or path in self.open_paths or path.startswith(STATIC_PREFIX):
             await self.app(scope, receive, send)
             return
-        given = Headers(scope=scope).get("authorization", "")
+        headers = Headers(scope=scope)
+        given = headers.get("authorization", "")
         scheme, _, value = given.partition(" ")
         bearer = value.strip() if scheme.lower() == "bearer" else ""
         if bearer and hmac.compare_digest(bearer.encode("latin-1"), self.expected):
             scope[OPERATOR_SCOPE_KEY] = True
             await self.app(scope, receive, send)
             return
+        console = is_console_path(path)
+        if not given and (console or path in self.COOKIE_PATHS):
+            cookie = session.cookie_of(headers)
+            if cookie is not None and session.cookie_valid(self.token, cookie):
+                scope[OPERATOR_SCOPE_KEY] = True
+                await self.app(scope, receive, send)
+                return
+            if console and scope["method"] == "GET" and "text/html" in headers.get("accept", ""):
+                await RedirectResponse(LOGIN_PATH, status_code=303)(scope, receive, send)
+                return
         conversation_credential = credentials.looks_like_token(bearer) or (
             credentials.QUERY_PARAMETER in QueryParams(scope.get("query_string", b""))
         )

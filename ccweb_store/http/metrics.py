@@ -146,12 +146,12 @@ def note_call(scope: Scope, payload: Any, answer: Any, known_methods: Collection
     scope[CALL_KEY] = (method, tool, outcome)
 
 
-def open_paths(settings: Settings) -> frozenset[str]:
-    """The paths that need no token: ``/healthz``, and ``/metrics`` when
-    ``CCWEB_METRICS_PUBLIC`` is set on a loopback bind (``serve`` refuses it on another)."""
+def public_paths(settings: Settings) -> frozenset[str]:
+    """``/metrics`` when ``CCWEB_METRICS_PUBLIC`` is set on a loopback bind (``serve``
+    refuses it on another): it then needs no token."""
     if settings.metrics_public and settings.host_is_loopback:
-        return frozenset({"/healthz", "/metrics"})
-    return frozenset({"/healthz"})
+        return frozenset({"/metrics"})
+    return frozenset()
 
 
 def registry() -> CollectorRegistry:

@@ -1,0 +1,341 @@
+"""The console's routes: its pages (Jinja2, autoescaped), the login, and its three actions
+(retry and fail a reply request, requeue a run), each read and done through ``services``.
+
+Every answer carries ``SECURITY_HEADERS`` (a strict Content-Security-Policy: scripts and
+styles from this server only, nothing inline, no frames). Actions are form POSTs that pass the
+``Origin`` check (an ``Origin`` is required: browsers always send one with a POST) and answer
+with a redirect back to the page (POST/redirect/GET). A refusal is the page saying what went
+wrong to a browser (``Accept: text/html``) and ``{"error": {"code", "message"}}`` to anyone
+else.
+"""
+
+from __future__ import annotations
+
+import hmac
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from ccweb_store.config import Settings
+from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
+from ccweb_store.domain.ids import OPEN_REPLY_STATUSES
+from ccweb_store.http.console import HOME, LOGIN_PATH, STATIC_PREFIX, session
+from ccweb_store.http.origins import origin_allowed
+from ccweb_store.services import console, credentials, replies, runs
+from ccweb_store.store.uow import Store
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+#: The most a login or action form may hold, in bytes.
+MAX_FORM_BYTES = 64 * 1024
+#: How much of a request's text the overview shows.
+EXCERPT_CHARS = 160
+
+STATIC_TYPES = {
+    "console.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+}
+
+
+def _age(value: str | None, *, now: datetime | None = None) -> str:
+    """How long ago an ISO time was, the largest unit: ``"42 s"``, ``"5 min"``, ``"3 h"``."""
+    if not value:
+        return ""
+    seconds = ((now or datetime.now(UTC)) - datetime.fromisoformat(value)).total_seconds()
+    return _span(max(0, int(seconds)))
+
+
+def _left(value: str | None, *, now: datetime | None = None) -> str:
+    """The time left until an ISO time, or ``"expired"``."""
+    if not value:
+        return ""
+    seconds = (datetime.fromisoformat(value) - (now or datetime.now(UTC))).total_seconds()
+    return "expired" if seconds <= 0 else _span(int(seconds))
+
+
+def _expired(value: str | None) -> bool:
+    return bool(value) and _left(value) == "expired"
+
+
+def _span(seconds: int) -> str:
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 86400:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 86400} d"
+
+
+def _excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("ccweb_store.http.console", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+TEMPLATES.filters.update(age=_age, left=_left, expired=_expired, excerpt=_excerpt)
+TEMPLATES.globals.update(urlencode=urlencode, STATIC=STATIC_PREFIX)
+
+
+def render(request: Request, name: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+    settings: Settings = request.app.state.settings
+    context.setdefault("notice", None)
+    body = TEMPLATES.get_template(name).render(logged_in=settings.token is not None, **context)
+    return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
+
+
+def refusal(request: Request, status: int, code: str, message: str) -> Response:
+    """A refusal: the problem page to a browser, JSON to anyone else."""
+    if "text/html" in request.headers.get("accept", ""):
+        return render(request, "problem.html", status=status, code=code, message=message)
+    body = {"error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status, headers=SECURITY_HEADERS)
+
+
+def domain_refusal(request: Request, exc: DomainError) -> Response:
+    if isinstance(exc, NotFound):
+        status = 404
+    elif isinstance(exc, Conflict):
+        status = 409
+    else:
+        status = 400
+    return refusal(request, status, exc.code, exc.message)
+
+
+def redirect(location: str, **headers: str) -> RedirectResponse:
+    return RedirectResponse(location, status_code=303, headers={**SECURITY_HEADERS, **headers})
+
+
+def origin_refusal(request: Request) -> Response | None:
+    """A 403 unless the request's ``Origin`` is one of ``CCWEB_ALLOWED_ORIGINS``."""
+    settings: Settings = request.app.state.settings
+    origin = request.headers.get("origin")
+    if origin is not None and origin_allowed(origin, settings.allowed_origins):
+        return None
+    message = "a console action must come from the console's own page: " + (
+        "this request has no Origin header"
+        if origin is None
+        else f"origin {origin!r} is not allowed; add it to CCWEB_ALLOWED_ORIGINS"
+    )
+    return refusal(request, 403, "origin_not_allowed", message)
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """An ``application/x-www-form-urlencoded`` body as ``{name: first value}``."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise InvalidInput(f"the form is over {MAX_FORM_BYTES} bytes")
+    try:
+        text = body.decode()
+    except UnicodeDecodeError as exc:
+        raise InvalidInput("the form is not UTF-8") from exc
+    return {name: values[0] for name, values in parse_qs(text, keep_blank_values=True).items()}
+
+
+def back_to(form: dict[str, str], notice: str) -> str:
+    """Where an action returns: the page it came from (a path on this server), with a
+    notice."""
+    target = form.get("next", HOME)
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        target = HOME
+    path, _, query = target.partition("?")
+    kept = [(k, v) for k, vs in parse_qs(query).items() if k != "notice" for v in vs]
+    return f"{path}?{urlencode([*kept, ('notice', notice)])}"
+
+
+# ---- pages ------------------------------------------------------------------------------
+
+
+async def overview_page(request: Request) -> Response:
+    """``GET /``: conversations, open reply requests (``?state=&conversation=``), runs."""
+    store: Store = request.app.state.store
+    state = request.query_params.get("state")
+    conversation_id = request.query_params.get("conversation")
+    try:
+        chosen = console.ReplyFilter.of(state, conversation_id)
+        view = await console.overview(store, chosen)
+    except DomainError as exc:
+        return domain_refusal(request, exc)
+    return render(
+        request,
+        "overview.html",
+        view=view,
+        chosen=chosen,
+        states=OPEN_REPLY_STATUSES,
+        notice=request.query_params.get("notice"),
+        here=_here(request),
+    )
+
+
+async def conversation_page(request: Request) -> Response:
+    """``GET /console/conversations/{id}?before=``: one conversation."""
+    store: Store = request.app.state.store
+    session_id = request.path_params["session_id"]
+    before = request.query_params.get("before")
+    if before is not None and (not before.isdigit() or len(before) > 18):
+        return refusal(request, 400, "invalid_arguments", "before must be a message's seq")
+    try:
+        view = await console.conversation(store, session_id, int(before) if before else None)
+    except DomainError as exc:
+        return domain_refusal(request, exc)
+    return render(
+        request,
+        "conversation.html",
+        view=view,
+        notice=request.query_params.get("notice"),
+        here=_here(request),
+        quote=quote,
+    )
+
+
+def _here(request: Request) -> str:
+    """This page's path and query without its notice: where its actions come back to."""
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k != "notice"]
+    return request.url.path + (f"?{urlencode(kept)}" if kept else "")
+
+
+async def static_file(request: Request) -> Response:
+    """``GET /console/static/{name}``: the console's script and style sheet."""
+    name = request.path_params["name"]
+    media_type = STATIC_TYPES.get(name)
+    if media_type is None:
+        return refusal(request, 404, "not_found", f"no console file {name!r}")
+    body = (resources.files("ccweb_store.http.console") / "static" / name).read_bytes()
+    headers = {**SECURITY_HEADERS, "Cache-Control": "no-cache"}
+    return Response(body, media_type=media_type, headers=headers)
+
+
+# ---- login ------------------------------------------------------------------------------
+
+
+async def login_page(request: Request) -> Response:
+    """``GET /console/login``: the form (straight to the console when no token is set)."""
+    settings: Settings = request.app.state.settings
+    if settings.token is None:
+        return redirect(HOME)
+    return render(request, "login.html", error=None)
+
+
+async def login(request: Request) -> Response:
+    """``POST /console/login``: the operator token in, the login cookie out."""
+    settings: Settings = request.app.state.settings
+    if settings.token is None:
+        return redirect(HOME)
+    refused = origin_refusal(request)
+    if refused is not None:
+        return refused
+    try:
+        form = await read_form(request)
+    except DomainError as exc:
+        return domain_refusal(request, exc)
+    given = form.get("token", "").strip()
+    if given and hmac.compare_digest(given.encode(), settings.token.encode()):
+        secure = request.url.scheme == "https"
+        cookie = session.set_cookie_header(session.cookie_value(settings.token), secure=secure)
+        return redirect(HOME, **{"Set-Cookie": cookie})
+    if credentials.looks_like_token(given):
+        message = (
+            "a conversation credential does not open the console: type the operator token "
+            "(CCWEB_TOKEN)"
+        )
+    elif not given:
+        message = "type the operator token (CCWEB_TOKEN)"
+    else:
+        message = "that is not the operator token: check the token configured as CCWEB_TOKEN"
+    if "text/html" in request.headers.get("accept", ""):
+        return render(request, "login.html", status=401, error=message)
+    return refusal(request, 401, "unauthorized", message)
+
+
+async def logout(request: Request) -> Response:
+    """``POST /console/logout``: the login cookie cleared."""
+    refused = origin_refusal(request)
+    if refused is not None:
+        return refused
+    cleared = session.clear_cookie_header(secure=request.url.scheme == "https")
+    return redirect(LOGIN_PATH, **{"Set-Cookie": cleared})
+
+
+# ---- actions ----------------------------------------------------------------------------
+
+
+async def retry_reply(request: Request) -> Response:
+    """``POST /console/replies/{request_id}/retry``."""
+    request_id = request.path_params["request_id"]
+
+    async def act(store: Store, form: dict[str, str]) -> str:
+        reply = await replies.retry_reply(store, {"requestId": request_id})
+        return f"request {request_id} retried: now {reply['status']}"
+
+    return await _action(request, act)
+
+
+async def fail_reply(request: Request) -> Response:
+    """``POST /console/replies/{request_id}/fail`` with ``reason``."""
+    request_id = request.path_params["request_id"]
+
+    async def act(store: Store, form: dict[str, str]) -> str:
+        reason = form.get("reason", "").strip()
+        reply = await replies.fail_reply(store, {"requestId": request_id, "reason": reason})
+        return f"request {request_id} failed: now {reply['status']}"
+
+    return await _action(request, act)
+
+
+async def requeue_run(request: Request) -> Response:
+    """``POST /console/runs/{run_id}/requeue``."""
+    run_id = request.path_params["run_id"]
+
+    async def act(store: Store, form: dict[str, str]) -> str:
+        await runs.requeue_run(store, {"runId": run_id})
+        return f"run {run_id} requeued"
+
+    return await _action(request, act)
+
+
+async def _action(request: Request, act: Any) -> Response:
+    refused = origin_refusal(request)
+    if refused is not None:
+        return refused
+    try:
+        form = await read_form(request)
+        notice = await act(request.app.state.store, form)
+    except DomainError as exc:
+        return domain_refusal(request, exc)
+    return redirect(back_to(form, notice))
+
+
+ROUTES = [
+    Route(HOME, overview_page, methods=["GET"]),
+    Route("/console/conversations/{session_id}", conversation_page, methods=["GET"]),
+    Route(LOGIN_PATH, login_page, methods=["GET"]),
+    Route(LOGIN_PATH, login, methods=["POST"]),
+    Route("/console/logout", logout, methods=["POST"]),
+    Route("/console/replies/{request_id}/retry", retry_reply, methods=["POST"]),
+    Route("/console/replies/{request_id}/fail", fail_reply, methods=["POST"]),
+    Route("/console/runs/{run_id}/requeue", requeue_run, methods=["POST"]),
+    Route(STATIC_PREFIX + "{name}", static_file, methods=["GET"]),
+]

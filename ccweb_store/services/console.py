@@ -1,0 +1,131 @@
+"""What the operator console shows: the overview (conversations, open reply requests, active
+runs) and one conversation (its messages newest first, user inputs, open requests, runs).
+
+Each view first reads the newest event id, then the state: the page follows ``/events`` from
+that id, so a change committed while the page was read arrives as an event and is read again,
+never lost between the two.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ccweb_store.domain.context import Source
+from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.domain.ids import (
+    ACTIVE_RUN_STATUSES,
+    OPEN_REPLY_STATUSES,
+    validate_session_id,
+)
+from ccweb_store.services import conversations, replies, runs, user_inputs
+from ccweb_store.services.schemas import message_out
+from ccweb_store.store.uow import Store
+
+#: How many conversations, open requests and active runs the overview shows at most.
+OVERVIEW_SESSIONS = 100
+OVERVIEW_REPLIES = 500
+OVERVIEW_RUNS = 200
+#: Messages per page of one conversation.
+MESSAGE_PAGE = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyFilter:
+    """The overview's filter of open requests: one status and/or one conversation."""
+
+    status: str | None = None
+    conversation: str | None = None
+
+    @classmethod
+    def of(cls, status: str | None, conversation: str | None) -> ReplyFilter:
+        status = status or None
+        conversation = conversation or None
+        if status is not None and status not in OPEN_REPLY_STATUSES:
+            raise InvalidInput(
+                f"state {status!r} is not an open request's: use one of "
+                f"{', '.join(OPEN_REPLY_STATUSES)}, or none for all"
+            )
+        if conversation is not None:
+            validate_session_id(conversation)
+        return cls(status, conversation)
+
+    def keeps(self, reply: dict[str, Any]) -> bool:
+        if self.status is not None and reply["status"] != self.status:
+            return False
+        sides = (reply["sourceConversationId"], reply["targetConversationId"])
+        return self.conversation is None or self.conversation in sides
+
+
+async def latest_event_id(store: Store) -> int:
+    """The newest event's id (0: none yet): where the page's event stream starts."""
+    async with store.read_uow() as uow:
+        return await uow.events.latest_id()
+
+
+async def overview(store: Store, chosen: ReplyFilter) -> dict[str, Any]:
+    """``{latestEventId, conversations, replies, runs}``: conversations newest first, each
+    with its open requests in (as target) and out (as source); the open requests ``chosen``
+    keeps, oldest first; queued and running runs, newest first."""
+    latest = await latest_event_id(store)
+    sessions = (await conversations.list_sessions(store, {"limit": OVERVIEW_SESSIONS}))["sessions"]
+    open_replies = (
+        await replies.list_replies(
+            store, {"status": list(OPEN_REPLY_STATUSES), "limit": OVERVIEW_REPLIES}
+        )
+    )["replies"]
+    active_runs = (
+        await runs.list_runs(store, {"status": list(ACTIVE_RUN_STATUSES), "limit": OVERVIEW_RUNS})
+    )["runs"]
+    incoming = Counter(reply["targetConversationId"] for reply in open_replies)
+    outgoing = Counter(reply["sourceConversationId"] for reply in open_replies)
+    for session in sessions:
+        session["repliesIn"] = incoming[session["id"]]
+        session["repliesOut"] = outgoing[session["id"]]
+    titles = {session["id"]: session["title"] for session in sessions}
+    for run in active_runs:
+        run["sessionTitle"] = titles.get(run["sessionId"])
+    return {
+        "latestEventId": latest,
+        "conversations": sessions,
+        "replies": [reply for reply in open_replies if chosen.keeps(reply)],
+        "runs": active_runs,
+    }
+
+
+async def conversation(store: Store, session_id: str, before_seq: int | None) -> dict[str, Any]:
+    """``{latestEventId, session, messages, olderBefore, inputs, replies, runs}``: one
+    conversation with a page of its messages below ``before_seq`` (None: the newest), newest
+    first; ``olderBefore`` is where the next page starts (None: no older message). Its user
+    inputs are what ``ccweb_list_user_inputs`` returns for it."""
+    validate_session_id(session_id)
+    latest = await latest_event_id(store)
+    session = await conversations.get_session(store, {"id": session_id})
+    async with store.read_uow() as uow:
+        rows = await uow.messages.list_before(
+            session_id, before_seq=before_seq, limit=MESSAGE_PAGE + 1
+        )
+    older = len(rows) > MESSAGE_PAGE
+    rows = rows[:MESSAGE_PAGE]
+    inputs = await user_inputs.list_user_inputs(store, Source(), {"conversationId": session_id})
+    open_replies = (
+        await replies.list_replies(
+            store,
+            {"status": list(OPEN_REPLY_STATUSES), "sessionId": session_id, "limit": 100},
+        )
+    )["replies"]
+    active_runs = (
+        await runs.list_runs(
+            store, {"sessionId": session_id, "status": list(ACTIVE_RUN_STATUSES), "limit": 50}
+        )
+    )["runs"]
+    return {
+        "latestEventId": latest,
+        "session": session,
+        "messages": [message_out(row) for row in rows],
+        "olderBefore": rows[-1].seq if older and rows else None,
+        "inputs": inputs,
+        "replies": open_replies,
+        "runs": active_runs,
+    }

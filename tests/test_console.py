@@ -1,0 +1,321 @@
+"""The operator console in a real browser: Playwright driving Debian's Chromium against a real
+server process on SQLite and PostgreSQL.
+
+Log in; a send over ``/mcp`` shows in the pending list without a reload; fail a request and
+retry it from the page (``reply.get`` sees each change); a ``<script>`` message is text; a
+wrong token and a conversation credential are refused; the token is in no URL the browser
+visited. The screenshots in docs/console.md are saved here (docs/images/console-*.png).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+
+from ccweb_store.http.console import session
+from tests.servers import ROOT, SERVE, Server, server_env, serving, start_server
+
+TOKEN = "console-test-operator-token-0123456789"
+CHROMIUM = "/usr/bin/chromium"
+IMAGES = ROOT / "docs" / "images"
+LAPTOP = {"width": 1280, "height": 860}
+PHONE = {"width": 390, "height": 844}
+HOSTILE = "<script>window.__owned = 1</script><img src=x onerror=alert(1)>"
+
+
+@pytest.fixture
+def server(database_url: str) -> Iterator[Server]:
+    with serving(database_url, CCWEB_TOKEN=TOKEN) as running:
+        yield running
+
+
+@pytest.fixture
+def visited() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def page(database_url: str, visited: list[str]) -> Iterator[Page]:
+    """A Chromium page, started once the database is made (Playwright's sync API holds an
+    event loop while it is open, so the database fixtures' ``asyncio.run`` must come first)."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            context = browser.new_context(viewport=LAPTOP)
+            opened = context.new_page()
+            opened.on("request", lambda request: visited.append(request.url))
+            opened.on("dialog", lambda dialog: dialog.accept())
+            yield opened
+        finally:
+            browser.close()
+
+
+def rpc(server: Server, method: str, params: dict[str, Any]) -> Any:
+    response = httpx.post(
+        f"{server.url}/rpc",
+        json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=30,
+    )
+    body = response.json()
+    assert "error" not in body, body
+    return body["result"]
+
+
+def send_over_mcp(server: Server, source: str, target: str, content: str) -> str:
+    """``ccweb_send_message`` (return_and_continue) over ``/mcp``; the request's id."""
+    arguments = {
+        "targetConversationId": target,
+        "content": content,
+        "replyMode": "return_and_continue",
+    }
+    response = httpx.post(
+        f"{server.url}/mcp?sourceSessionId={source}",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "ccweb_send_message", "arguments": arguments},
+        },
+        headers={"Authorization": f"Bearer {TOKEN}", "Accept": "application/json"},
+        timeout=30,
+    )
+    result = response.json()["result"]
+    assert result["isError"] is False, result
+    request_id: str = result["structuredContent"]["requestId"]
+    return request_id
+
+
+def log_in(page: Page, server: Server) -> None:
+    page.goto(f"{server.url}/")
+    expect(page).to_have_url(f"{server.url}/console/login")
+    page.get_by_label("Operator token").fill(TOKEN)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{server.url}/")
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+
+
+def shot(page: Page, name: str, backend: str) -> None:
+    """A screenshot for docs/console.md (the SQLite run's; both runs take one)."""
+    path = IMAGES / f"console-{name}.png"
+    if backend == "sqlite":
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(path), full_page=True)
+    else:
+        page.screenshot()
+
+
+def test_a_send_over_mcp_shows_live_and_fail_then_retry_from_the_page_change_its_state(
+    server: Server, page: Page, visited: list[str], backend: str
+) -> None:
+    rpc(server, "session.create", {"id": "planner", "title": "Planner", "agent": "claude"})
+    rpc(server, "session.create", {"id": "reviewer", "title": "Reviewer", "agent": "codex"})
+    log_in(page, server)
+    expect(page.locator("#replies-empty")).to_be_visible()
+
+    request_id = send_over_mcp(server, "planner", "reviewer", "Please review the schema change")
+    row = page.locator(f'tr[data-request-id="{request_id}"]')
+    expect(row).to_be_visible(timeout=1000)
+    expect(row.locator('[data-field="status"]')).to_have_text("waiting")
+    expect(row).to_contain_text("Planner")
+    expect(row).to_contain_text("Reviewer")
+    expect(row).to_contain_text("Please review the schema change")
+    expect(page.locator('tr[data-conversation-id="reviewer"]')).to_contain_text("1")
+    shot(page, "overview", backend)
+
+    row.get_by_label(f"Reason to fail request {request_id}").fill("the reviewer is offline")
+    row.get_by_role("button", name=f"Fail request {request_id}").click()
+    expect(page.locator("#notice")).to_contain_text(f"request {request_id} failed")
+    row = page.locator(f'tr[data-request-id="{request_id}"]')
+    expect(row.locator('[data-field="status"]')).to_have_text("failed")
+    expect(row).to_contain_text("the reviewer is offline")
+    failed = rpc(server, "reply.get", {"requestId": request_id})
+    assert failed["status"] == "failed"
+    assert failed["lastError"] == "the reviewer is offline"
+
+    # The failed request's target run must end before the target is asked again.
+    for run in rpc(server, "run.list", {"sessionId": "reviewer"})["runs"]:
+        if run["status"] in ("queued", "running"):
+            rpc(server, "run.complete", {"runId": run["id"], "status": "failed", "error": "x"})
+    row.get_by_role("button", name=f"Retry request {request_id}").click()
+    expect(page.locator("#notice")).to_contain_text(f"request {request_id} retried")
+    expect(row.locator('[data-field="status"]')).to_have_text("waiting")
+    assert rpc(server, "reply.get", {"requestId": request_id})["status"] == "waiting"
+
+    page.get_by_label("State").select_option("failed")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("#replies-empty")).to_be_visible()
+
+    assert not [url for url in visited if TOKEN in url]
+
+
+def test_content_is_escaped_and_one_conversation_shows_messages_inputs_and_replies(
+    server: Server, page: Page, backend: str
+) -> None:
+    rpc(server, "session.create", {"id": "evil", "title": HOSTILE, "agent": "claude"})
+    rpc(server, "session.create", {"id": "helper", "title": "Helper"})
+    rpc(server, "message.append", {"sessionId": "evil", "role": "user", "content": HOSTILE})
+    blocks = [{"type": "text", "text": "first block"}, {"type": "text", "text": "second block"}]
+    rpc(server, "message.append", {"sessionId": "evil", "role": "assistant", "content": blocks})
+    send_over_mcp(server, "evil", "helper", HOSTILE)
+    log_in(page, server)
+    expect(page.locator('tr[data-conversation-id="evil"]')).to_contain_text(HOSTILE)
+
+    page.get_by_role("link", name=HOSTILE).first.click()
+    expect(page.locator("#conversation-title")).to_have_text(HOSTILE)
+    messages = page.locator("#message-list > li")
+    expect(messages.first).to_contain_text("second block")
+    expect(page.locator("#inputs")).to_contain_text(HOSTILE)
+    expect(page.locator("#replies")).to_contain_text("Helper")
+    assert page.evaluate("window.__owned") is None
+    assert page.locator("#main script, #main img").count() == 0
+
+    rpc(server, "message.append", {"sessionId": "evil", "role": "user", "content": "live line"})
+    expect(messages.first).to_contain_text("live line", timeout=1000)
+    shot(page, "conversation", backend)
+
+    page.set_viewport_size(PHONE)
+    page.goto(f"{server.url}/")
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+    shot(page, "phone", backend)
+
+
+def test_a_wrong_token_or_a_conversation_credential_is_refused_and_logging_out_ends_it(
+    server: Server, page: Page, visited: list[str], backend: str
+) -> None:
+    rpc(server, "session.create", {"id": "solo", "title": "Solo"})
+    credential = rpc(server, "credential.mint", {"sessionId": "solo"})["token"]
+    page.goto(f"{server.url}/console/login")
+    page.get_by_label("Operator token").fill("not-the-token")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator("#login-error")).to_contain_text("not the operator token")
+    shot(page, "login-refused", backend)
+    page.get_by_label("Operator token").fill(credential)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator("#login-error")).to_contain_text("conversation credential")
+    page.goto(f"{server.url}/")
+    expect(page).to_have_url(f"{server.url}/console/login")
+
+    log_in(page, server)
+    page.get_by_role("button", name="Log out").click()
+    expect(page).to_have_url(f"{server.url}/console/login")
+    page.goto(f"{server.url}/")
+    expect(page).to_have_url(f"{server.url}/console/login")
+    assert not [url for url in visited if TOKEN in url or credential in url]
+
+
+def test_the_console_answers_carry_a_strict_csp_and_refuse_what_they_must(
+    server: Server,
+) -> None:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        origin = {"Origin": server.url}
+        login = client.post("/console/login", data={"token": TOKEN}, headers=origin)
+        assert login.status_code == 303
+        cookie = login.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and TOKEN not in cookie
+
+        page = client.get("/", headers={"Accept": "text/html"})
+        assert page.status_code == 200
+        csp = page.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "default-src 'none'" in csp
+        assert "'unsafe-inline'" not in csp
+        assert TOKEN not in page.text
+
+        # An action from another site, or with no Origin at all, changes nothing.
+        rpc(server, "session.create", {"id": "a", "title": "A"})
+        rpc(server, "session.create", {"id": "b", "title": "B"})
+        request_id = send_over_mcp(server, "a", "b", "hello")
+        for headers in ({"Origin": "http://evil.example"}, {}):
+            refused = client.post(
+                f"/console/replies/{request_id}/fail", data={"reason": "x"}, headers=headers
+            )
+            assert refused.status_code == 403
+            assert refused.json()["error"]["code"] == "origin_not_allowed"
+        assert rpc(server, "reply.get", {"requestId": request_id})["status"] == "waiting"
+
+        # The login cookie opens the console and /events, never /rpc.
+        assert (
+            client.post(
+                "/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "session.list"}
+            ).status_code
+            == 401
+        )
+
+    credential = rpc(server, "credential.mint", {"sessionId": "a"})["token"]
+    with httpx.Client(base_url=server.url, timeout=30) as stranger:
+        for headers, query in (
+            ({"Authorization": f"Bearer {credential}"}, ""),
+            ({}, f"?credential={credential}"),
+        ):
+            answer = stranger.get(f"/{query}", headers=headers)
+            assert answer.status_code == 401
+            assert re.search("conversation credential", answer.json()["error"]["message"])
+        forged = stranger.get("/", headers={"Cookie": "ccweb_console=v1.99999999999.00"})
+        assert forged.status_code == 401
+
+
+def test_the_page_says_when_it_lost_the_stream_and_resumes_with_a_new_server(
+    database_url: str, server: Server, page: Page
+) -> None:
+    rpc(server, "session.create", {"id": "left", "title": "Left"})
+    rpc(server, "session.create", {"id": "right", "title": "Right"})
+    log_in(page, server)
+    server.stop()
+    status = page.locator("#live-status")
+    expect(status).to_have_attribute("data-state", "lost")
+    expect(status).to_contain_text("Lost the event stream")
+
+    # The same address and database; the login cookie holds, as it depends on the token only.
+    port = int(server.url.rsplit(":", 1)[1])
+    env = server_env(CCWEB_DATABASE_URL=database_url, CCWEB_TOKEN=TOKEN)
+    again = start_server([*SERVE, "--port", str(port)], port=port, env=env)
+    try:
+        expect(status).to_have_attribute("data-state", "live", timeout=15000)
+        request_id = send_over_mcp(again, "left", "right", "after the restart")
+        expect(page.locator(f'tr[data-request-id="{request_id}"]')).to_be_visible(timeout=1000)
+    finally:
+        again.stop()
+
+
+def test_a_run_whose_lease_ran_out_is_requeued_from_the_page(
+    database_url: str, page: Page, visited: list[str]
+) -> None:
+    # A server without the lease sweeper, so the expired run waits for the operator.
+    with serving(database_url, CCWEB_TOKEN=TOKEN, CCWEB_LEASE_SWEEP_SECONDS="0") as quiet:
+        rpc(quiet, "session.create", {"id": "busy", "title": "Busy"})
+        rpc(quiet, "run.enqueue", {"sessionId": "busy"})
+        run = rpc(quiet, "run.claim", {"workerId": "w-1", "leaseSeconds": 1})["run"]
+        log_in(page, quiet)
+        button = page.get_by_role("button", name=f"Requeue run {run['id']}")
+        for _ in range(50):  # the page shows the button once the lease has run out
+            if button.count():
+                break
+            page.wait_for_timeout(200)
+            page.reload()
+        button.click()
+        expect(page.locator("#notice")).to_contain_text(f"run {run['id']} requeued")
+        requeued = rpc(quiet, "run.list", {"sessionId": "busy"})["runs"][0]
+        assert (requeued["status"], requeued["attempts"]) == ("queued", run["attempts"] + 1)
+        assert not [url for url in visited if TOKEN in url]
+
+
+def test_a_login_cookie_holds_until_it_expires_and_only_for_its_token() -> None:
+    value = session.cookie_value(TOKEN, now=1000.0)
+    assert TOKEN not in value
+    assert session.cookie_valid(TOKEN, value, now=1000.0 + session.LOGIN_SECONDS - 1)
+    assert not session.cookie_valid(TOKEN, value, now=1000.0 + session.LOGIN_SECONDS)
+    assert not session.cookie_valid(TOKEN + "x", value, now=1001.0)
+    assert not session.cookie_valid(TOKEN, value.replace("v1.", "v2.", 1), now=1001.0)
+    assert not session.cookie_valid(TOKEN, "v1.x.y", now=1001.0)
+
+
+def test_the_ci_script_installs_chromium_when_it_is_missing() -> None:
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "apt-get install -y -q chromium" in script
+    assert Path(CHROMIUM).exists()
