@@ -8,8 +8,9 @@ On SQLite (a file) and, with ``CCWEB_BENCH_POSTGRES_URL``, on PostgreSQL, agains
 - **hand-off**: from the answer of a ``ccweb_send_message`` (``one_way``) to the moment the
   bundled worker's command starts (the command writes its run id to a FIFO this script reads);
   p50 and p99. The worker has free slots (``--concurrency 4``), the sends come one after
-  another, each once the previous run has finished. Beside it, the same with a polling worker as the worker was before long-poll
-  claims (a claim every 1.0 s when idle, in this script), in the same run.
+  another, each once the previous run has finished. Beside it, the same with a polling
+  worker as the worker was before long-poll claims (a claim every 1.0 s when idle, in this
+  script), in the same run.
 - **hop**: one ``return_and_continue`` round A→B→A, from the send's answer to the moment A's
   ``reply_auto_run`` command starts (B's command answers at once).
 - **events**: from the answer of a ``message.append`` to the moment an SSE client of
