@@ -18,6 +18,7 @@ from ccweb_store.cli.common import (
     setup_logging,
 )
 from ccweb_store.cli.credentials import conversation_url, credentials_app
+from ccweb_store.cli.mobility import COMMANDS as MOBILITY_COMMANDS
 from ccweb_store.cli.repairs import repair_json
 from ccweb_store.cli.replies import replies_app
 from ccweb_store.cli.runs import runs_app
@@ -34,6 +35,8 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(credentials_app, name="credentials")
 app.command("conversation-url")(conversation_url)
 app.command("repair-json")(repair_json)
+for _name, _command in MOBILITY_COMMANDS.items():
+    app.command(_name)(_command)
 
 #: The log levels at which ``serve`` writes uvicorn's access log (a line per request).
 ACCESS_LOG_LEVELS = frozenset({"trace", "debug", "info"})
