@@ -12,7 +12,7 @@ from pathlib import Path
 import ccweb_store
 
 PACKAGE = Path(ccweb_store.__file__).parent
-ABOVE_THE_STORE = ("services", "protocol", "http", "importer", "cli", "worker")
+ABOVE_THE_STORE = ("services", "protocol", "http", "importer", "mobility", "cli", "worker")
 IO_LIBRARIES = ("sqlalchemy", "pydantic", "starlette", "asyncpg", "aiosqlite", "sqlite3")
 
 
@@ -60,6 +60,7 @@ MAY_IMPORT = {
     "protocol": {"protocol", "services", "store", "domain"},
     "http": {"http", "protocol", "services", "store", "domain"},
     "importer": {"importer", "services", "store", "domain"},
+    "mobility": {"mobility", "importer", "services", "store", "domain"},
     "worker": {"worker", "domain"},
 }
 

@@ -239,5 +239,77 @@ def backup(
     )
 
 
+def export_json(
+    directory: Annotated[
+        Path,
+        typer.Argument(
+            help="Where to write sessions/*.json and config/ (created; files there are replaced)",
+            show_default=False,
+        ),
+    ],
+    conversation: Annotated[
+        str | None,
+        typer.Option(
+            "--conversation",
+            metavar="ID",
+            help="Only this conversation, and the replies it sent or received",
+        ),
+    ] = None,
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Write the database out in cc-web's JSON layout: sessions/<id>.json and
+    config/cross-conversation-replies.json.
+
+    What import-json brought in comes back with every field it had, unknown keys included
+    (docs/export.md lists the few differences); importing an export into an empty database
+    gives the same conversations, messages and replies. Runs and credentials have no place in
+    cc-web's layout and are not written. The database is read on one snapshot, so the server
+    may keep running.
+
+    Example: ccweb-store export-json ./cc-web-state --conversation my-chat
+    """
+    from ccweb_store.mobility.export import ExportSummary, export_state
+    from ccweb_store.store.uow import Store
+
+    settings = load_settings(database_url=database_url)
+    if _missing_sqlite_file(settings):
+        fail(f"no SQLite database at {_shown(settings)}: name an existing file", 2)
+    if directory.exists() and not directory.is_dir():
+        fail(f"{directory} is a file: name a directory to write into", 2)
+    if conversation is not None:
+        from ccweb_store.domain.errors import InvalidInput
+        from ccweb_store.domain.ids import validate_session_id
+
+        try:
+            validate_session_id(conversation)
+        except InvalidInput as exc:
+            fail(f"--conversation: {exc.message}", 2)
+
+    async def work() -> ExportSummary:
+        store = Store.from_settings(settings)
+        try:
+            if conversation is not None:
+                async with store.read_uow() as uow:
+                    if await uow.sessions.get(conversation) is None:
+                        fail(f"no conversation {conversation!r} in {_shown(settings)}", 3)
+            return await export_state(store, directory, conversation=conversation)
+        finally:
+            await store.dispose()
+
+    summary = _run(work, _shown(settings))
+    if as_json:
+        print_json({"directory": str(directory), **summary.as_json()})
+        return
+    typer.echo(
+        f"exported {summary.sessions} conversation(s), {summary.messages} message(s) and "
+        f"{summary.replies} reply state(s) to {directory}"
+    )
+
+
 #: The commands of this module by name (``cli/__init__`` registers them).
-COMMANDS: dict[str, Callable[..., None]] = {"copy": copy, "backup": backup}
+COMMANDS: dict[str, Callable[..., None]] = {
+    "copy": copy,
+    "backup": backup,
+    "export-json": export_json,
+}
