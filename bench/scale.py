@@ -30,6 +30,7 @@ import asyncio
 import io
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -57,7 +58,6 @@ from ccweb_store.mobility.copy import copy_database, schema_tables  # noqa: E402
 from ccweb_store.mobility.export import export_state  # noqa: E402
 from ccweb_store.services.conversations import list_messages  # noqa: E402
 from ccweb_store.services.user_inputs import list_user_inputs  # noqa: E402
-from ccweb_store.store.column_types import _sqlite_datetime_to_text as sqlite_time  # noqa: E402
 from ccweb_store.store.db import create_engine, migrate  # noqa: E402
 from ccweb_store.store.uow import Store  # noqa: E402
 
@@ -83,6 +83,11 @@ WORDS = [
     "disk",
 ]
 START = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def sqlite_time(value: datetime) -> str:
+    """A UTC time as the store keeps it on SQLite (``column_types``)."""
+    return value.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 def text(n: int) -> str:
@@ -114,7 +119,7 @@ def generate_sqlite(path: Path, conversations: int, messages: int, big: int) -> 
                         "user" if seq % 2 else "assistant",
                         text(seq),
                         sqlite_time(START + timedelta(seconds=seq)),
-                        '{"model":"m","turn":%d}' % seq if seq % 10 == 0 else None,
+                        f'{{"model":"m","turn":{seq}}}' if seq % 10 == 0 else None,
                     )
                     for seq in range(start + 1, min(count, start + 50_000) + 1)
                 ]
@@ -371,7 +376,7 @@ async def main() -> None:
         if server:
             for name in names:
                 await drop_database(server, name)
-        subprocess.run(["rm", "-rf", str(work)], check=False)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
