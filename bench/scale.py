@@ -235,20 +235,29 @@ async def postgres_copy_of_the_same_rows(loaded_url: str, empty_url: str) -> flo
         await target.close()
 
 
+#: Runs a command and prints its peak RSS in KiB: ``getrusage(RUSAGE_CHILDREN)`` of a small
+#: process, since a child's ``ru_maxrss`` starts at its parent's size at the ``fork``.
+RSS_WRAPPER = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(code)\n"
+)
+
+
 def import_in_a_process(state: Path, url: str) -> tuple[float, int]:
     """Seconds and peak RSS (bytes) of ``ccweb-store import-json`` in a process of its own."""
+    command = [sys.executable, "-m", "ccweb_store", "import-json", str(state), "--json"]
     start = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ccweb_store", "import-json", str(state), "--json"],
+    result = subprocess.run(
+        [sys.executable, "-c", RSS_WRAPPER, *command],
         cwd=ROOT,
         env={**os.environ, "CCWEB_DATABASE_URL": url, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
-    assert os.waitstatus_to_exitcode(status) == 0, "import-json failed"
-    return seconds, usage.ru_maxrss * 1024
+    return time.perf_counter() - start, int(result.stdout.split()[-1]) * 1024
 
 
 async def export_rate(url: str, directory: Path) -> tuple[int, float]:
@@ -272,6 +281,10 @@ def export_floor(path: Path, out: Path) -> float:
     return time.perf_counter() - start
 
 
+def skip(*_: object) -> None:
+    return None
+
+
 def row(name: str, ours: str, peer: str, ratio: float, goal: str, met: bool | None) -> None:
     verdict = "—" if met is None else "met" if met else "NOT met"
     print(f"| {name} | {ours} | {peer} | {ratio:.2f} | {goal} | {verdict} |")
@@ -285,7 +298,13 @@ async def main() -> None:
     parser.add_argument("--import-sessions", type=int, default=1_000)
     parser.add_argument("--import-messages", type=int, default=1_000_000)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that it runs")
+    parser.add_argument(
+        "--only",
+        default="copy,latency,export,import",
+        help="the rows to measure, of copy,latency,export,import",
+    )
     args = parser.parse_args()
+    only = set(args.only.split(","))
     if args.quick:
         args.conversations, args.messages, args.big = 5, 5_000, 5_000
         args.import_sessions, args.import_messages = 5, 2_000
@@ -304,7 +323,7 @@ async def main() -> None:
         print("\n| row | ours | peer | ratio | goal | |\n|---|---|---|---|---|---|")
         engines = [("SQLite", sqlite_url)]
         copy_url = load_url = None
-        if server:
+        if server and only & {"copy", "latency"}:
             copy_url = await create_database(server, names[0])
             load_url = await create_database(server, names[1])
             engine = create_engine(load_url)
@@ -314,7 +333,8 @@ async def main() -> None:
             await analyze(copy_url)
             baseline_s = await postgres_copy_of_the_same_rows(copy_url, load_url)
             ours, peer = copied / copy_s, copied / baseline_s
-            row(
+            row_if = row if "copy" in only else skip
+            row_if(
                 f"`copy` SQLite → PostgreSQL ({copied:,} rows) vs PostgreSQL's `COPY`",
                 f"{ours:,.0f} rows/s",
                 f"{peer:,.0f} rows/s",
@@ -323,7 +343,7 @@ async def main() -> None:
                 ours / peer >= 0.5,
             )
             with_verify = copied / (copy_s + verify_s)
-            row(
+            row_if(
                 "the same, its verification pass included",
                 f"{with_verify:,.0f} rows/s",
                 f"{peer:,.0f} rows/s",
@@ -332,7 +352,7 @@ async def main() -> None:
                 None,
             )
             engines.append(("PostgreSQL", copy_url))
-        for label, url in engines:
+        for label, url in engines if "latency" in only else []:
             for name, (at_big, at_small, ratios) in (await latencies(url, args.big)).items():
                 ratio = statistics.median(ratios)
                 row(
@@ -346,18 +366,19 @@ async def main() -> None:
             size = await database_bytes(url)
             print(f"| database bytes per message, {label} | {size / total:,.0f} B | — | — | — | |")
 
-        export_dir = work / "export"
-        exported, export_s = await export_rate(sqlite_url, export_dir)
-        floor_s = export_floor(work / "scale.db", work / "floor.jsonl")
-        row(
-            f"`export-json` ({exported:,} messages) vs `sqlite3` rows written as JSON",
-            f"{exported / export_s:,.0f} rows/s",
-            f"{exported / floor_s:,.0f} rows/s",
-            floor_s / export_s,
-            "—",
-            None,
-        )
-
+        if "export" in only:
+            exported, export_s = await export_rate(sqlite_url, work / "export")
+            floor_s = export_floor(work / "scale.db", work / "floor.jsonl")
+            row(
+                f"`export-json` ({exported:,} messages) vs `sqlite3` rows written as JSON",
+                f"{exported / export_s:,.0f} rows/s",
+                f"{exported / floor_s:,.0f} rows/s",
+                floor_s / export_s,
+                "—",
+                None,
+            )
+        if "import" not in only:
+            return
         state = work / "state"
         per_session = args.import_messages // args.import_sessions
         generate_state(state, args.import_sessions, per_session)

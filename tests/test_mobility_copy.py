@@ -168,6 +168,33 @@ def test_a_copy_killed_midway_and_resumed_equals_a_clean_copy(
     assert asyncio.run(raw_rows(database_url)) == asyncio.run(raw_rows(clean))
 
 
+def test_a_resume_from_a_source_changed_since_fails_its_verification(
+    tmp_path: Path, database_url: str
+) -> None:
+    source = sqlite_url(tmp_path / "source.db")
+    asyncio.run(migrate_url(source))
+    asyncio.run(fill_many_messages(source, sessions=2, per_session=50))
+    assert copied_report(source, database_url)["ok"] is True
+
+    async def change_a_copied_message() -> None:
+        engine = create_engine(source)
+        try:
+            async with engine.begin() as connection:
+                await connection.execute(
+                    sa.text("UPDATE messages SET content = 'changed' WHERE id = 'm000-00001'")
+                )
+        finally:
+            await engine.dispose()
+
+    asyncio.run(change_a_copied_message())
+    result = copy_cli(source, database_url, "--resume", "--json")
+
+    assert result.returncode == 1
+    assert "verification failed: messages differ" in result.stderr
+    report = json.loads(result.stdout)
+    assert [t["table"] for t in report["tables"] if not t["ok"]] == ["messages"]
+
+
 def test_a_copy_refuses_an_unmigrated_source_a_missing_file_and_the_same_database(
     tmp_path: Path, database_url: str
 ) -> None:

@@ -200,7 +200,7 @@ def backup(
     from ccweb_store.store.uow import Store
 
     settings = load_settings(database_url=database_url)
-    if _missing_sqlite_file(settings) and settings.database_kind == "sqlite":
+    if _missing_sqlite_file(settings):
         fail(f"no SQLite database at {_shown(settings)}: name an existing file", 2)
     if path.exists():
         fail(f"{path} exists: name a new file (a backup never overwrites one)", 2)

@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
 import sqlalchemy as sa
 
 from ccweb_store.domain.json_values import restored
@@ -52,8 +53,16 @@ class ExportSummary:
 
 
 def _json_bytes(value: Any) -> bytes:
-    """``value`` as JSON text in UTF-8, non-ASCII characters as they are; a value holding a
-    lone surrogate (which UTF-8 cannot hold) with ``\\u`` escapes instead."""
+    """``value`` as JSON text in UTF-8, non-ASCII characters as they are: orjson's, or
+    ``json.dumps``'s where orjson refuses the value or may have written it otherwise (it
+    writes NaN and the infinities as ``null``, which ``import-json`` keeps as text; it refuses
+    an integer beyond 64 bits and a lone surrogate, which ``json.dumps`` escapes as ``\\u``)."""
+    try:
+        encoded = orjson.dumps(value)
+    except (orjson.JSONEncodeError, TypeError):
+        encoded = b"null"
+    if b"null" not in encoded:
+        return encoded
     text = json.dumps(value, ensure_ascii=False)
     try:
         return text.encode()

@@ -45,5 +45,4 @@ def copy_insert(table: sa.Table) -> sa.Insert:
 def id_counter_column(table: sa.Table) -> sa.Column[Any] | None:
     """The column whose values the database counts out itself (a serial or identity column
     on PostgreSQL, an ``INTEGER PRIMARY KEY`` on SQLite), None when the table has none."""
-    column = table.autoincrement_column
-    return column if column is not None else None
+    return table.autoincrement_column
