@@ -147,3 +147,27 @@ def test_a_time_finer_than_a_millisecond_is_written_so_an_import_reads_it_back_e
     assert exact_timestamp("2024-03-01T10:00:00.123456Z", time)
     whole = parse_timestamp("2024-03-01T10:00:00.123Z")
     assert whole is not None and exact_iso(whole) == "2024-03-01T10:00:00.123Z"
+
+
+def test_values_the_importer_kept_as_text_are_exported_as_the_values_they_stand_for(
+    database_url: str, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    (state / "sessions").mkdir(parents=True)
+    source = (
+        '{"id": "odd", "title": "t\\u0000nul", "createdAt": "2024-03-01T10:00:00.000Z",'
+        ' "updatedAt": "2024-03-01T10:00:00.000Z", "huge": 18446744073709551616,'
+        ' "messages": [{"id": "m1", "role": "user", "content": "a\\u0000b",'
+        ' "timestamp": "2024-03-01T10:00:00.000Z",'
+        ' "metadata": {"nan": NaN, "deep": [[[1]]], "lone": "\\ud800"}}]}'
+    )
+    (state / "sessions" / "odd.json").write_text(source, encoding="utf-8")
+    result = run_cli("import-json", str(state), "--json", "--database-url", database_url)
+    assert json.loads(result.stdout)["keptAsText"]["count"] > 0
+
+    export(database_url, tmp_path / "out")
+
+    written = (tmp_path / "out" / "sessions" / "odd.json").read_text(encoding="utf-8")
+    assert json.dumps(json.loads(written), sort_keys=True) == json.dumps(
+        json.loads(source), sort_keys=True
+    )
