@@ -14,19 +14,20 @@ their values made parameters again:
 
 - ``ccweb_send_message`` (``return_and_continue``, to an idle target): ``BEGIN IMMEDIATE``,
   ``CONVERSATIONS``, ``TOUCH``, ``APPEND_MESSAGE``, ``INSERT_REQUEST``, ``ENQUEUE_RUN``,
-  ``COMMIT``;
+  the outbox's events (``insert_events``), ``COMMIT``;
 - ``ccweb_list_user_inputs`` (default arguments, on user inputs of a few hundred characters,
   so that its first read asks for 4 rows and the budget stops there): ``BEGIN``,
   ``LATEST_INPUTS``, ``ROLLBACK``;
-- ``run.claim`` (one kind): ``BEGIN IMMEDIATE``, ``CLAIM``, ``COMMIT``; the service's probe
-  for expired leases (at most once a second) is left out;
+- ``run.claim`` (one kind): ``BEGIN IMMEDIATE``, ``CLAIM``, its event, ``COMMIT``; the
+  service's probe for expired leases (at most once a second) is left out;
 - ``run.complete`` (``completed``, with an output) of a ``cross_conversation`` run whose
   source runs nothing, as in ``roundtrip.py``: ``BEGIN IMMEDIATE``, ``FINISH``,
   ``GET_REQUEST``, ``LOCK_SESSIONS``, ``TOUCH`` and ``APPEND_READ`` (the output, on the
   target), ``SOURCE_STATE``, ``RETURN_AT_ONCE`` (``waiting → returned``), ``TOUCH`` and
   ``APPEND_MESSAGE`` (the reply, on the source), ``ENQUEUE_RUN`` (the source's
-  ``reply_auto_run``), ``DELIVERABLE`` (replies owed to the target), ``COMMIT``. Any other
-  case (a busy source, a reply owed to the target, a run not held) is refused, not handled.
+  ``reply_auto_run``), ``DELIVERABLE`` (replies owed to the target), the events,
+  ``COMMIT``. Any other case (a busy source, a reply owed to the target, a run not held) is
+  refused, not handled.
 
 ``tests/test_bench_floor.py`` checks that a floor send and a floor round trip write the rows
 the app writes, and that a floor list reads the messages the tool answers.
@@ -54,6 +55,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 from typing import Any
 
 import aiosqlite
@@ -179,6 +181,30 @@ DELIVERABLE = (
 )
 #: A conversation for the round trips to use (setup, outside any measurement).
 CREATE_SESSION = "INSERT INTO sessions (id, title) VALUES (?, ?)"
+_EVENT_COLUMNS = (
+    "type, conversation_id, peer_conversation_id, message_id, run_id, request_id, created_at,"
+    " payload"
+)
+
+
+def insert_events(count: int) -> str:
+    """The outbox rows of a transaction, as the service writes them: one multi-row INSERT."""
+    rows = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * count)
+    return f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES {rows}"
+
+
+def event(
+    kind: str,
+    conversation: str,
+    now: str,
+    payload: dict[str, Any],
+    *,
+    peer: str | None = None,
+    message: str | None = None,
+    run: str | None = None,
+    request: str | None = None,
+) -> tuple[Any, ...]:
+    return (kind, conversation, peer, message, run, request, now, dumps_json(payload))
 
 
 class TargetBusy(LookupError):
@@ -274,6 +300,26 @@ class Floor:
                 ENQUEUE_RUN,
                 (run_id, target, "cross_conversation", "queued", prompt, request_id, 1, now),
             )
+            events = (
+                event("message.appended", target, now, {"role": "user"}, message=message_id),
+                event(
+                    "reply.waiting",
+                    source,
+                    now,
+                    {"status": "waiting"},
+                    peer=target,
+                    request=request_id,
+                ),
+                event(
+                    "run.queued",
+                    target,
+                    now,
+                    {"kind": "cross_conversation"},
+                    run=run_id,
+                    request=request_id,
+                ),
+            )
+            await db.execute(insert_events(len(events)), tuple(chain(*events)))
         return {"messageId": message_id, "requestId": request_id, "runId": run_id}
 
     async def create_session(self, session_id: str, title: str) -> None:
@@ -286,7 +332,19 @@ class Floor:
         expires = stored_time(timedelta(seconds=LEASE_SECONDS))
         async with self.transaction() as db:
             rows = list(await db.execute_fetchall(CLAIM, (worker_id, expires, started, kind)))
-        return named(RUN_FIELDS, rows[0]) if rows else None
+            if not rows:
+                return None
+            run = named(RUN_FIELDS, rows[0])
+            started_event = event(
+                "run.started",
+                run["session_id"],
+                started,
+                {"kind": run["kind"], "workerId": worker_id},
+                run=run["id"],
+                request=run["reply_request_id"],
+            )
+            await db.execute(insert_events(1), started_event)
+        return run
 
     async def complete(self, run_id: str, worker_id: str, output: str) -> dict[str, Any]:
         """Complete the ``cross_conversation`` run ``run_id`` that ``worker_id`` holds, with
@@ -316,9 +374,21 @@ class Floor:
             raise NotCovered(f"the source {source!r} no longer exists")
         await db.execute(TOUCH, (now, target))
         metadata = dumps_json({"runId": run_id})
+        output_id = new_id("msg")
         appended = await db.execute_fetchall(
-            APPEND_READ, (new_id("msg"), target, target, "assistant", output, now, metadata)
+            APPEND_READ, (output_id, target, target, "assistant", output, now, metadata)
         )
+        events = [
+            event(
+                "run.finished",
+                target,
+                now,
+                {"kind": run["kind"], "status": "completed"},
+                run=run_id,
+                request=request_id,
+            ),
+            event("message.appended", target, now, {"role": "assistant"}, message=output_id),
+        ]
         state = list(await db.execute_fetchall(SOURCE_STATE, (source, request_id, source)))
         running, answer_id, _ = state[0]
         if request["status"] != "waiting" or running or answer_id is not None:
@@ -337,6 +407,19 @@ class Floor:
         )
         reply = (reply_id, source, source, "assistant", reply_message_text(output), now)
         await db.execute(APPEND_MESSAGE, (*reply, reply_metadata))
+        events.append(
+            event(
+                "reply.returned",
+                source,
+                now,
+                {"status": "returned"},
+                peer=target,
+                request=request_id,
+            )
+        )
+        events.append(
+            event("message.appended", source, now, {"role": "assistant"}, message=reply_id)
+        )
         if auto_run:
             prompt = source_auto_run_prompt(
                 request_id=request_id,
@@ -346,9 +429,21 @@ class Floor:
                 reply_text=output,
             )
             values = ("reply_auto_run", "queued", prompt, request_id, request["hop_count"], now)
-            await db.execute(ENQUEUE_RUN, (new_id("run"), source, *values))
+            auto_run_id = new_id("run")
+            await db.execute(ENQUEUE_RUN, (auto_run_id, source, *values))
+            events.append(
+                event(
+                    "run.queued",
+                    source,
+                    now,
+                    {"kind": "reply_auto_run"},
+                    run=auto_run_id,
+                    request=request_id,
+                )
+            )
         if await db.execute_fetchall(DELIVERABLE, (target,)):
             raise NotCovered(f"replies are owed to {target!r}")
+        await db.execute(insert_events(len(events)), tuple(chain(*events)))
         replies = [named(REQUEST_FIELDS, row) for row in returned]
         message = dict(zip(("id", "seq"), next(iter(appended)), strict=False))
         return {"run": run, "message": message, "replies": replies}

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 from functools import cached_property
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+import platformdirs
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./ccweb.db"
+#: The SQLite file's name inside the data directory.
+DATABASE_FILE_NAME = "ccweb.db"
 MIN_SECRET_CHARS = 32
 #: The shortest operator token (``CCWEB_TOKEN``) any command accepts.
 MIN_TOKEN_CHARS = 16
@@ -34,7 +37,11 @@ class Settings(BaseSettings):
         env_prefix="CCWEB_", extra="ignore", hide_input_in_errors=True
     )
 
-    database_url: str = DEFAULT_DATABASE_URL
+    #: Unset: the SQLite file ``ccweb.db`` in ``data_dir``, whatever the working directory.
+    database_url: str = ""
+    #: Where the default SQLite database lives: the platform's user data directory for
+    #: ccweb-store (``platformdirs``) unless ``CCWEB_DATA_DIR`` names another.
+    data_dir: Path = Field(default_factory=lambda: default_data_dir())
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=1, le=65535)
     token: str | None = None
@@ -55,7 +62,30 @@ class Settings(BaseSettings):
     # every second when the server's autovacuum is off, else never; 0, never.
     postgres_vacuum_seconds: float | None = Field(default=None, ge=0)
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0)
+    #: How long the event outbox keeps events (``GET /events``, ``events.list``).
+    event_retention_days: float = Field(default=7.0, gt=0)
+    #: Seconds between heartbeat comments on an idle ``GET /events`` stream.
+    events_heartbeat_seconds: float = Field(default=15.0, gt=0)
     log_level: str = "info"
+    #: ``text`` (one line per record) or ``json`` (one JSON object per line), for ``serve``.
+    log_format: Literal["text", "json"] = "text"
+    #: Log one line per request (``serve --access-log``).
+    access_log: bool = False
+    #: Serve ``GET /metrics`` without the operator token; only allowed on a loopback bind.
+    metrics_public: bool = False
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir_or_default(cls, value: object) -> object:
+        if value is None or value == "":
+            return default_data_dir()
+        return Path(str(value)).expanduser() if isinstance(value, str | Path) else value
+
+    @model_validator(mode="after")
+    def _database_in_data_dir(self) -> Settings:
+        if not self.database_url.strip():
+            self.database_url = data_dir_database_url(self.data_dir)
+        return self
 
     @field_validator("allowed_origins", mode="before")
     @classmethod
@@ -107,8 +137,23 @@ class Settings(BaseSettings):
         return database_kind(self.database_url)
 
     @property
+    def database_in_data_dir(self) -> bool:
+        """Whether the database is the default one, ``ccweb.db`` in ``data_dir``."""
+        return self.database_url == data_dir_database_url(self.data_dir)
+
+    @property
     def host_is_loopback(self) -> bool:
         return is_loopback_host(self.host)
+
+
+def default_data_dir() -> Path:
+    """The platform's user data directory for ccweb-store (e.g. ``~/.local/share/ccweb-store``)."""
+    return Path(platformdirs.user_data_dir("ccweb-store", appauthor=False))
+
+
+def data_dir_database_url(data_dir: Path) -> str:
+    """The URL of the default SQLite database in ``data_dir``."""
+    return f"sqlite+aiosqlite:///{data_dir.absolute() / DATABASE_FILE_NAME}"
 
 
 def database_kind(url: str) -> str:

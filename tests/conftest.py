@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +29,7 @@ from ccweb_store.store.models import Base
 from ccweb_store.store.uow import Store
 
 POSTGRES_ENV = "CCWEB_TEST_POSTGRES_URL"
+DATA_DIR_ENV = "CCWEB_DATA_DIR"
 HYPOTHESIS_PROFILE_ENV = "CCWEB_HYPOTHESIS_PROFILE"
 
 # Property tests: a few examples each in the suite (the same ones every run, so CI is
@@ -50,6 +53,39 @@ settings.register_profile(
 settings.load_profile(os.environ.get(HYPOTHESIS_PROFILE_ENV, "ci"))
 REQUIRE_POSTGRES_ENV = "CCWEB_REQUIRE_POSTGRES"
 BACKENDS = ("sqlite", "postgres")
+
+
+_data_dir: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every command a test runs, in-process or as a subprocess, keeps its default database in
+    a scratch data directory: the suite never writes into the user's real one."""
+    global _data_dir
+    _data_dir = tempfile.mkdtemp(prefix="ccweb-test-data-")
+    os.environ[DATA_DIR_ENV] = _data_dir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _data_dir is not None:
+        shutil.rmtree(_data_dir, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line for the PostgreSQL tests skipped for want of a server, instead of one each."""
+    if os.environ.get(POSTGRES_ENV):
+        return
+    skipped = [
+        report
+        for report in terminalreporter.stats.get("skipped", [])
+        if POSTGRES_ENV in str(getattr(report, "longrepr", ""))
+    ]
+    if skipped:
+        terminalreporter.write_line(
+            f"{len(skipped)} PostgreSQL tests skipped: {POSTGRES_ENV} is not set "
+            "(e.g. postgresql+asyncpg://root@127.0.0.1:5432/test)",
+            yellow=True,
+        )
 
 
 def postgres_server_url() -> str | None:

@@ -16,8 +16,10 @@ the worker must never hand those to an agent.
 
 Options (before the prompt): ``--sleep SECONDS`` first, ``--exit CODE`` (with a line on
 stderr) instead of answering, ``--pid-file PATH``, ``--wait-for PATH`` (answer only once that
-file exists, so a test decides when the command ends). Each run appends its run id to
-``$FAKE_AGENT_LOG`` when set. Standard library only.
+file exists, so a test decides when the command ends), ``--marks PATH`` (append
+``start <conversation> <run>`` when it starts and ``end <conversation> <run>`` just before it
+exits, so a test sees from their order which commands ran at the same time). Each run appends
+its run id to ``$FAKE_AGENT_LOG`` when set. Standard library only.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ def main() -> int:
     parser.add_argument("--exit", type=int, default=0)
     parser.add_argument("--pid-file")
     parser.add_argument("--wait-for")
+    parser.add_argument("--marks")
     parser.add_argument("prompt", nargs="?")
     options = parser.parse_args()
     leaked = [name for name in ("CCWEB_TOKEN", "CCWEB_DATABASE_URL") if name in os.environ]
@@ -105,6 +108,7 @@ def main() -> int:
         with open(options.pid_file, "w") as file:
             file.write(str(os.getpid()))
     prompt = options.prompt if options.prompt is not None else sys.stdin.read()
+    mark(options.marks, "start")
     if os.environ.get("FAKE_AGENT_LOG"):
         with open(os.environ["FAKE_AGENT_LOG"], "a") as file:
             file.write(os.environ["CCWEB_RUN_ID"] + "\n")
@@ -115,9 +119,23 @@ def main() -> int:
             time.sleep(0.05)
     if options.exit:
         print(f"fake agent failing on purpose with {options.exit}", file=sys.stderr)
+        mark(options.marks, "end")
         return options.exit
     print(answer(prompt))
+    mark(options.marks, "end")
     return 0
+
+
+def mark(path: str | None, what: str) -> None:
+    """One line in ``path``, written at once (``O_APPEND``), so lines of commands running
+    at the same time never interleave."""
+    if path:
+        line = f"{what} {os.environ['CCWEB_CONVERSATION_ID']} {os.environ['CCWEB_RUN_ID']}\n"
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(descriptor, line.encode())
+        finally:
+            os.close(descriptor)
 
 
 if __name__ == "__main__":

@@ -82,12 +82,24 @@ async def api_answers(database_url: str) -> dict[str, Any]:
                 answers[f"reply.get {request_id}"] = await rpc_result(
                     client, "reply.get", {"requestId": request_id}
                 )
+            answers["events.list"] = await rpc_result(client, "events.list", {"limit": 500})
             answers["credential.list"] = await rpc_result(
                 client, "credential.list", {"includeInactive": True}
             )
     finally:
         await store.dispose()
     return answers
+
+
+async def issued_event_ids(database_url: str) -> int:
+    """The highest event id the database has handed out (its sequence's or
+    ``sqlite_sequence``'s, not only the highest row's)."""
+    store = Store.from_settings(Settings(database_url=database_url))
+    try:
+        async with store.snapshot() as connection:
+            return await store.issued_ids(connection, Base.metadata.tables["events"])
+    finally:
+        await store.dispose()
 
 
 async def raw_rows(database_url: str) -> dict[str, list[tuple[Any, ...]]]:

@@ -49,7 +49,7 @@ def test_python_server_py_migrates_a_new_sqlite_file_and_serves_healthz(tmp_path
         assert body["revision"] == revision
     finally:
         stderr = server.stop()
-    assert "Uvicorn running on http://127.0.0.1" in stderr  # logs go to stderr
+    assert f"listening on http://127.0.0.1:{port}" in stderr  # logs go to stderr
 
 
 def test_serve_refuses_a_public_host_without_a_token(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ TABLES = {
     "messages": "SELECT * FROM messages ORDER BY session_id, seq",
     "reply_requests": "SELECT * FROM reply_requests ORDER BY created_at",
     "runs": "SELECT * FROM runs ORDER BY created_at",
+    "events": "SELECT * FROM events ORDER BY id",
 }
 IDS = re.compile(r"\b(msg|req|run)_[0-9a-f]{20,}\b")
 TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?$")

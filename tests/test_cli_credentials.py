@@ -113,7 +113,7 @@ def test_credential_commands_fail_with_clear_exit_codes(database_url: str) -> No
 
 def test_a_real_server_never_logs_the_key_or_a_token(database_url: str) -> None:
     make_conversations(database_url, "conv-a", "conv-b")
-    with serving(database_url, with_stdout=True, CCWEB_LOG_LEVEL="debug") as server:
+    with serving(database_url, CCWEB_LOG_LEVEL="debug", CCWEB_ACCESS_LOG="1") as server:
         minted = run_cli(
             "conversation-url", "conv-a", "--base-url", server.url,
             env=server_env(CCWEB_DATABASE_URL=database_url),
@@ -141,3 +141,31 @@ def test_a_real_server_never_logs_the_key_or_a_token(database_url: str) -> None:
         assert key not in text
     assert signature not in log
     assert "/mcp?credential=REDACTED" in log  # the access log ran, with the token blanked
+
+
+def test_conversation_url_prints_a_ready_setup_for_each_client(database_url: str) -> None:
+    make_conversations(database_url, "planner")
+    env = server_env(CCWEB_DATABASE_URL=database_url)
+    base = ["conversation-url", "planner", "--base-url", "http://127.0.0.1:8787"]
+
+    claude, codex, stdio = (
+        run_cli(*base, "--client", c, env=env) for c in ("claude", "codex", "stdio")
+    )
+    bad = run_cli(*base, "--client", "vim", env=env)
+
+    assert all(r.returncode == 0 for r in (claude, codex, stdio)), [
+        r.stderr for r in (claude, codex, stdio)
+    ]
+    assert claude.stdout.startswith(
+        "claude mcp add --transport http ccweb 'http://127.0.0.1:8787/mcp?credential=ccw1.planner."
+    )
+    assert codex.stdout.splitlines()[0] == "[mcp_servers.ccweb]"
+    assert codex.stdout.splitlines()[1].startswith(
+        'url = "http://127.0.0.1:8787/mcp?credential=ccw1.'
+    )
+    assert stdio.stdout.startswith("CCWEB_CREDENTIAL=ccw1.planner.")
+    assert stdio.stdout.rstrip().endswith("mcp-stdio --url http://127.0.0.1:8787")
+    assert "CCWEB_TOKEN" not in claude.stdout + codex.stdout + stdio.stdout
+    listed = as_json(ccweb_store(database_url, "credentials", "list", "--json"))
+    assert listed["count"] == 3
+    assert bad.returncode == 2 and "use one of claude, codex, stdio" in bad.stderr

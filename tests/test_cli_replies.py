@@ -85,7 +85,10 @@ def test_replies_list_prints_a_readable_table(database_url: str) -> None:
     assert "4 open request(s), oldest first" in result.stdout
     lines = {line.split()[0]: line for line in result.stdout.splitlines() if "req_" in line}
     assert set(lines) == set(data.OPEN_REQUESTS)
-    assert "Alpha → Beta" in lines[data.WAITING] and "queued, attempts 1" in lines[data.WAITING]
+    assert (
+        "Alpha (alpha) → Beta (beta)" in lines[data.WAITING]
+        and "queued, attempts 1" in lines[data.WAITING]
+    )
     assert "target run failed: boom" in lines[data.FAILED]
     assert "w-delta (lease" in lines[data.LEGACY]
 
@@ -224,6 +227,7 @@ def test_runs_list_refuses_an_unknown_status_with_exit_2(database_url: str) -> N
 
 
 def test_a_database_without_the_views_is_reported_with_a_hint(tmp_path: Path) -> None:
+    (tmp_path / "never-migrated.db").touch()
     url = f"sqlite+aiosqlite:///{tmp_path / 'never-migrated.db'}"
 
     result = ccweb_store(url, "replies", "list")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import platformdirs
 import pytest
 
 from ccweb_store.config import (
-    DEFAULT_DATABASE_URL,
     MIN_TOKEN_CHARS,
     Settings,
     database_kind,
@@ -18,11 +21,41 @@ def test_defaults_are_sqlite_on_loopback(monkeypatch: pytest.MonkeyPatch) -> Non
     for name in ("CCWEB_DATABASE_URL", "CCWEB_HOST", "CCWEB_PORT", "CCWEB_TOKEN", "CCWEB_MAX_HOPS"):
         monkeypatch.delenv(name, raising=False)
     settings = Settings()
-    assert settings.database_url == DEFAULT_DATABASE_URL
+    data_dir = Path(os.environ["CCWEB_DATA_DIR"])
+    assert settings.database_url == f"sqlite+aiosqlite:///{data_dir / 'ccweb.db'}"
+    assert settings.database_in_data_dir
     assert (settings.host, settings.port, settings.max_hops) == ("127.0.0.1", 8787, 4)
     assert settings.max_content_chars == 200_000
     assert settings.token is None
     assert settings.database_kind == "sqlite"
+
+
+def test_without_a_data_dir_the_database_is_in_the_user_data_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CCWEB_DATABASE_URL", raising=False)
+    monkeypatch.delenv("CCWEB_DATA_DIR", raising=False)
+    expected = Path(platformdirs.user_data_dir("ccweb-store", appauthor=False))
+    settings = Settings()
+    assert settings.data_dir == expected
+    assert settings.database_url == f"sqlite+aiosqlite:///{expected.absolute() / 'ccweb.db'}"
+
+
+def test_the_database_does_not_depend_on_the_working_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("CCWEB_DATABASE_URL", raising=False)
+    monkeypatch.setenv("CCWEB_DATA_DIR", str(tmp_path / "home"))
+    first = Settings().database_url
+    monkeypatch.chdir(tmp_path)
+    assert Settings().database_url == first == f"sqlite+aiosqlite:///{tmp_path}/home/ccweb.db"
+
+
+def test_a_database_url_is_not_the_data_dir_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CCWEB_DATABASE_URL", "sqlite+aiosqlite:///elsewhere.db")
+    settings = Settings()
+    assert settings.database_url == "sqlite+aiosqlite:///elsewhere.db"
+    assert not settings.database_in_data_dir
 
 
 def test_environment_variables_override_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -421,7 +421,8 @@ async def test_with_an_operator_token_a_credential_opens_mcp_but_never_rpc(trio:
             )
             assert response.status_code == 401
             assert (
-                "a conversation credential opens /mcp only" in response.json()["error"]["message"]
+                "a conversation credential opens /mcp and /events only"
+                in response.json()["error"]["message"]
             )
         # A credential-shaped bearer that is not a credential is still refused, by /mcp.
         fake = {"Authorization": "Bearer ccw1.conv-a.cred_x.0.0.nope"}

@@ -63,7 +63,7 @@ async def test_a_path_that_does_not_exist_is_a_json_404_naming_the_endpoints(
             body = _json_error(await client.request(method, "/nope"), 404, "not_found")
             message = body["error"]["message"]
             assert message.startswith(f"{method} /nope: no such endpoint")
-            assert "POST /mcp, POST /rpc and GET /healthz" in message
+            assert "POST /mcp, POST /rpc, GET /events, GET /healthz and GET /metrics" in message
 
 
 async def test_a_method_healthz_does_not_serve_is_a_json_405_with_allow(store: Store) -> None:

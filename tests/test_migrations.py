@@ -345,7 +345,7 @@ async def test_the_0008_checks_allow_and_refuse_the_same_values_both_ways(
             )
         for step, revision in enumerate(("0008", "0007", "0008")):
             if revision == "0008":
-                await migrate(engine)
+                await migrate(engine, "0008")
             else:
                 await downgrade(engine, "0007")
             bad = [
@@ -395,7 +395,7 @@ async def test_0008_finishes_on_sqlite_after_a_run_that_stopped_half_way(tmp_pat
             raw.execute("UPDATE sqlite_master SET sql = ? WHERE name = 'messages'", (rewritten,))
             raw.execute(f"PRAGMA schema_version = {version + 1}")
             raw.execute("PRAGMA writable_schema = OFF")
-        await migrate(engine)
+        await migrate(engine, "0008")
         async with engine.connect() as connection:
             assert await current_revision(connection) == "0008"
             tables = await connection.execute(

@@ -25,7 +25,12 @@ from tests.conftest import (
     migrate_url,
     postgres_server_url,
 )
-from tests.mobility_data import api_answers, fill_every_kind_of_row, raw_rows
+from tests.mobility_data import (
+    api_answers,
+    fill_every_kind_of_row,
+    issued_event_ids,
+    raw_rows,
+)
 from tests.servers import ROOT, server_env
 
 
@@ -76,6 +81,11 @@ def test_a_copy_to_postgresql_and_back_keeps_every_row_and_every_api_answer(
     counts = {t["table"]: t["rows"] for t in there["tables"]}
     assert counts["messages"] > 0 and counts["conversation_credentials"] == 2
     assert counts["server_secrets"] == 1 and counts["reply_requests"] == 5
+    assert counts["events"] > 0
+    assert before["events.list"]["events"], "the outbox holds the changes"
+    issued = asyncio.run(issued_event_ids(source))
+    assert asyncio.run(issued_event_ids(fresh_postgres_url)) == issued
+    assert asyncio.run(issued_event_ids(back_url)) == issued
     assert asyncio.run(api_answers(fresh_postgres_url)) == before
     assert asyncio.run(api_answers(back_url)) == before
     assert asyncio.run(raw_rows(fresh_postgres_url)) == rows_before

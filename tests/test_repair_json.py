@@ -327,4 +327,4 @@ def test_the_help_says_what_it_rewrites_and_gives_an_example() -> None:
     text = " ".join(result.output.split())
     assert "Example: ccweb-store repair-json --dry-run && ccweb-store repair-json" in text
     assert '{"$ccwebJsonText":' in text
-    assert "[env: CCWEB_DATABASE_URL; default: sqlite+aiosqlite:///./ccweb.db]" in text
+    assert "[env: CCWEB_DATABASE_URL; default: ccweb.db in CCWEB_DATA_DIR]" in text

@@ -233,6 +233,20 @@ async def test_requeue_run_puts_a_running_run_back(pair: Store) -> None:
     assert caught.value.code == errors.INVALID_STATE
 
 
+async def test_a_worker_requeues_only_the_run_it_still_holds(pair: Store) -> None:
+    sent = await ask(pair, "conv-a", "conv-b", "q")
+    await claim(pair, "w1")
+    await runs.requeue_run(pair, {"runId": sent["runId"]})  # the operator: w1 lost it
+    await claim(pair, "w2")
+    with pytest.raises(DomainError) as caught:
+        await runs.requeue_run(pair, {"runId": sent["runId"], "workerId": "w1"})
+    assert caught.value.code == errors.LEASE_LOST
+    listed = await runs.list_runs(pair, {"sessionId": "conv-b"})
+    assert [(r["status"], r["workerId"]) for r in listed["runs"]] == [("running", "w2")]
+    run = await runs.requeue_run(pair, {"runId": sent["runId"], "workerId": "w2"})
+    assert (run["status"], run["attempts"]) == ("queued", 2)
+
+
 async def test_list_runs_filters_by_conversation_and_status(pair: Store) -> None:
     sent = await ask(pair, "conv-a", "conv-b", "q")
     started = await runs.start_run(pair, {"sessionId": "conv-a"})

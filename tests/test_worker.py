@@ -220,8 +220,7 @@ class Bench:
         self, *args: str, command: str | None = AGENT + " {prompt}", **env: str
     ) -> WorkerProcess:
         log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the fixture)
-        argv = [sys.executable, "-m", "ccweb_store", "worker", "--url", self.server.url,
-                "--poll-interval", "0.1", *args]  # fmt: skip
+        argv = [sys.executable, "-m", "ccweb_store", "worker", "--url", self.server.url, *args]
         if command is not None:
             argv += ["--command", command]
         process = subprocess.Popen(
@@ -474,7 +473,7 @@ def test_a_command_that_runs_too_long_is_killed_and_its_run_fails(
         "--once", "--timeout", "1", command=f"{AGENT} --sleep 600 --pid-file {pid_file}"
     )
     code, log = worker.finish()
-    assert code == 0, log
+    assert code == 1, log  # --once: its run failed
     (run,) = bench.runs()
     assert (run["id"], run["status"]) == (run_id, "failed")
     assert run["error"] == "timed out after 1s; the worker killed the command"
@@ -489,7 +488,7 @@ def test_a_failing_command_fails_its_run_with_the_end_of_its_stderr(bench: Bench
     worker = bench.worker("--once")
     assert worker.finish()[0] == 0
     failing = bench.worker("--once", command=f"{AGENT} --exit 3 {{prompt}}")
-    assert failing.finish()[0] == 0
+    assert failing.finish()[0] == 1
     target = bench.runs(sessionId="conv-b")[0]
     assert target["status"] == "failed"
     assert target["error"] == (
@@ -517,7 +516,7 @@ def test_ctrl_c_lets_the_current_run_finish_then_exits(bench: Bench, tmp_path: P
     worker.process.send_signal(signal.SIGINT)
     code, log = worker.finish()
     assert code == 0, log
-    assert f"stopping after run {first} finishes" in log
+    assert f"stopping: no new runs; waiting up to 30s for {first} to finish" in log
     runs = {run["id"]: run for run in bench.runs()}
     assert (runs[first]["status"], runs[first]["attempts"]) == ("completed", 0)
     assert runs[first]["output"] == "conv-a (hop 0) says: first"
@@ -533,7 +532,7 @@ def test_a_second_ctrl_c_kills_the_command_and_requeues_its_run(
     worker = bench.worker(command=f"{AGENT} --sleep 600 --pid-file {pid_file} {{prompt}}")
     bench.wait_until("the command started", lambda: pid_in(pid_file))
     worker.process.send_signal(signal.SIGINT)
-    bench.wait_until("the worker said it stops", lambda: "stopping after run" in worker.text())
+    bench.wait_until("the worker said it stops", lambda: "stopping: no new runs" in worker.text())
     worker.process.send_signal(signal.SIGINT)
     code, log = worker.finish()
     assert code == 130, log
@@ -541,6 +540,162 @@ def test_a_second_ctrl_c_kills_the_command_and_requeues_its_run(
     (run,) = bench.runs()
     assert (run["status"], run["attempts"], run["workerId"]) == ("queued", 1, None)
     assert not is_running(pid_in(pid_file))
+
+
+def read_marks(path: Path) -> list[tuple[str, str, str]]:
+    """The ``--marks`` lines of the fake agents: (start|end, conversation, run), in order."""
+    if not path.exists():
+        return []
+    return [
+        (what, conversation, run)
+        for what, conversation, run in map(str.split, path.read_text().splitlines())
+    ]
+
+
+def most_at_once(marks: list[tuple[str, str, str]]) -> tuple[int, int]:
+    """The most commands that ran at the same time, over all and of one conversation."""
+    running: Counter[str] = Counter()
+    most = most_of_one = 0
+    for what, conversation, _ in marks:
+        running[conversation] += 1 if what == "start" else -1
+        most = max(most, running.total())
+        most_of_one = max(most_of_one, running[conversation])
+    return most, most_of_one
+
+
+def test_concurrency_3_runs_three_conversations_at_once_never_two_of_one(
+    bench: Bench, tmp_path: Path
+) -> None:
+    marks, go = tmp_path / "marks", tmp_path / "go"
+    runs = set()
+    for conversation in ("conv-a", "conv-b", "conv-c", "conv-d"):
+        bench.conversation(conversation)
+        runs.add(bench.person_writes(conversation, f"first of {conversation}"))
+    runs.add(bench.person_writes("conv-a", "second of conv-a"))
+    worker = bench.worker(
+        "--concurrency", "3", command=f"{AGENT} --marks {marks} --wait-for {go} {{prompt}}"
+    )
+    bench.wait_until("three commands started", lambda: len(read_marks(marks)) >= 3)
+    # No command ends before ``go`` exists: three starts in a row are three commands at once.
+    first_three = read_marks(marks)[:3]
+    assert [what for what, _, _ in first_three] == ["start"] * 3
+    assert len({conversation for _, conversation, _ in first_three}) == 3
+    go.touch()
+    bench.wait_until("five runs completed", lambda: len(bench.runs(status="completed")) == 5)
+    worker.process.send_signal(signal.SIGTERM)
+    code, log = worker.finish()
+    assert code == 0, log
+    marks_seen = read_marks(marks)
+    assert Counter(what for what, _, _ in marks_seen) == {"start": 5, "end": 5}
+    assert {run for _, _, run in marks_seen} == runs
+    assert most_at_once(marks_seen) == (3, 1)  # never more than --concurrency, one per conversation
+    conv_a = [(what, run) for what, conversation, run in marks_seen if conversation == "conv-a"]
+    assert [what for what, _ in conv_a] == ["start", "end", "start", "end"]
+
+
+def test_a_run_of_a_conversation_the_worker_still_runs_waits_for_that_one_to_end(
+    bench: Bench, tmp_path: Path
+) -> None:
+    """The client's own guard: the server leased a second run of conv-a (its first was taken
+    away by an operator), while the worker still ran the first's command."""
+    marks = tmp_path / "marks"
+    bench.conversation("conv-a")
+    bench.conversation("conv-b")
+    first = bench.person_writes("conv-a", "first")
+    other = bench.person_writes("conv-b", "other")
+    worker = bench.worker(
+        "--concurrency", "2",
+        command=f"{AGENT} --marks {marks} --wait-for {tmp_path}/go-{{conversation_id}} {{prompt}}",
+    )  # fmt: skip
+    # Both slots taken, so the worker claims nothing until one ends.
+    bench.wait_until("both commands started", lambda: len(read_marks(marks)) == 2)
+    bench.rpc("run.requeue", {"runId": first})
+    assert bench.rpc("run.claim", {"workerId": "operator"})["run"]["id"] == first
+    done = {"runId": first, "workerId": "operator", "status": "completed", "output": "by hand"}
+    bench.rpc("run.complete", done)
+    second = bench.person_writes("conv-a", "second")
+    (tmp_path / "go-conv-b").touch()  # a slot frees: the worker claims conv-a's second run
+    bench.wait_until(
+        "the second run waits",
+        lambda: f"run {second} waits until this worker's run of conv-a" in worker.text(),
+    )
+    (tmp_path / "go-conv-a").touch()
+    bench.wait_until("three runs completed", lambda: len(bench.runs(status="completed")) == 3)
+    worker.process.send_signal(signal.SIGTERM)
+    code, log = worker.finish()
+    assert code == 0, log
+    assert [
+        (what, run) for what, conversation, run in read_marks(marks) if conversation == "conv-a"
+    ] == [("start", first), ("end", first), ("start", second), ("end", second)]
+    ended = {run["id"]: (run["workerId"], run["output"]) for run in bench.runs()}
+    assert ended[first] == ("operator", "by hand")  # the worker's late answer was dropped
+    assert ended[second][1] == "conv-a (hop 0) says: second"
+    assert ended[other][1] == "conv-b (hop 0) says: other"
+
+
+def test_sigterm_gives_running_commands_the_grace_period_then_requeues_their_runs(
+    bench: Bench, tmp_path: Path
+) -> None:
+    bench.conversation("conv-a")
+    bench.conversation("conv-b")
+    run_id = bench.person_writes("conv-a", "long")
+    waiting = bench.person_writes("conv-b", "never claimed")
+    pid_file = tmp_path / "agent.pid"
+    worker = bench.worker(
+        "--grace", "1", command=f"{AGENT} --sleep 600 --pid-file {pid_file} {{prompt}}"
+    )
+    bench.wait_until("the command started", lambda: pid_in(pid_file))
+    worker.process.send_signal(signal.SIGTERM)
+    code, log = worker.finish()
+    assert code == 130, log
+    assert f"stopping: no new runs; waiting up to 1s for {run_id} to finish" in log
+    requeued = [line for line in log.splitlines() if "put back in the queue" in line]
+    assert len(requeued) == 1, log  # one line per run
+    assert (
+        f"run {run_id} interrupted and put back in the queue (user_turn of conv-a: still "
+        "running when the 1s grace period ended)" in requeued[0]
+    )
+    runs = {run["id"]: run for run in bench.runs()}
+    assert (runs[run_id]["status"], runs[run_id]["attempts"], runs[run_id]["workerId"]) == (
+        "queued",
+        1,
+        None,
+    )
+    assert (runs[waiting]["status"], runs[waiting]["attempts"]) == ("queued", 0)
+    assert not is_running(pid_in(pid_file))
+
+
+def test_once_exits_1_when_its_run_failed_and_0_when_it_succeeded(bench: Bench) -> None:
+    bench.conversation("conv-a")
+    failing = bench.person_writes("conv-a", "fails")
+    code, log = bench.worker("--once", command=f"{AGENT} --exit 4 {{prompt}}").finish()
+    assert code == 1, log
+    working = bench.person_writes("conv-a", "works")
+    code, log = bench.worker("--once", "--poll-interval", "0.1").finish()
+    assert code == 0, log
+    assert "--poll-interval is no longer used" in log  # accepted, so old scripts still start
+    statuses = {run["id"]: run["status"] for run in bench.runs()}
+    assert statuses == {failing: "failed", working: "completed"}
+
+
+CLAIMING = "claiming a run (waiting up to 30s)"
+
+
+def test_an_idle_worker_takes_a_run_in_the_claim_that_was_waiting_when_it_was_queued(
+    bench: Bench,
+) -> None:
+    bench.conversation("conv-a")
+    worker = bench.worker("--log-level", "debug")
+    bench.wait_until("the worker waits for a run", lambda: CLAIMING in worker.text())
+    claims_before = worker.text().count(CLAIMING)
+    run_id = bench.person_writes("conv-a", "hello")
+    bench.wait_until("the run completed", lambda: bench.runs(status="completed"))
+    worker.process.send_signal(signal.SIGINT)
+    code, log = worker.finish()
+    assert code == 0, log
+    # The long-poll that was waiting when the run was queued is the one that took it: no
+    # further claim was needed.
+    assert log[: log.index(f"run {run_id} claimed")].count(CLAIMING) == claims_before
 
 
 def test_per_agent_commands_and_the_conversations_directory(bench: Bench, tmp_path: Path) -> None:

@@ -11,13 +11,16 @@ import typer
 
 from ccweb_store.cli.common import (
     DatabaseUrl,
+    database_settings,
     duration_option,
     fail,
     load_settings,
     server_url,
     setup_logging,
 )
+from ccweb_store.cli.conversations import conversations_app
 from ccweb_store.cli.credentials import conversation_url, credentials_app
+from ccweb_store.cli.doctor import doctor
 from ccweb_store.cli.mobility import COMMANDS as MOBILITY_COMMANDS
 from ccweb_store.cli.repairs import repair_json
 from ccweb_store.cli.replies import replies_app
@@ -33,13 +36,12 @@ app = typer.Typer(
 app.add_typer(replies_app, name="replies")
 app.add_typer(runs_app, name="runs")
 app.add_typer(credentials_app, name="credentials")
+app.add_typer(conversations_app, name="conversations")
+app.command()(doctor)
 app.command("conversation-url")(conversation_url)
 app.command("repair-json")(repair_json)
 for _name, _command in MOBILITY_COMMANDS.items():
     app.command(_name)(_command)
-
-#: The log levels at which ``serve`` writes uvicorn's access log (a line per request).
-ACCESS_LOG_LEVELS = frozenset({"trace", "debug", "info"})
 
 
 @app.command()
@@ -55,44 +57,49 @@ def serve(
         str | None,
         typer.Option(help="Bearer token required on /mcp and /rpc \\[env: CCWEB_TOKEN]"),
     ] = None,
-    log_level: Annotated[str | None, typer.Option(help="debug, info, warning, error")] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(help="debug (adds the libraries' own lines), info, warning, error"),
+    ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            help="text, or json: one JSON object per line \\[env: CCWEB_LOG_FORMAT]",
+            show_default=False,
+        ),
+    ] = None,
+    access_log: Annotated[
+        bool | None,
+        typer.Option(
+            "--access-log",
+            help="Log one line per request \\[env: CCWEB_ACCESS_LOG]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Serve /mcp, /rpc and /healthz, migrating the database to head first."""
-    import logging
+    """Serve /mcp, /rpc, /events, /healthz and /metrics, migrating the database to head first.
 
-    import uvicorn
+    Logs go to stderr: a startup line (version, database, address), then only warnings and
+    errors, unless --access-log adds a line per request.
 
-    from ccweb_store.http.app import create_app
-    from ccweb_store.services.credentials import RedactCredentials
+    Example: ccweb-store serve --port 8787 --access-log --log-format json
+    """
+    from ccweb_store.cli import serving
+    from ccweb_store.store.db import prepare_database_home
 
     settings = load_settings(
-        host=host, port=port, database_url=database_url, token=token, log_level=log_level
+        host=host,
+        port=port,
+        database_url=database_url,
+        token=token,
+        log_level=log_level,
+        log_format=log_format,
+        access_log=access_log,
     )
-    setup_logging(settings.log_level)
-    if not settings.host_is_loopback and not settings.token:
-        fail(
-            f"refusing to listen on non-loopback host {settings.host!r} without a token: "
-            "set CCWEB_TOKEN (or --token) so other machines must authenticate, "
-            "or bind to 127.0.0.1"
-        )
-    config = uvicorn.Config(
-        create_app(settings, freeze_gc_after_startup=True),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
-        # uvicorn formats each request's access line before its logger drops it; above info,
-        # where none would print, the lines are not made at all.
-        access_log=settings.log_level.lower() in ACCESS_LOG_LEVELS,
-        # Nothing but the access log reads the client's address or scheme, which uvicorn's
-        # proxy-headers middleware would rewrite from X-Forwarded-* on every request (behind
-        # a proxy, the access log shows the proxy's); no answer needs to name the server.
-        proxy_headers=False,
-        server_header=False,
-    )
-    # After Config, which sets up uvicorn's loggers: the access log would show the token of a
-    # request to /mcp?credential=….
-    logging.getLogger("uvicorn.access").addFilter(RedactCredentials())
-    uvicorn.Server(config).run()
+    # The startup line names the database; here only its directory is made, when it is new.
+    prepare_database_home(settings.database_url)
+    serving.serve(settings)
 
 
 @app.command()
@@ -106,7 +113,7 @@ def migrate(
     """Upgrade (or downgrade) the database schema."""
     from ccweb_store.store import db
 
-    settings = load_settings(database_url=database_url)
+    settings = database_settings(database_url, create=True)
     setup_logging("warning")
 
     async def run() -> str | None:
@@ -161,7 +168,7 @@ def import_json(
             f"{directory} does not look like a cc-web state directory: "
             "expected sessions/*.json or config/cross-conversation-replies.json in it"
         )
-    settings = load_settings(database_url=database_url)
+    settings = database_settings(database_url, create=not dry_run, required=not dry_run)
     setup_logging("warning")
     summary = asyncio.run(run_import(settings, directory, dry_run=dry_run, as_json=as_json))
     raise typer.Exit(0 if summary.ok else 1)
@@ -213,7 +220,8 @@ def mcp_stdio(
         settings = load_settings(token=token)
         asyncio.run(stdio.serve_bridge(url, settings.token, source, credential=credential))
     else:
-        settings = load_settings(database_url=database_url)
+        # A server on stdio: like serve, it creates and migrates its database.
+        settings = database_settings(database_url, create=True)
         asyncio.run(stdio.serve_database(settings, source))
 
 
@@ -265,11 +273,31 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency", min=1, max=64, help="Runs at once, each of another conversation"
+        ),
+    ] = 1,
+    grace: Annotated[
+        float,
+        typer.Option(
+            "--grace",
+            min=0,
+            metavar="SECONDS",
+            help="After Ctrl-C/SIGTERM, how long running commands may go on before they are "
+            "killed and their runs requeued",
+        ),
+    ] = 30.0,
     poll_interval: Annotated[
-        float, typer.Option("--poll-interval", min=0.01, help="Seconds between claims when idle")
-    ] = 1.0,
+        float | None, typer.Option("--poll-interval", hidden=True, help="No longer used")
+    ] = None,
     once: Annotated[
-        bool, typer.Option("--once", help="Work on at most one run, then exit (0 if none)")
+        bool,
+        typer.Option(
+            "--once",
+            help="Work on at most one run, then exit: 0 if none or it succeeded, 1 if it failed",
+        ),
     ] = False,
     kind: Annotated[
         list[str] | None,
@@ -283,9 +311,15 @@ def worker(
 ) -> None:
     """Claim queued runs and run an agent command for each, until Ctrl-C.
 
-    The command gets CCWEB_MCP_URL, an MCP URL bound to the run's conversation (and
-    CCWEB_CONVERSATION_ID, CCWEB_RUN_ID, CCWEB_HOP_COUNT); its stdout becomes the assistant
-    message. Ctrl-C once: finish the current run, then exit; twice: kill it and requeue it.
+    It waits for runs by long-poll, so a run starts as soon as it is queued;
+    --concurrency N runs up to N at once, each of another conversation. The
+    command gets CCWEB_MCP_URL, an MCP URL bound to the run's conversation
+    (and CCWEB_CONVERSATION_ID, CCWEB_RUN_ID, CCWEB_HOP_COUNT); its stdout
+    becomes the assistant message. Ctrl-C once: claim no more and let running
+    commands finish within --grace, then kill them and requeue their runs;
+    twice: do that now.
+
+    Example: ccweb-store worker --command 'claude -p {prompt}' --concurrency 4
     """
     import logging
     import os
@@ -297,6 +331,10 @@ def worker(
     setup_logging(log_level)
     if log_level.lower() != "debug":  # a line per HTTP call would drown the one per run
         logging.getLogger("httpx").setLevel(logging.WARNING)
+    if poll_interval is not None:
+        logging.getLogger("ccweb_store.worker").warning(
+            "--poll-interval is no longer used (the worker waits for runs by long-poll): drop it"
+        )
     seconds = duration_option(timeout, "--timeout")
     try:
         worker_config = commands.load_config(
@@ -312,7 +350,8 @@ def worker(
             token=settings.token,
             worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}",
             lease_seconds=lease_seconds,
-            poll_interval=poll_interval,
+            concurrency=concurrency,
+            grace_seconds=grace,
             once=once,
             kinds=kind,
         )

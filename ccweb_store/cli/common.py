@@ -1,17 +1,16 @@
 """What every ``ccweb-store`` command shares: settings from flags, the common options, failing
-clearly, running work on the store, printing JSON, logging."""
+clearly, running work on the store, printing JSON."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from ccweb_store.cli.logs import setup_logging as setup_logging  # the commands import it here
 from ccweb_store.config import Settings
 from ccweb_store.domain.durations import parse_duration
 
@@ -25,7 +24,7 @@ DatabaseUrl = Annotated[
     typer.Option(
         "--database-url",
         help="sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB "
-        "\\[env: CCWEB_DATABASE_URL; default: sqlite+aiosqlite:///./ccweb.db]",
+        "\\[env: CCWEB_DATABASE_URL; default: ccweb.db in CCWEB_DATA_DIR]",
         show_default=False,
     ),
 ]
@@ -54,6 +53,39 @@ def load_settings(**overrides: object) -> Settings:
         fail(f"invalid settings: {exc}")
 
 
+def database_settings(
+    database_url: str | None, *, create: bool = False, required: bool = True
+) -> Settings:
+    """Settings for a command that opens the database: says on stderr which one it opens,
+    and unless ``create`` (``serve``, ``migrate``, ``import-json``) refuses to go on when the
+    SQLite file is not there, rather than create an empty one where the user did not mean
+    (``required=False``: the command copes with no database without creating one)."""
+    from ccweb_store.store.db import missing_database, prepare_database_home, shown_url
+
+    settings = load_settings(database_url=database_url)
+    where = " (the data directory, CCWEB_DATA_DIR)" if settings.database_in_data_dir else ""
+    typer.echo(f"ccweb-store: database {shown_url(settings.database_url)}{where}", err=True)
+    if create:
+        prepare_database_home(settings.database_url)
+        return settings
+    missing = missing_database(settings.database_url)
+    if missing is not None and required:
+        if settings.database_in_data_dir:
+            looked = (
+                f"looked in the data directory {settings.data_dir} "
+                "(CCWEB_DATA_DIR, default the user data directory)"
+            )
+        else:
+            looked = "named by --database-url or CCWEB_DATABASE_URL"
+        fail(
+            f"no database at {missing} ({looked}). Create it with `ccweb-store migrate` "
+            "(or start the server: `ccweb-store serve`), or name an existing one with "
+            "--database-url / CCWEB_DATABASE_URL.",
+            1,
+        )
+    return settings
+
+
 def server_url(settings: Settings) -> str:
     """Where this machine reaches the configured server: ``http://CCWEB_HOST:CCWEB_PORT``, with
     a wildcard bind address read as loopback."""
@@ -78,20 +110,29 @@ def duration_option(value: str | None, flag: str) -> int | None:
         fail(f"{flag}: {exc}")
 
 
-def with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
+#: The codes of the things a command names whose absence exits 3.
+NOT_FOUND_CODES = frozenset({"request_not_found", "run_not_found", "credential_not_found"})
+
+
+def with_store(
+    database_url: str | None,
+    work: Callable[[Store], Awaitable[T]],
+    *,
+    not_found: frozenset[str] = NOT_FOUND_CODES,
+) -> T:
     """Run ``work`` on a store for ``--database-url``, turning failures into exit codes.
 
-    Exit 2: bad arguments; 3: no such request, run or credential; 1: the state forbids it
-    (including a conversation it needs that is gone) or the database cannot be used.
+    Exit 2: bad arguments; 3: no such request, run or credential (the codes in
+    ``not_found``); 1: the state forbids it (including a conversation it needs that is gone)
+    or the database cannot be used.
     """
-    from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
-    from ccweb_store.domain import errors
     from ccweb_store.domain.errors import DomainError, InvalidInput
+    from ccweb_store.store.db import shown_url
     from ccweb_store.store.uow import Store
 
-    settings = load_settings(database_url=database_url)
+    settings = database_settings(database_url)
 
     async def run() -> T:
         store = Store.from_settings(settings)
@@ -103,15 +144,11 @@ def with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]]) 
     try:
         return asyncio.run(run())
     except DomainError as exc:
-        if exc.code in (
-            errors.REQUEST_NOT_FOUND,
-            errors.RUN_NOT_FOUND,
-            errors.CREDENTIAL_NOT_FOUND,
-        ):
+        if exc.code in not_found:
             fail(exc.message, 3)
         fail(exc.message, 2 if isinstance(exc, InvalidInput) else 1)
     except (SQLAlchemyError, OSError) as exc:
-        shown = make_url(settings.database_url).render_as_string(hide_password=True)
+        shown = shown_url(settings.database_url)
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         fail(
             f"cannot use the database {shown}: {reason}. Check that it is reachable and "
@@ -123,12 +160,3 @@ def with_store(database_url: str | None, work: Callable[[Store], Awaitable[T]]) 
 def print_json(payload: Any) -> None:
     """``payload`` as indented JSON on stdout, non-ASCII text as it is."""
     typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
-
-
-def setup_logging(level: str = "info") -> None:
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)

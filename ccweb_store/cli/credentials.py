@@ -43,6 +43,40 @@ def mcp_url(base_url: str, token: str) -> str:
     return f"{base}/mcp?credential={token}"
 
 
+#: The MCP clients ``conversation-url --client`` writes a setup for.
+CLIENTS = ("claude", "codex", "stdio")
+
+
+def client_setup(client: str, base_url: str, url: str, token: str) -> str:
+    """What configures ``client`` to speak MCP as the credential's conversation: a command
+    line, or TOML lines for Codex's ``config.toml``."""
+    import shlex
+
+    if client == "claude":
+        return f"claude mcp add --transport http ccweb {shlex.quote(url)}"
+    if client == "codex":
+        return f'[mcp_servers.ccweb]\nurl = "{url}"'
+    server = base_url.rstrip("/").removesuffix("/mcp")
+    return (
+        f"CCWEB_CREDENTIAL={shlex.quote(token)} {shlex.join(ccweb_store_command())} "
+        f"mcp-stdio --url {shlex.quote(server)}"
+    )
+
+
+def ccweb_store_command() -> list[str]:
+    """How to run this ccweb-store from anywhere: its script's absolute path, else
+    ``python -m ccweb_store`` with this interpreter."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.argv[0])
+    if script.name == "ccweb-store" and script.exists():
+        return [str(script.absolute())]
+    found = shutil.which("ccweb-store")
+    return [found] if found else [sys.executable, "-m", "ccweb_store"]
+
+
 def conversation_url(
     conversation_id: Annotated[
         str, typer.Argument(help="The conversation the credential speaks for", show_default=False)
@@ -67,16 +101,33 @@ def conversation_url(
             show_default=False,
         ),
     ] = None,
+    client: Annotated[
+        str | None,
+        typer.Option(
+            "--client",
+            metavar="CLIENT",
+            help="Print a ready client setup instead of the bare URL: claude (a `claude mcp "
+            "add` command), codex (~/.codex/config.toml lines) or stdio (an mcp-stdio bridge "
+            "command)",
+            show_default=False,
+        ),
+    ] = None,
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Mint a credential bound to one conversation and print its MCP URL.
+    """Mint a credential bound to one conversation and print its MCP URL (or, with
+    --client, the client setup that uses it).
 
-    An agent configured with this URL acts as that conversation only. The URL is printed
-    once: keep it like a password. Revoke it with `ccweb-store credentials revoke ID`.
+    An agent configured with this URL acts as that conversation only; give agents this,
+    never CCWEB_TOKEN. The URL is printed once: keep it like a password. Revoke it with
+    `ccweb-store credentials revoke ID`.
+
+    Example: ccweb-store conversation-url conv_0123 --client claude --expires-in 30d
     """
     from ccweb_store.services.credentials import mint_credential
 
+    if client is not None and client not in CLIENTS:
+        fail(f"--client {client!r}: use one of {', '.join(CLIENTS)}")
     params: dict[str, Any] = {"sessionId": conversation_id, "hopCount": hop_count}
     if label is not None:
         params["label"] = label
@@ -92,10 +143,11 @@ def conversation_url(
     minted = with_store(database_url, lambda store: mint_credential(store, params))
     url = mcp_url(base_url, minted["token"])
     credential = minted["credential"]
+    setup = client_setup(client, base_url, url, minted["token"]) if client else None
     if as_json:
-        print_json({**minted, "url": url})
+        print_json({**minted, "url": url, **({"client": client, "setup": setup} if client else {})})
         return
-    typer.echo(url)
+    typer.echo(setup if setup is not None else url)
     expiry = f"expires {credential['expiresAt']}" if credential["expiresAt"] else "never expires"
     typer.echo(
         f"credential {credential['id']} for conversation {conversation_id} ({expiry}); "

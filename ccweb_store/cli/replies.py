@@ -17,25 +17,37 @@ from ccweb_store.cli.common import (
     Limit,
     OlderThan,
     duration_option,
+    fail,
     print_json,
     with_store,
 )
-from ccweb_store.cli.tables import lease_text, print_table, runs_table, stdout_console
+from ccweb_store.cli.remote import ServerUrl, operator_call
+from ccweb_store.cli.tables import (
+    lease_text,
+    parse_iso,
+    print_table,
+    runs_json_table,
+    stdout_console,
+)
 from ccweb_store.domain.durations import format_duration
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from ccweb_store.services.debugging import ConversationActivity, PendingReply, ReplyStory
     from ccweb_store.store.models import ReplyRequest
-    from ccweb_store.store.uow import Store
 
 replies_app = typer.Typer(
     help="Debug and repair cross-conversation reply requests.", no_args_is_help=True
 )
 
 
-def _pending_table(pending: list[PendingReply], limit: int) -> Table:
+def conversation_label(title: str | None, conversation_id: str) -> str:
+    """``Title (id)``, or the id alone for a conversation without a title."""
+    return f"{title} ({conversation_id})" if title and title != conversation_id else conversation_id
+
+
+def pending_table(pending: list[dict[str, Any]], limit: int | None, title: str) -> Table:
+    """The open requests of ``operator.pendingReplies`` (or a conversation's), oldest first."""
     from rich import box
     from rich.table import Table
 
@@ -43,9 +55,9 @@ def _pending_table(pending: list[PendingReply], limit: int) -> Table:
 
     now = utcnow()
     caption = f"{len(pending)} open request(s), oldest first"
-    if len(pending) == limit:
+    if limit is not None and len(pending) == limit:
         caption += f"; showing the first {limit} (use --limit for more)"
-    table = Table(title="Pending replies", caption=caption, box=box.SIMPLE_HEAD)
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD)
     table.add_column("Request", no_wrap=True)
     table.add_column("Status")
     table.add_column("Age", justify="right")
@@ -55,68 +67,68 @@ def _pending_table(pending: list[PendingReply], limit: int) -> Table:
     table.add_column("Source running")
     table.add_column("Last error")
     styles = {"ready": "yellow", "failed": "red"}
-    for item in pending:
-        reply = item.reply
+    for reply in pending:
         run = "none"
-        if item.target_run_status is not None:
-            run = f"{item.target_run_status}, attempts {item.target_run_attempts}"
-            if item.target_run_worker_id is not None:
+        target_run = reply["targetRun"]
+        if target_run is not None:
+            run = f"{target_run['status']}, attempts {target_run['attempts']}"
+            if target_run["workerId"] is not None:
+                expires = target_run["leaseExpiresAt"]
                 worker = lease_text(
-                    item.target_run_worker_id, item.target_run_lease_expires_at, now
+                    target_run["workerId"], parse_iso(expires) if expires else None, now
                 )
                 run += f", {worker}"
+        source = conversation_label(reply["sourceTitle"], reply["sourceConversationId"])
+        target = conversation_label(reply["targetTitle"], reply["targetConversationId"])
         table.add_row(
-            reply.request_id,
-            reply.status,
-            format_duration(item.age_seconds),
-            str(reply.hop_count),
-            f"{reply.source_title or reply.source_conversation_id} → "
-            f"{reply.target_title or reply.target_conversation_id}",
+            reply["requestId"],
+            reply["status"],
+            format_duration(reply["ageSeconds"]),
+            str(reply["hopCount"]),
+            f"{source} → {target}",
             run,
-            "yes" if item.source_running else "no",
-            reply.last_error or "",
-            style=styles.get(reply.status),
+            "yes" if reply["sourceRunning"] else "no",
+            reply["lastError"] or "",
+            style=styles.get(reply["status"]),
         )
     return table
 
 
-def _print_story(story: ReplyStory) -> None:
+def _print_story(story: dict[str, Any]) -> None:
     from rich.panel import Panel
     from rich.table import Table
 
-    from ccweb_store.services.schemas import reply_out
-    from ccweb_store.store.models import Message
-
     console = stdout_console()
+    reply = story["reply"]
     fields = Table.grid(padding=(0, 2))
     fields.add_column(style="bold")
     fields.add_column()
-    for key, value in reply_out(story.reply).items():
+    for key, value in reply.items():
         if key not in ("originalRequest", "replyText"):
             fields.add_row(key, "-" if value is None else str(value))
-    console.print(Panel(fields, title=f"Reply request {story.reply.request_id}"))
+    console.print(Panel(fields, title=f"Reply request {reply['requestId']}"))
     for label, text in (
-        ("Original request", story.reply.original_request or "(unknown: a legacy request)"),
-        ("Reply text", story.reply.reply_text or "(none yet)"),
+        ("Original request", reply["originalRequest"] or "(unknown: a legacy request)"),
+        ("Reply text", reply["replyText"] or "(none yet)"),
     ):
         console.print(Panel(text, title=label))
-    if story.runs:
-        print_table(runs_table(story.runs, "Runs for this request"))
+    if story["runs"]:
+        print_table(runs_json_table(story["runs"], "Runs for this request"))
     else:
         console.print("No run has worked on this request.")
 
-    def show(message: Message | None, label: str, missing: str) -> None:
+    def show(message: dict[str, Any] | None, label: str, missing: str) -> None:
         if message is None:
             console.print(f"{label}: {missing}")
             return
-        title = f"{label}: {message.id} in {message.session_id} (seq {message.seq})"
-        console.print(Panel(message.content, title=title))
+        title = f"{label}: {message['id']} in {message['sessionId']} (seq {message['seq']})"
+        console.print(Panel(message["content"], title=title))
 
-    show(story.request_message, "Request message (target)", "not stored")
-    if not story.source_messages:
+    show(story["requestMessage"], "Request message (target)", "not stored")
+    if not story["sourceMessages"]:
         show(None, "Reply message (source)", "not delivered")
-    for message in story.source_messages:
-        failed = (message.metadata_ or {}).get("replyFailed")
+    for message in story["sourceMessages"]:
+        failed = (message["metadata"] or {}).get("replyFailed")
         show(message, "Failure notice (source)" if failed else "Reply message (source)", "")
 
 
@@ -130,43 +142,44 @@ def replies_list(
     older_than: OlderThan = None,
     limit: Limit = 100,
     as_json: AsJson = False,
+    server: ServerUrl = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Open requests (waiting, ready, failed), oldest first, from the pending_replies view."""
-    from ccweb_store.services.debugging import activity_of, list_pending_replies
+    """Open requests (waiting, ready, failed), oldest first, from the pending_replies view,
+    with the titles of both conversations.
 
+    Example: ccweb-store replies list --status waiting --older-than 1h
+    """
+    from ccweb_store.services.operator import pending_replies
+
+    params: dict[str, Any] = {"limit": limit}
+    if status:
+        params["status"] = status
+    if conversation is not None:
+        params["sessionId"] = conversation
     seconds = duration_option(older_than, "--older-than")
-
-    async def read(store: Store) -> tuple[list[PendingReply], ConversationActivity | None]:
-        pending = await list_pending_replies(
-            store,
-            statuses=status,
-            conversation_id=conversation,
-            older_than_seconds=seconds,
-            limit=limit,
-        )
-        activity = await activity_of(store, conversation) if conversation else None
-        return pending, activity
-
-    pending, activity = with_store(database_url, read)
+    if seconds is not None:
+        params["olderThanSeconds"] = seconds
+    result = operator_call(
+        "operator.pendingReplies",
+        pending_replies,
+        params,
+        server=server,
+        database_url=database_url,
+    )
     if as_json:
-        payload: dict[str, Any] = {
-            "replies": [item.to_json() for item in pending],
-            "count": len(pending),
-        }
-        if conversation:
-            payload["conversation"] = activity.to_json() if activity else None
-        print_json(payload)
+        print_json(result)
         return
+    activity = result.get("conversation")
     if activity is not None:
         typer.echo(_activity_line(activity))
-    if not pending:
+    if not result["replies"]:
         typer.echo("No open reply requests match.")
     else:
-        print_table(_pending_table(pending, limit))
+        print_table(pending_table(result["replies"], limit, "Pending replies"))
 
 
-def _activity_line(activity: ConversationActivity) -> str:
+def _activity_line(activity: dict[str, Any]) -> str:
     """One line saying what a conversation is doing, above the table of its requests."""
     from ccweb_store.domain.timestamps import utcnow
 
@@ -174,16 +187,18 @@ def _activity_line(activity: ConversationActivity) -> str:
         return ", ".join(f"{n} {status}" for status, n in open_requests.items() if n) or "none"
 
     last = "never"
-    if activity.last_message_at is not None:
-        last = format_duration((utcnow() - activity.last_message_at).total_seconds()) + " ago"
+    if activity["lastMessageAt"] is not None:
+        ago = (utcnow() - parse_iso(activity["lastMessageAt"])).total_seconds()
+        last = format_duration(ago) + " ago"
     run = "none"
-    if activity.active_run_id is not None:
-        run = f"{activity.active_run_status} {activity.active_run_kind} {activity.active_run_id}"
+    active = activity["activeRun"]
+    if active is not None:
+        run = f"{active['status']} {active['kind']} {active['id']}"
     return (
-        f"{activity.title or activity.session_id} ({activity.session_id}): "
-        f"{activity.message_count} messages, last {last}; active run: {run}; "
-        f"open requests it made: {counts(activity.open_as_source)}; "
-        f"it must answer: {counts(activity.open_as_target)}"
+        f"{activity['title'] or activity['conversationId']} ({activity['conversationId']}): "
+        f"{activity['messageCount']} messages, last {last}; active run: {run}; "
+        f"open requests it made: {counts(activity['openAsSource'])}; "
+        f"it must answer: {counts(activity['openAsTarget'])}"
     )
 
 
@@ -191,14 +206,24 @@ def _activity_line(activity: ConversationActivity) -> str:
 def replies_show(
     request_id: Annotated[str, typer.Argument(help="The request id")],
     as_json: AsJson = False,
+    server: ServerUrl = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """One request: its state, every run that worked on it, and the messages on both sides."""
-    from ccweb_store.services.debugging import reply_story
+    """One request: its state, every run that worked on it, and the messages on both sides.
 
-    story = with_store(database_url, lambda store: reply_story(store, request_id))
+    Example: ccweb-store replies show req_0123 --server http://127.0.0.1:8787
+    """
+    from ccweb_store.services.operator import reply_story
+
+    story = operator_call(
+        "operator.replyStory",
+        reply_story,
+        {"requestId": request_id},
+        server=server,
+        database_url=database_url,
+    )
     if as_json:
-        print_json(story.to_json())
+        print_json(story)
     else:
         _print_story(story)
 
@@ -232,6 +257,7 @@ def _print_reply_change(reply: dict[str, Any], as_json: bool) -> None:
 def replies_retry(
     request_id: Annotated[str, typer.Argument(help="The request id")],
     as_json: AsJson = False,
+    server: ServerUrl = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Try a request again (the host API's reply.retry).
@@ -242,7 +268,13 @@ def replies_retry(
     """
     from ccweb_store.services.replies import retry_reply
 
-    reply = with_store(database_url, lambda store: retry_reply(store, {"requestId": request_id}))
+    reply = operator_call(
+        "reply.retry",
+        retry_reply,
+        {"requestId": request_id},
+        server=server,
+        database_url=database_url,
+    )
     _print_reply_change(reply, as_json)
 
 
@@ -253,6 +285,7 @@ def replies_fail(
         str, typer.Option("--reason", help="Why, as the source will read it (required)")
     ],
     as_json: AsJson = False,
+    server: ServerUrl = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Give up on a waiting or ready request; its source gets a failure notice (reply.fail).
@@ -261,9 +294,12 @@ def replies_fail(
     """
     from ccweb_store.services.replies import fail_reply
 
-    reply = with_store(
-        database_url,
-        lambda store: fail_reply(store, {"requestId": request_id, "reason": reason}),
+    reply = operator_call(
+        "reply.fail",
+        fail_reply,
+        {"requestId": request_id, "reason": reason},
+        server=server,
+        database_url=database_url,
     )
     _print_reply_change(reply, as_json)
 
@@ -307,6 +343,7 @@ def replies_expire(
         bool, typer.Option("--dry-run", help="Only list what would expire; change nothing")
     ] = False,
     as_json: AsJson = False,
+    server: ServerUrl = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Fail every waiting request older than DURATION with "expired" (the host API's reply.expire).
@@ -317,6 +354,11 @@ def replies_expire(
     from ccweb_store.services.schemas import reply_out
 
     params = {"olderThanSeconds": duration_option(older_than, "--older-than")}
+    if dry_run and server is not None:
+        fail(
+            "--dry-run reads the database; with --server, list them instead: "
+            f"ccweb-store replies list --status waiting --older-than {older_than} --server URL"
+        )
     if dry_run:
         requests = with_store(database_url, lambda store: expirable_replies(store, params))
         if as_json:
@@ -332,7 +374,9 @@ def replies_expire(
         else:
             print_table(_expirable_table(requests, older_than))
         return
-    result = with_store(database_url, lambda store: expire_replies(store, params))
+    result = operator_call(
+        "reply.expire", expire_replies, params, server=server, database_url=database_url
+    )
     if as_json:
         print_json(result)
     else:

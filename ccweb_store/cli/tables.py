@@ -4,7 +4,7 @@ narrow one, and the tables more than one command shows (runs, leases)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ccweb_store.domain.durations import format_duration
 
@@ -80,7 +80,19 @@ def lease_text(worker_id: str | None, lease_expires_at: datetime | None, now: da
     return f"{worker_id} (lease {format_duration(left)} left)"
 
 
+def parse_iso(text: str) -> datetime:
+    """A timestamp of the API's JSON (ISO 8601, ``Z``) as an aware datetime."""
+    return datetime.fromisoformat(text)
+
+
 def runs_table(runs: list[Run], title: str, caption: str | None = None) -> Table:
+    from ccweb_store.services.schemas import run_out
+
+    return runs_json_table([run_out(run) for run in runs], title, caption)
+
+
+def runs_json_table(runs: list[dict[str, Any]], title: str, caption: str | None = None) -> Table:
+    """Runs as the host API writes them (``run_out``), one row each."""
     from rich import box
     from rich.table import Table
 
@@ -100,16 +112,17 @@ def runs_table(runs: list[Run], title: str, caption: str | None = None) -> Table
     table.add_column("Error", overflow="fold")
     styles = {"running": "green", "failed": "red", "cancelled": "dim"}
     for run in runs:
+        expires = run["leaseExpiresAt"]
         table.add_row(
-            run.id,
-            run.session_id,
-            run.kind,
-            run.status,
-            format_duration((now - run.created_at).total_seconds()),
-            lease_text(run.worker_id, run.lease_expires_at, now),
-            str(run.attempts),
-            run.reply_request_id or "",
-            run.error or "",
-            style=styles.get(run.status),
+            run["id"],
+            run["sessionId"],
+            run["kind"],
+            run["status"],
+            format_duration((now - parse_iso(run["createdAt"])).total_seconds()),
+            lease_text(run["workerId"], parse_iso(expires) if expires else None, now),
+            str(run["attempts"]),
+            run["replyRequestId"] or "",
+            run["error"] or "",
+            style=styles.get(run["status"]),
         )
     return table

@@ -73,6 +73,7 @@ INVALID_ROLE = "invalid_role"
 INVALID_STATUS = "invalid_status"
 INVALID_KIND = "invalid_kind"
 INVALID_CURSOR = "invalid_cursor"
+EVENTS_EXPIRED = "events_expired"
 
 # Conversation credentials (``credentials.py``).
 INVALID_CREDENTIAL = "invalid_credential"

@@ -1,4 +1,4 @@
-"""The Starlette app: ``/mcp`` (agents), ``/rpc`` (the host) and ``/healthz``.
+"""The Starlette app: ``/mcp`` (agents), ``/rpc`` (the host), ``/events`` and ``/healthz``.
 
 ``create_app`` builds ``Starlette(routes=…, middleware=…, lifespan=…)``: the bearer token
 (``auth.BearerAuth``, when one is set) guards every route but ``/healthz``; the ``Origin``
@@ -27,12 +27,13 @@ from starlette.routing import Route
 from ccweb_store import __version__
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import DatabaseFileMissing, DatabaseUnavailable
-from ccweb_store.http import mcp_http, rpc
+from ccweb_store.http import events, mcp_http, metrics, rpc
 from ccweb_store.http.asgi import Endpoint
 from ccweb_store.http.auth import BearerAuth
 from ccweb_store.http.origins import origin_checked
 from ccweb_store.http.payloads import http_error, method_not_allowed
 from ccweb_store.protocol import jsonrpc
+from ccweb_store.services.events import keep_events_pruned
 from ccweb_store.services.runs import sweep_expired_leases
 from ccweb_store.store.db import migrate
 from ccweb_store.store.uow import Store
@@ -70,11 +71,12 @@ def create_app(
             app.state.store = active
             if freeze_gc_after_startup:
                 freeze_startup_objects()
-            log.info("ccweb-store %s ready on %s", __version__, active.dialect)
+            log.debug("ccweb-store %s ready on %s", __version__, active.dialect)
             vacuum_every = await active.vacuum_interval(settings.postgres_vacuum_seconds)
             async with (
                 _in_background(sweep_expired_leases, active, settings.lease_sweep_seconds),
                 _in_background(Store.keep_vacuumed, active, vacuum_every),
+                _in_background(keep_events_pruned, active, settings.event_retention_days),
             ):
                 yield
         finally:
@@ -85,9 +87,15 @@ def create_app(
     routes = [  # matched in order: the busiest first
         Route("/mcp", Endpoint(origin_checked(mcp_http.answer_mcp, allowed)), methods=["POST"]),
         Route("/rpc", Endpoint(origin_checked(rpc.answer_rpc, allowed)), methods=["POST"]),
+        Route("/events", Endpoint(events.answer_events), methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics.answer_metrics, methods=["GET"]),
     ]
-    middleware = [Middleware(BearerAuth, token=settings.token)] if settings.token else []
+    middleware = [Middleware(metrics.RequestMetrics)]
+    if settings.token:
+        middleware.append(
+            Middleware(BearerAuth, token=settings.token, open_paths=metrics.open_paths(settings))
+        )
     app = Starlette(
         routes=routes,
         middleware=middleware,
@@ -112,8 +120,8 @@ async def http_exception(request: Request, exc: Exception) -> Response:
     if exc.status_code == 404:
         code = "not_found"
         message = (
-            f"{target}: no such endpoint; this service answers POST /mcp, POST /rpc "
-            "and GET /healthz"
+            f"{target}: no such endpoint; this service answers POST /mcp, POST /rpc, "
+            "GET /events, GET /healthz and GET /metrics"
         )
     elif exc.status_code == 405:
         # Starlette lists a route's methods in set order, which changes between processes.

@@ -26,6 +26,7 @@ from ccweb_store.http.asgi import (
     parse_query,
 )
 from ccweb_store.http.auth import OPERATOR_SCOPE_KEY
+from ccweb_store.http.metrics import MCP_METHODS, note_call
 from ccweb_store.http.payloads import Rejected, http_error, read_payload
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.protocol.mcp import ROUTING_HEADERS, handle_mcp_payload
@@ -205,6 +206,7 @@ async def answer_mcp(incoming: Incoming) -> Answer:
         return rejected.response
     headers = routing_headers(incoming.scope["headers"])
     reply = await handle_mcp_payload(store, source, payload, headers)
+    note_call(incoming.scope, payload, reply.body, MCP_METHODS)
     if reply.body is None:
         return Response(status_code=202)
     if sse and reply.status == 200:

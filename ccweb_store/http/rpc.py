@@ -7,8 +7,10 @@ Add a method by adding a row that points at the service function.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.responses import Response
 
@@ -17,13 +19,25 @@ from ccweb_store.domain.arguments import optional_int, optional_str, reject_nul
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.http.asgi import Answer, Incoming, JSONAnswer
+from ccweb_store.http.metrics import note_call
 from ccweb_store.http.payloads import Rejected, read_payload
 from ccweb_store.protocol import jsonrpc, tools
-from ccweb_store.services import conversations, credentials, prompt_forms, replies, runs
+from ccweb_store.services import (
+    conversations,
+    credentials,
+    doctor,
+    events,
+    operator,
+    prompt_forms,
+    replies,
+    runs,
+)
 from ccweb_store.store.uow import Store
 
 #: What the 405 answer to any method but ``POST`` adds.
 NOT_ALLOWED = "send JSON-RPC with POST"
+
+_T = TypeVar("_T")
 
 RpcMethod = Callable[[Store, Mapping[str, Any]], Awaitable[Any]]
 
@@ -67,6 +81,7 @@ METHODS: dict[str, RpcMethod] = {
     "session.create": conversations.create_session,
     "session.get": conversations.get_session,
     "session.list": conversations.list_sessions,
+    "session.archive": conversations.archive_session,
     "message.append": conversations.append_message,
     "message.list": conversations.list_messages,
     "run.start": runs.start_run,
@@ -76,6 +91,7 @@ METHODS: dict[str, RpcMethod] = {
     "run.complete": runs.complete_run,
     "run.list": runs.list_runs,
     "run.requeue": runs.requeue_run,
+    "events.list": events.list_events,
     "reply.list": replies.list_replies,
     "reply.get": replies.get_reply,
     "reply.retry": replies.retry_reply,
@@ -85,6 +101,11 @@ METHODS: dict[str, RpcMethod] = {
     "credential.mint": credentials.mint_credential,
     "credential.list": credentials.list_credentials,
     "credential.revoke": credentials.revoke_credential,
+    "operator.conversations": operator.list_conversations,
+    "operator.conversation": operator.show_conversation,
+    "operator.pendingReplies": operator.pending_replies,
+    "operator.replyStory": operator.reply_story,
+    "operator.doctor": doctor.run_doctor,
     "tools.list": list_tools,
     "tools.dynamic": list_dynamic_tools,
     "tools.composerItems": list_composer_items,
@@ -115,7 +136,47 @@ async def answer_rpc(incoming: Incoming) -> Answer:
         payload = await read_payload(incoming, settings.max_body_bytes)
     except Rejected as rejected:
         return rejected.response
-    answer = await jsonrpc.handle_payload(payload, dispatcher(incoming.state.store))
+    handling = jsonrpc.handle_payload(payload, dispatcher(incoming.state.store))
+    if may_wait(payload):
+        answer = await _unless_disconnected(incoming, handling)
+    else:
+        answer = await handling
+    note_call(incoming.scope, payload, answer, METHODS)
     if answer is None:
         return Response(status_code=204)
     return JSONAnswer(answer)
+
+
+def may_wait(payload: Any) -> bool:
+    """Whether the request holds a call that may wait (a long-polling ``run.claim``)."""
+    calls = payload if isinstance(payload, list) else (payload,)
+    for call in calls:
+        if isinstance(call, dict) and call.get("method") == "run.claim":
+            params = call.get("params")
+            if isinstance(params, dict) and params.get("waitSeconds"):
+                return True
+    return False
+
+
+async def _unless_disconnected(incoming: Incoming, handling: Awaitable[_T]) -> _T | None:
+    """``handling``'s result, or None once the client hung up: a long poll whose client left
+    is cancelled at once (its unit of work rolls back), so it holds no waiter for nobody."""
+    work = asyncio.ensure_future(handling)
+    gone = asyncio.ensure_future(_disconnect(incoming))
+    try:
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+        gone.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await gone
+    return None if work.cancelled() else work.result()
+
+
+async def _disconnect(incoming: Incoming) -> None:
+    """Return when the client disconnects (the request's body was read already)."""
+    while (await incoming.receive())["type"] != "http.disconnect":
+        pass

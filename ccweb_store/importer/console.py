@@ -12,8 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-
 from ccweb_store.config import Settings
 from ccweb_store.importer.load import import_files_total, import_state
 from ccweb_store.importer.summary import ImportSummary, ProgressCallback
@@ -45,7 +43,7 @@ async def run_import(
 
 async def _open_store(settings: Settings, *, dry_run: bool) -> Store | None:
     """The store to import into; in a dry run None when the database is not ready to read."""
-    if dry_run and not _database_may_exist(settings):
+    if dry_run and db.missing_database(settings.database_url) is not None:
         return None
     store = Store.from_settings(settings)
     if not dry_run:
@@ -57,14 +55,6 @@ async def _open_store(settings: Settings, *, dry_run: bool) -> Store | None:
         await store.dispose()
         return None
     return store
-
-
-def _database_may_exist(settings: Settings) -> bool:
-    """False for a SQLite file that is not there (connecting would create it)."""
-    if settings.database_kind != "sqlite":
-        return True
-    path = make_url(settings.database_url).database
-    return bool(path) and path != ":memory:" and Path(str(path)).is_file()
 
 
 @contextmanager

@@ -48,14 +48,15 @@ async def import_state(
     """
     summary = ImportSummary(dry_run=dry_run)
     unmarked: set[str] = set()
+    carried: dict[tuple[str, str], str] = {}
     for path in session_files(directory):
         with _cyclic_gc_paused():
-            outcome = await import_session_file(store, path, summary, unmarked)
+            outcome = await import_session_file(store, path, summary, unmarked, carried)
         if on_file is not None:
             on_file(path, outcome)
     replies_path = directory / REPLIES_FILE
     if replies_path.is_file():
-        outcome = await import_replies_file(store, replies_path, summary, unmarked)
+        outcome = await import_replies_file(store, replies_path, summary, unmarked, carried)
         if on_file is not None:
             on_file(replies_path, outcome)
     return summary

@@ -28,8 +28,16 @@ FORWARD_STATUSES: dict[str, frozenset[str]] = {
 
 
 async def import_replies_file(
-    store: Store | None, path: Path, summary: ImportSummary, unmarked: set[str]
+    store: Store | None,
+    path: Path,
+    summary: ImportSummary,
+    unmarked: set[str],
+    carried: dict[tuple[str, str], str] | None = None,
 ) -> str:
+    """Import the reply states of ``path``. A dry run recovers original requests from the
+    messages the sessions' import would have written too (``carried``), so that its counts
+    are the real import's."""
+    carried = carried or {}
     try:
         replies, skipped = read_replies_file(path)
     except LegacyFileError as exc:
@@ -42,13 +50,17 @@ async def import_replies_file(
     replies = list({reply.request_id: reply for reply in replies}.values())
     try:
         if store is None:
-            summary.replies.imported += len(replies)
+            for reply in replies:
+                recovered = reply.columns.get("original_request") is None and (
+                    (reply.columns["target_conversation_id"], reply.request_id) in carried
+                )
+                _count_reply(summary, "imported", recovered=recovered)
         elif summary.dry_run:
             async with store.read_uow() as uow:
-                await _sync_replies(uow, replies, summary, unmarked)
+                await _sync_replies(uow, replies, summary, unmarked, carried)
         else:
             async with store.uow() as uow:
-                await _sync_replies(uow, replies, summary, unmarked)
+                await _sync_replies(uow, replies, summary, unmarked, carried)
                 await uow.commit()
     except SQLAlchemyError as exc:
         summary.replies.skipped += len(replies)
@@ -66,7 +78,11 @@ def _count_reply(summary: ImportSummary, outcome: str, *, recovered: bool) -> No
 
 
 async def _sync_replies(
-    uow: UnitOfWork, replies: list[LegacyReply], summary: ImportSummary, unmarked: set[str]
+    uow: UnitOfWork,
+    replies: list[LegacyReply],
+    summary: ImportSummary,
+    unmarked: set[str],
+    carried: dict[tuple[str, str], str],
 ) -> None:
     """Insert new reply states and move existing ones forward (writes only outside dry runs)."""
     existing = await uow.replies.get_many([reply.request_id for reply in replies])
@@ -76,7 +92,7 @@ async def _sync_replies(
         row = existing.get(reply.request_id)
         recovered = False
         if values.get("original_request") is None and (row is None or row.original_request is None):
-            recovered_text = await _recover_original_request(uow, values, unmarked)
+            recovered_text = await _recover_original_request(uow, values, unmarked, carried)
             if recovered_text is not None:
                 values["original_request"] = recovered_text
                 recovered = True
@@ -104,7 +120,7 @@ async def _sync_replies(
 
 
 async def _recover_original_request(
-    uow: UnitOfWork, values: dict[str, Any], unmarked: set[str]
+    uow: UnitOfWork, values: dict[str, Any], unmarked: set[str], carried: dict[tuple[str, str], str]
 ) -> str | None:
     """The text of the target's message that carried the request, if one did.
 
@@ -117,7 +133,9 @@ async def _recover_original_request(
     if target in unmarked:
         return None
     message = await uow.messages.find_reply_request_message(target, values["request_id"])
-    return None if message is None else message.content
+    if message is not None:
+        return message.content
+    return carried.get((target, values["request_id"]))
 
 
 def _settles_failure(values: dict[str, Any], row: ReplyRequest | None) -> bool:

@@ -43,10 +43,16 @@ class SessionPlan:
 
 
 async def import_session_file(
-    store: Store | None, path: Path, summary: ImportSummary, unmarked: set[str]
+    store: Store | None,
+    path: Path,
+    summary: ImportSummary,
+    unmarked: set[str],
+    carried: dict[tuple[str, str], str] | None = None,
 ) -> str:
     """Import one session file; a session it inserted whose messages carry no reply request
-    is added to ``unmarked`` (see ``reply_sync``)."""
+    is added to ``unmarked`` (see ``reply_sync``). In a dry run, ``carried`` gets the text of
+    each message that carries a reply request, by (session id, request id): the messages the
+    import would write, from which it would recover a request's original text."""
     try:
         legacy = read_session_file(path)
     except LegacyFileError as exc:
@@ -72,6 +78,9 @@ async def import_session_file(
 
     if plan.insert_session is not None and not summary.dry_run and not marks_replies(legacy):
         unmarked.add(legacy.id)
+    if summary.dry_run and carried is not None:
+        for request_id, content in carried_requests(legacy):
+            carried.setdefault((legacy.id, request_id), content)
     setattr(summary.sessions, plan.outcome, getattr(summary.sessions, plan.outcome) + 1)
     summary.messages.imported += len(plan.new_messages)
     summary.messages.updated += len(plan.changed_messages)
@@ -240,6 +249,21 @@ async def _apply(uow: UnitOfWork, session_id: str, plan: SessionPlan) -> None:
         await uow.sessions.update_columns(session_id, plan.update_session)
     await uow.messages.insert_many(plan.new_messages)
     await uow.messages.update_many(plan.changed_messages)
+
+
+def carried_requests(legacy: LegacySession) -> list[tuple[str, str]]:
+    """``(request id, text)`` of each message of ``legacy`` that carries a reply request, in
+    order, as ``find_reply_request_message`` matches them."""
+    found = []
+    for message in legacy.messages:
+        metadata = message.metadata
+        cross = metadata.get("crossConversation")
+        request_id = cross.get("replyRequestId") if isinstance(cross, dict) else None
+        if request_id is None:
+            request_id = metadata.get("replyRequestId")
+        if isinstance(request_id, str):
+            found.append((request_id, message.content))
+    return found
 
 
 def marks_replies(legacy: LegacySession) -> bool:

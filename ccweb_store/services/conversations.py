@@ -22,7 +22,7 @@ from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.domain.ids import AGENT_MAX_LENGTH, ID_MAX_LENGTH, MAX_PAGE, validate_session_id
-from ccweb_store.domain.timestamps import iso
+from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.services.schemas import message_out, session_out
 from ccweb_store.store.uow import Store
 
@@ -85,6 +85,22 @@ async def get_session(store: Store, params: Mapping[str, Any]) -> dict[str, Any]
     async with store.read_uow() as uow:
         row = await uow.sessions.require(session_id)
         active = await uow.runs.active_for_sessions([row.id])
+    return session_out(row, active_run=active.get(row.id))
+
+
+async def archive_session(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``session.archive``: hide a conversation from ``ccweb_list_conversations`` and the
+    operator's list (``archived: false`` brings it back). Nothing else changes: its messages,
+    runs and reply requests stay, and it can still be written to and run."""
+    session_id = validate_session_id(require_str(params, "id"))
+    archived = optional_bool(params, "archived", default=True)
+    async with store.uow() as uow:
+        row = await uow.sessions.set_archived(session_id, utcnow() if archived else None)
+        if row is None:
+            await uow.sessions.require(session_id)  # conversation_not_found
+        assert row is not None
+        active = await uow.runs.active_for_sessions([row.id])
+        await uow.commit()
     return session_out(row, active_run=active.get(row.id))
 
 

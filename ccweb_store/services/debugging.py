@@ -74,6 +74,9 @@ class PendingReply:
 
     reply: ReplyRequest
     age_seconds: int
+    #: The conversations' current titles, else the ones stored with the request.
+    source_title: str | None
+    target_title: str | None
     original_request_known: bool
     source_running: bool
     target_run_id: str | None
@@ -95,6 +98,8 @@ class PendingReply:
             }
         return {
             **reply_out(self.reply),
+            "sourceTitle": self.source_title,
+            "targetTitle": self.target_title,
             "ageSeconds": self.age_seconds,
             "originalRequestKnown": self.original_request_known,
             "sourceRunning": self.source_running,
@@ -163,23 +168,34 @@ class ConversationActivity:
 async def activity_of(store: Store, session_id: str) -> ConversationActivity | None:
     """The conversation's row of ``conversation_activity``, or None when it does not exist."""
     validate_session_id(session_id)
+    return (await activities_of(store, [session_id])).get(session_id)
+
+
+async def activities_of(
+    store: Store, session_ids: Sequence[str]
+) -> dict[str, ConversationActivity]:
+    """The rows of ``conversation_activity`` for these conversations, by id (those that
+    exist)."""
+    if not session_ids:
+        return {}
     view = conversation_activity.c
-    stmt = sa.select(conversation_activity).where(view.session_id == session_id)
+    stmt = sa.select(conversation_activity).where(view.session_id.in_(list(session_ids)))
     async with store.read_uow() as uow:
-        row = next(iter((await uow.execute(stmt)).mappings()), None)
-    if row is None:
-        return None
-    return ConversationActivity(
-        session_id=row["session_id"],
-        title=row["title"],
-        message_count=int(row["message_count"]),
-        last_message_at=row["last_message_at"],
-        active_run_id=row["active_run_id"],
-        active_run_kind=row["active_run_kind"],
-        active_run_status=row["active_run_status"],
-        open_as_source={s: int(row[f"{s}_as_source"]) for s in OPEN_REPLY_STATUSES},
-        open_as_target={s: int(row[f"{s}_as_target"]) for s in OPEN_REPLY_STATUSES},
-    )
+        rows = list((await uow.execute(stmt)).mappings())
+    return {
+        row["session_id"]: ConversationActivity(
+            session_id=row["session_id"],
+            title=row["title"],
+            message_count=int(row["message_count"]),
+            last_message_at=row["last_message_at"],
+            active_run_id=row["active_run_id"],
+            active_run_kind=row["active_run_kind"],
+            active_run_status=row["active_run_status"],
+            open_as_source={s: int(row[f"{s}_as_source"]) for s in OPEN_REPLY_STATUSES},
+            open_as_target={s: int(row[f"{s}_as_target"]) for s in OPEN_REPLY_STATUSES},
+        )
+        for row in rows
+    }
 
 
 def _cutoff(older_than_seconds: int | None, now: datetime | None) -> datetime | None:
@@ -213,6 +229,8 @@ async def list_pending_replies(
         sa.select(
             *REPLIES.c,
             view.age_seconds,
+            view.source_title.label("view_source_title"),
+            view.target_title.label("view_target_title"),
             view.original_request_known,
             view.source_running,
             view.target_run_id,
@@ -248,6 +266,8 @@ async def list_pending_replies(
         PendingReply(
             reply=reply,
             age_seconds=int(row.age_seconds),
+            source_title=row.view_source_title,
+            target_title=row.view_target_title,
             original_request_known=bool(row.original_request_known),
             source_running=bool(row.source_running),
             target_run_id=row.target_run_id,

@@ -125,12 +125,14 @@ class RepairSummary:
 
 
 def json_columns() -> list[JsonColumn]:
-    """Every JSON column of the schema (``models``), with its table's primary key."""
+    """Every JSON column of the schema (``models``) whose table is keyed by a text id, with
+    that key. (The event outbox, keyed by a number, holds only payloads the service wrote.)"""
     found: list[JsonColumn] = []
     for table in Base.metadata.sorted_tables:
         keys = list(table.primary_key.columns)
+        text_key = len(keys) == 1 and isinstance(keys[0].type, sa.String)
         for column in table.columns:
-            if isinstance(column.type, sa.JSON) and len(keys) == 1:
+            if isinstance(column.type, sa.JSON) and text_key:
                 found.append(JsonColumn(table.name, column.name, keys[0].name))
     return sorted(found, key=lambda found_column: found_column.name)
 

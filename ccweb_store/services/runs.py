@@ -21,12 +21,14 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.arguments import (
     bounded_int,
     optional_int,
+    optional_number,
     optional_str,
     optional_str_list,
     require_mapping,
     require_str,
 )
 from ccweb_store.domain.errors import Conflict, DatabaseFileMissing, DatabaseUnavailable
+from ccweb_store.domain.events import CLAIMABLE_AFTER
 from ccweb_store.domain.ids import (
     FINISHED_RUN_STATUSES,
     ID_MAX_LENGTH,
@@ -36,6 +38,7 @@ from ccweb_store.domain.ids import (
     validate_session_id,
 )
 from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.metrics import LEASE_EXPIRIES
 from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
 from ccweb_store.services.schemas import message_out, reply_out, run_out
 from ccweb_store.store.models import Message, ReplyRequest, Run
@@ -47,6 +50,11 @@ log = logging.getLogger(__name__)
 COMPLETION_STATUSES = ("completed", "failed")
 #: How many times ``run.claim`` claims again after losing a race (``ClaimRace``).
 CLAIM_ATTEMPTS = 5
+#: The longest a long-polling ``run.claim`` waits (``waitSeconds``).
+MAX_WAIT_SECONDS = 60
+#: A long-polling claim tries again at least this often with no event: a lease that expired
+#: makes its run claimable without one when no sweeper runs.
+RECLAIM_EVERY_S = 5.0
 #: The shortest lease a worker may ask for (``leaseSeconds``); ``_lease_expired`` relies on it.
 MIN_LEASE_SECONDS = 1
 
@@ -85,6 +93,10 @@ async def claim_run(
     """``run.claim``: lease the oldest queued run of an idle conversation, or ``{run: None}``.
 
     Expired leases are requeued (or failed) first, so a dead worker's run is claimable again.
+    ``waitSeconds`` (up to ``MAX_WAIT_SECONDS``) makes it a long poll: with nothing to claim,
+    the answer waits until a run may have become claimable (an event of ``CLAIMABLE_AFTER``
+    from any process) and claims then, or answers ``{run: None}`` at the deadline. Each run
+    goes to one claimer; the others wait on.
     """
     params = require_mapping(params, "params")
     worker_id = require_str(params, "workerId", max_length=ID_MAX_LENGTH)
@@ -92,6 +104,35 @@ async def claim_run(
     kinds = optional_str_list(params, "kinds")
     for kind in kinds or ():
         validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "kind")
+    wait = optional_number(
+        params, "waitSeconds", minimum=0, maximum=MAX_WAIT_SECONDS, unit=" seconds"
+    )
+    if not wait:
+        return await _claim_now(store, worker_id, lease, kinds, now)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    # Subscribed before the first claim: a run queued while a claim runs still wakes the wait.
+    async with store.feed.subscribe(_claimable, limit=1) as waiter:
+        while True:
+            claimed = await _claim_now(store, worker_id, lease, kinds, now)
+            left = deadline - loop.time()
+            if claimed["run"] is not None or left <= 0:
+                return claimed
+            await waiter.next_batch(min(left, RECLAIM_EVERY_S))
+            waiter.rearm()
+
+
+def _claimable(event: dict[str, Any]) -> bool:
+    return event["type"] in CLAIMABLE_AFTER
+
+
+async def _claim_now(
+    store: Store,
+    worker_id: str,
+    lease: int,
+    kinds: list[str] | None,
+    now: datetime | None,
+) -> dict[str, Any]:
     for _ in range(CLAIM_ATTEMPTS):
         try:
             run = await _claim(store, worker_id, lease, kinds, now)
@@ -104,11 +145,9 @@ async def claim_run(
 async def _claim(
     store: Store, worker_id: str, lease: int, kinds: list[str] | None, now: datetime | None
 ) -> Run | None:
-    """One claim in a unit of work of its own; expired leases are requeued (in others) first.
-
-    The claim is one statement, and the lease probe before it only a hint, so the unit of
-    work needs no transaction around them (``autocommit``)."""
-    async with store.uow(autocommit=True) as uow:
+    """One claim in a unit of work of its own (the claim and its event commit together);
+    expired leases are requeued (in others) first."""
+    async with store.uow() as uow:
         # A probe inside the claim's own transaction instead of a separate pass: expired
         # leases are rare.
         if not await _lease_expired(store, uow, now):
@@ -116,7 +155,7 @@ async def _claim(
             await uow.commit()
             return run
     await requeue_expired(store, now=now)
-    async with store.uow(autocommit=True) as uow:
+    async with store.uow() as uow:
         run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
         await uow.commit()
         return run
@@ -321,10 +360,18 @@ async def list_runs(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def requeue_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Put a running run back in the queue (its worker died); counts as an attempt."""
-    run_id = require_str(require_mapping(params, "params"), "runId")
+    """Put a running run back in the queue (its worker died); counts as an attempt.
+
+    With ``workerId`` (a worker giving back a run it cannot finish), only while that worker
+    holds the run: ``lease_lost`` when the lease moved, so it never takes a run from its new
+    holder."""
+    params = require_mapping(params, "params")
+    run_id = require_str(params, "runId")
+    worker_id = optional_str(params, "workerId", max_length=ID_MAX_LENGTH)
     async with store.uow() as uow:
         run = await uow.runs.require(run_id, for_update=True)
+        if worker_id is not None and run.status == "running" and run.worker_id != worker_id:
+            raise _lease_lost(run, worker_id)
         if not await uow.runs.requeue(run_id):
             raise Conflict(
                 f"run {run_id!r} is {run.status}, not running; only a running run can be requeued",
@@ -363,9 +410,11 @@ async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[
                 await uow.runs.finish(run_id, "failed", worker_id=None, error=error)
                 await _after_close(uow, run, "failed", output=None, error=error)
                 failed += 1
+                LEASE_EXPIRIES.labels("failed").inc()
                 log.warning("run %s failed after %d expired leases", run_id, attempts)
             else:
                 requeued += 1
+                LEASE_EXPIRIES.labels("requeued").inc()
                 log.info("run %s requeued after an expired lease (attempt %d)", run_id, attempts)
             await uow.commit()
     return {"requeued": requeued, "failed": failed}
@@ -377,7 +426,7 @@ async def sweep_expired_leases(store: Store, interval: float) -> None:
     Runs in the server's lifespan, so a dead worker's run goes back to the queue even when
     no other worker calls ``run.claim``. A failing sweep (database down) is logged and retried.
     """
-    log.info("sweeping expired run leases every %gs", interval)
+    log.debug("sweeping expired run leases every %gs", interval)
     while True:
         await asyncio.sleep(interval)
         try:

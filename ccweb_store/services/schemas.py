@@ -19,7 +19,8 @@ from ccweb_store.store.models import (
 )
 
 
-def session_out(row: Session, *, active_run: Run | None = None) -> dict[str, Any]:
+def session_fields(row: Session) -> dict[str, Any]:
+    """What every answer about a conversation says of it."""
     return {
         "id": row.id,
         "title": row.title,
@@ -28,6 +29,11 @@ def session_out(row: Session, *, active_run: Run | None = None) -> dict[str, Any
         "createdAt": iso(row.created_at),
         "updatedAt": iso(row.updated_at),
         "archived": row.archived_at is not None,
+    }
+
+
+def session_out(row: Session, *, active_run: Run | None = None) -> dict[str, Any]:
+    return session_fields(row) | {
         "running": active_run is not None and active_run.status == "running",
         "activeRunId": active_run.id if active_run is not None else None,
     }

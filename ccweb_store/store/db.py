@@ -4,19 +4,30 @@ Whether an error is the database failing is ``failures``'."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import database_kind, normalize_database_url
 from ccweb_store.store.postgres.driver import create_postgres_engine
-from ccweb_store.store.sqlite.driver import create_sqlite_engine
+from ccweb_store.store.sqlite.driver import create_sqlite_engine, sqlite_url_file
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ALEMBIC_INI = PROJECT_ROOT / "alembic.ini"
 MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
+#: Where Alembic stamps the schema revision (its default name, which ``migrations/env.py``
+#: keeps).
+VERSION_TABLE = "alembic_version"
+_READ_VERSION: sa.Select[str] = sa.select(sa.column("version_num", sa.String)).select_from(
+    sa.table(VERSION_TABLE)
+)
+
+log = logging.getLogger("ccweb_store.migrations")
 
 
 def create_engine(url: str, *, busy_timeout_ms: int = 30_000, **kwargs: Any) -> AsyncEngine:
@@ -25,6 +36,35 @@ def create_engine(url: str, *, busy_timeout_ms: int = 30_000, **kwargs: Any) -> 
     if database_kind(url) == "sqlite":
         return create_sqlite_engine(url, busy_timeout_ms, **kwargs)
     return create_postgres_engine(url, **kwargs)
+
+
+def database_file(url: str) -> Path | None:
+    """The file a SQLite URL names, which connecting creates when it is absent; None for
+    PostgreSQL (whose databases are created by their server), in-memory SQLite and
+    ``file:`` URIs."""
+    url = normalize_database_url(url)
+    return sqlite_url_file(url) if database_kind(url) == "sqlite" else None
+
+
+def missing_database(url: str) -> Path | None:
+    """The SQLite file ``url`` names when it does not exist yet, else None: a command that
+    only uses a database checks this first, so that it never creates an empty one."""
+    path = database_file(url)
+    return path if path is not None and not path.exists() else None
+
+
+def prepare_database_home(url: str) -> None:
+    """Make the directory a SQLite file will be created in (``serve``, ``migrate``)."""
+    path = database_file(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed: its password masked."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def alembic_config(url: str | None = None) -> Any:
@@ -39,8 +79,15 @@ def alembic_config(url: str | None = None) -> Any:
 
 
 async def migrate(engine: AsyncEngine, revision: str = "head") -> None:
-    """Upgrade the database behind ``engine`` to ``revision``."""
+    """Upgrade the database behind ``engine`` to ``revision``; logs one line when that
+    changed the schema (Alembic's own lines, a docstring per migration, are debug chatter)."""
+    async with engine.connect() as connection:
+        before = await current_revision(connection)
     await _run_alembic(engine, "upgrade", revision)
+    async with engine.connect() as connection:
+        after = await current_revision(connection)
+    if after != before:
+        log.info("migrated the database schema from %s to %s", before or "empty", after)
 
 
 async def downgrade(engine: AsyncEngine, revision: str) -> None:
@@ -61,14 +108,30 @@ async def _run_alembic(engine: AsyncEngine, verb: str, revision: str) -> None:
 
 
 async def current_revision(connection: AsyncConnection) -> str | None:
-    """The schema revision stamped in the database, or None before any migration."""
+    """The schema revision stamped in the database, or None before any migration.
 
-    def read(sync_connection: Connection) -> str | None:
-        from alembic.runtime.migration import MigrationContext
-
-        return MigrationContext.configure(sync_connection).get_current_revision()
-
-    return await connection.run_sync(read)
+    Read straight from ``alembic_version``: Alembic's ``MigrationContext`` would log two INFO
+    lines each time it is built, and ``/healthz`` reads the revision on every call.
+    """
+    try:
+        versions = list((await connection.execute(_READ_VERSION)).scalars())
+    except DBAPIError as error:
+        try:
+            await connection.rollback()
+            stamped = await connection.run_sync(
+                lambda sync: sa.inspect(sync).has_table(VERSION_TABLE)
+            )
+        except Exception:
+            raise error from None
+        if stamped:
+            raise
+        return None
+    if len(versions) > 1:
+        raise RuntimeError(
+            f"the database is stamped with several revisions ({', '.join(versions)}): "
+            "its schema has branched; see `alembic heads` and `alembic history`"
+        )
+    return str(versions[0]) if versions else None
 
 
 async def head_revision() -> str | None:

@@ -220,6 +220,33 @@ class ServerSecret(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=NOW)
 
 
+class Event(Base):
+    """One change, written by the transaction that made it (the outbox ``GET /events`` and
+    ``events.list`` read). Ids only grow, in commit order, and are never reused
+    (``AUTOINCREMENT`` on SQLite), so "every event after N" is a gap-free resume point."""
+
+    __tablename__ = "events"
+    __table_args__ = (
+        sa.Index(None, "conversation_id", "id"),
+        sa.Index(None, "peer_conversation_id", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True
+    )
+    type: Mapped[str] = mapped_column(sa.String(32), nullable=False)
+    #: The conversation the change happened in (a reply's source).
+    conversation_id: Mapped[str | None] = mapped_column(sa.String(128))
+    #: The other conversation a reply event concerns (its target), which sees it too.
+    peer_conversation_id: Mapped[str | None] = mapped_column(sa.String(128))
+    message_id: Mapped[str | None] = mapped_column(sa.String(128))
+    run_id: Mapped[str | None] = mapped_column(sa.String(128))
+    request_id: Mapped[str | None] = mapped_column(sa.String(128))
+    created_at: Mapped[datetime] = mapped_column(nullable=False)
+    payload: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+
+
 # --- the expression index on metadata.replyToRequestId (migration 0006) ---------------------
 
 _JSON_KEY_PATTERN = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")

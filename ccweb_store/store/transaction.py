@@ -56,6 +56,9 @@ class Transaction:
     json_as_text = "{}"
     json_from_text = "{}"
     json_numbers_are_numeric = False
+    #: Whether event ids must be drawn under a lock held to the commit, so that they come in
+    #: commit order (``repositories.events``): where transactions write at once.
+    orders_events = False
 
     def __init__(self, statements: CompiledStatements) -> None:
         self.statements = statements

@@ -16,7 +16,7 @@ runs raises ``errors.DatabaseFileMissing`` (``store.sqlite.file_watch``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
@@ -27,11 +27,15 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import Settings
+from ccweb_store.domain.errors import DatabaseUnavailable
+from ccweb_store.metrics import DATABASE_ERRORS
 from ccweb_store.store.db import create_engine, current_revision
+from ccweb_store.store.event_feed import EventFeed
 from ccweb_store.store.failures import database_failure
 from ccweb_store.store.postgres.driver import PostgresDatabase
 from ccweb_store.store.repositories import (
     CredentialRepository,
+    EventRepository,
     JsonColumnRepository,
     MessageRepository,
     ReplyRepository,
@@ -60,17 +64,21 @@ class UnitOfWork:
     credentials: CredentialRepository
     secrets: SecretRepository
     json_columns: JsonColumnRepository
+    events: EventRepository
 
-    def __init__(self, database: Database, *, write: bool) -> None:
+    def __init__(
+        self, database: Database, *, write: bool, on_events: Callable[[], None] | None = None
+    ) -> None:
         self._database = database
         self._write = write
+        self._on_events = on_events
         self._transaction: Transaction | None = None
 
     async def __aenter__(self) -> UnitOfWork:
         try:
             transaction = await self._database.begin(write=self._write)
         except Exception as error:
-            _raise_as_database_failure(error)
+            _raise_as_database_failure(error, "begin")
         self._transaction = transaction
         state = self._state = UnitState(transaction)
         self.sessions = SessionRepository(state)
@@ -81,6 +89,7 @@ class UnitOfWork:
         self.credentials = CredentialRepository(state)
         self.secrets = SecretRepository(state)
         self.json_columns = JsonColumnRepository(state)
+        self.events = EventRepository(state)
         return self
 
     async def __aexit__(
@@ -94,10 +103,11 @@ class UnitOfWork:
         try:
             await self._current().close()
         except Exception as error:
-            _raise_as_database_failure(error)
-        if isinstance(exc, Exception):
+            _raise_as_database_failure(error, "close")
+        if isinstance(exc, Exception) and not isinstance(exc, DatabaseUnavailable):
             failure = database_failure(exc)
             if failure is not None:
+                DATABASE_ERRORS.labels("work").inc()
                 raise failure from exc
 
     def _current(self) -> Transaction:
@@ -124,21 +134,27 @@ class UnitOfWork:
         transaction = self._current()
         if transaction.ended:
             raise RuntimeError("this unit of work has already ended; open a new one")
+        wrote_events = await self.events.flush()  # in the transaction, as its last write
         self._state.locked_sessions = {}  # the transaction's row locks end with it
         await transaction.commit()
+        if wrote_events and self._on_events is not None:
+            self._on_events()
 
     async def rollback(self) -> None:
         """Roll back; the unit of work ends, like leaving the block."""
         self._state.locked_sessions = {}
+        self._state.events = []
         await self._current().rollback()
 
 
-def _raise_as_database_failure(error: Exception) -> NoReturn:
+def _raise_as_database_failure(error: Exception, during: str) -> NoReturn:
     """Raise ``error``, as ``DatabaseUnavailable`` when the database failed
-    (``failures.database_failure``): a client gets a retryable domain error, never the driver's."""
+    (``failures.database_failure``): a client gets a retryable domain error, never the driver's.
+    A failure is counted (``ccweb_database_errors_total``) by what was ``during``."""
     failure = database_failure(error)
     if failure is None:
         raise error
+    DATABASE_ERRORS.labels(during).inc()
     raise failure from error
 
 
@@ -162,6 +178,8 @@ class Store:
         #: Held while this process loads or makes that key: two requests of one process that
         #: both find none must not both make one.
         self.credential_key_lock = asyncio.Lock()
+        #: The event outbox as it grows, for this process's subscribers (``event_feed``).
+        self.feed = EventFeed(self._read_events_after, self._latest_event_id, self._watch)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Store:
@@ -187,7 +205,7 @@ class Store:
         Never open one inside another: on SQLite the inner one would wait for the outer one.
         """
         write = not autocommit or isinstance(self._database, SQLiteDatabase)
-        return UnitOfWork(self._database, write=write)
+        return UnitOfWork(self._database, write=write, on_events=self.feed.poke)
 
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads, each statement on its own snapshot."""
@@ -219,6 +237,17 @@ class Store:
         does it."""
         return await self._database.backup(target, tables)
 
+    async def _read_events_after(self, after: int, limit: int) -> list[dict[str, Any]]:
+        async with self.read_uow() as uow:
+            return await uow.events.after(after, limit)
+
+    async def _latest_event_id(self) -> int:
+        async with self.read_uow() as uow:
+            return await uow.events.latest_id()
+
+    def _watch(self, poke: Callable[[], None]) -> AbstractAsyncContextManager[None]:
+        return self._database.watch_commits(poke)
+
     async def vacuum_interval(self, configured: float | None) -> float:
         """Seconds between the service's own vacuum passes (``store.postgres.vacuum``): 0 for
         none (SQLite; PostgreSQL whose autovacuum is on, unless ``configured`` says so)."""
@@ -241,12 +270,13 @@ class Store:
             async with self.engine.connect() as connection:
                 return await current_revision(connection)
         except Exception as error:
-            _raise_as_database_failure(error)
+            _raise_as_database_failure(error, "health")
 
     async def close(self) -> None:
         """Give back the connections this store keeps and stop its checkpoint thread
         (SQLite); the engine stays open. For a store that shares another's engine;
         ``dispose`` closes both."""
+        await self.feed.close()
         await self._database.close()
 
     async def dispose(self) -> None:

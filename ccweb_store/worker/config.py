@@ -45,6 +45,12 @@ class WorkerConfig:
     agents: Mapping[str, CommandSpec] = field(default_factory=dict)
     conversations: Mapping[str, CommandSpec] = field(default_factory=dict)
 
+    @property
+    def longest_timeout(self) -> float:
+        """The longest timeout of any command: a run's credential outlives its command."""
+        specs = [self.default, *self.agents.values(), *self.conversations.values()]
+        return max((spec.timeout for spec in specs if spec is not None), default=0.0)
+
     def command_for(self, conversation_id: str, agent: str | None) -> CommandSpec:
         spec = self.conversations.get(conversation_id)
         if spec is None and agent is not None:

@@ -38,11 +38,15 @@ class HostClient:
     async def close(self) -> None:
         await self._http.aclose()
 
-    async def call(self, method: str, params: Mapping[str, Any]) -> Any:
+    async def call(self, method: str, params: Mapping[str, Any], *, waits: float = 0.0) -> Any:
         """The result of ``method``; ``HostError`` for a JSON-RPC error, ``Unusable`` when
-        the server refuses us; transport errors (``httpx.TransportError``) pass through."""
+        the server refuses us; transport errors (``httpx.TransportError``) pass through.
+        ``waits``: how long the server may hold the call on purpose (a long-poll), on top of
+        the usual time a call may take."""
         message = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
-        response = await self._http.post("/rpc", json=message)
+        response = await self._http.post(
+            "/rpc", json=message, timeout=httpx.Timeout(CALL_TIMEOUT_SECONDS + waits)
+        )
         if response.status_code == 401:
             raise Unusable(
                 f"{self.base_url} refused the operator token ({_error_message(response)}): "

@@ -2,9 +2,20 @@
 
 It speaks only HTTP to the server's host API (``/rpc``, with the operator token), so it works
 the same against SQLite and PostgreSQL, and several workers (processes, machines) may run at
-once: the server leases each run to one of them. For each run it:
+once: the server leases each run to one of them.
 
-1. claims it (``run.claim``) and reads its conversation (``session.get``: agent, cwd);
+It waits for work with long-poll claims: ``run.claim`` with ``waitSeconds`` returns as soon as
+a run is claimable, so a run starts when it is queued, without a polling interval. An empty
+answer that comes back well before its wait ran out (a server that does not hold claims, a
+claim that lost every race) is followed by a short pause, doubled up to a second while it
+lasts, so the worker never asks in a tight loop.
+
+Up to ``concurrency`` runs go on at once, each in a task of its own, each of a different
+conversation: the server never leases two runs of one conversation at once, and the worker
+holds a run of a conversation it is still running until that one ends. For each run it:
+
+1. claims it (``run.claim``), heartbeats its lease every lease/3 (``run.heartbeat``) until it
+   ends, and reads its conversation (``session.get``: agent, cwd);
 2. mints a credential bound to that conversation and the run's hop count
    (``credential.mint``), lasting the command's timeout plus one lease;
 3. runs the command of that conversation (``WorkerConfig.command_for``) in its own process
@@ -12,20 +23,21 @@ once: the server leases each run to one of them. For each run it:
    ``runtimeText``) as an argument (``{prompt}``) or on stdin, and ``CCWEB_MCP_URL`` (the bound
    MCP URL) in its environment; the operator token, the signing secret and the database URL
    are left out of that environment;
-4. heartbeats every lease/3 (``run.heartbeat``) while the command runs;
-5. completes the run (``run.complete``) with the command's stdout as the assistant message,
+4. completes the run (``run.complete``) with the command's stdout as the assistant message,
    or fails it: a non-zero exit (with the tail of stderr), a timeout (the process group is
    killed), a command that cannot start;
-6. revokes the credential.
+5. revokes the credential.
 
 A lost lease (``lease_lost``: the run was requeued meanwhile) kills the command and leaves the
 run to whoever holds it; ``run.complete`` names this worker (``workerId``), so a completion
 that comes after the lease moved is refused (``lease_lost``), logged in one line and not
 retried: the run's new holder's output is the one that counts. A worker killed outright
-leaves its run ``running`` until the lease expires; the server then requeues it and another
-worker claims it. The first SIGINT/SIGTERM stops claiming and lets the current run finish
-(exit 0); a second kills the command and puts its run back in the queue (``run.requeue``;
-exit 130).
+leaves its runs ``running`` until their leases expire; the server then requeues them and
+another worker claims them.
+
+The first SIGINT/SIGTERM stops claiming and gives the running commands ``grace`` seconds to
+finish; what still runs then is killed and its run put back in the queue (``run.requeue``),
+one log line per run (exit 130). A second signal does that at once.
 """
 
 from __future__ import annotations
@@ -36,7 +48,9 @@ import logging
 import os
 import signal
 import time
-from typing import Any
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
 
@@ -59,16 +73,51 @@ from ccweb_store.worker.process import (
 
 log = logging.getLogger("ccweb_store.worker")
 
+T = TypeVar("T")
+
+#: How long one ``run.claim`` may wait on the server for a run (its ``waitSeconds``).
+CLAIM_WAIT_SECONDS = 30
+#: The pause after an empty answer that came back early, doubled while they keep coming.
+SHORTEST_PAUSE_SECONDS = 0.05
+LONGEST_PAUSE_SECONDS = 1.0
+#: The pause before claiming again when the server could not be reached or refused a claim.
+RETRY_SECONDS = 1.0
+#: How long running commands may go on after the first stop signal.
+DEFAULT_GRACE_SECONDS = 30.0
 #: How often ``run.complete`` is tried when the server cannot be reached, with backoff.
 COMPLETE_ATTEMPTS = 6
 #: Exit codes of ``Worker.run``.
 EXIT_OK = 0
+EXIT_RUN_FAILED = 1
 EXIT_UNUSABLE = 2
 EXIT_INTERRUPTED = 130
 
 
+@dataclass
+class Job:
+    """A run this worker claimed, and what became of it so far."""
+
+    run: dict[str, Any]
+    child: asyncio.subprocess.Process | None = None
+    #: Why the worker stopped it before it ended (it goes back to the queue), or None.
+    cut_off: str | None = None
+    #: It failed, or its end could not be recorded.
+    failed: bool = False
+
+    @property
+    def id(self) -> str:
+        run_id: str = self.run["id"]
+        return run_id
+
+    @property
+    def conversation(self) -> str:
+        conversation_id: str = self.run["sessionId"]
+        return conversation_id
+
+
 class Worker:
-    """Claims runs one at a time until stopped (or, with ``once``, after one run or none)."""
+    """Claims runs, up to ``concurrency`` at once, until stopped (or, with ``once``, after one
+    run or none)."""
 
     def __init__(
         self,
@@ -77,7 +126,9 @@ class Worker:
         *,
         worker_id: str,
         lease_seconds: int = 300,
-        poll_interval: float = 1.0,
+        concurrency: int = 1,
+        grace_seconds: float = DEFAULT_GRACE_SECONDS,
+        claim_wait_seconds: int = CLAIM_WAIT_SECONDS,
         once: bool = False,
         kinds: list[str] | None = None,
     ) -> None:
@@ -85,14 +136,24 @@ class Worker:
         self.config = config
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
-        self.poll_interval = poll_interval
+        self.concurrency = concurrency
+        self.grace_seconds = grace_seconds
+        self.claim_wait_seconds = claim_wait_seconds
         self.once = once
         self.kinds = kinds
         self.stopping = False
         self.interrupted = False
-        self._wake = asyncio.Event()
-        self._child: asyncio.subprocess.Process | None = None
-        self._current_run: str | None = None
+        #: An exit code that ends the worker whatever its runs did (the server unusable).
+        self.fatal: int | None = None
+        self.failed_runs = 0
+        self.cut_off_runs = 0
+        self._stop = asyncio.Event()
+        self._kill_now = asyncio.Event()
+        self._jobs: dict[asyncio.Task[None], Job] = {}
+        #: Each conversation's latest job here: a new run of it waits for that one to end.
+        self._latest: dict[str, asyncio.Task[None]] = {}
+        self._kills: set[asyncio.Task[None]] = set()
+        self._pause = SHORTEST_PAUSE_SECONDS
 
     # signals
 
@@ -102,141 +163,266 @@ class Worker:
             loop.add_signal_handler(signum, self.request_stop)
 
     def request_stop(self) -> None:
-        """First call: finish the current run, then stop. Second: kill it and stop now."""
+        """First call: claim no more, give running commands the grace period, then kill them
+        and requeue their runs. Second: do that now."""
         if not self.stopping:
-            self.stopping = True
-            self._wake.set()
-            if self._current_run is not None:
+            self._stop_claiming()
+            running = ", ".join(job.id for job in self._jobs.values())
+            if running:
                 log.info(
-                    "stopping after run %s finishes (Ctrl-C again to kill it and requeue it)",
-                    self._current_run,
-                )
+                    "stopping: no new runs; waiting up to %gs for %s to finish "
+                    "(Ctrl-C again to kill and requeue at once)",
+                    self.grace_seconds, running,
+                )  # fmt: skip
             else:
                 log.info("stopping")
             return
         if self.interrupted:
             return
         self.interrupted = True
-        child = self._child
-        if child is not None:
-            log.warning(
-                "killing the command of run %s; it goes back to the queue", self._current_run
-            )
-            asyncio.get_running_loop().create_task(kill_group(child))
+        self._kill_now.set()
+        for job in list(self._jobs.values()):
+            self._cut_off(job, "stopped by a second signal")
+
+    def _stop_claiming(self) -> None:
+        self.stopping = True
+        self._stop.set()
+
+    def _cut_off(self, job: Job, reason: str) -> None:
+        """Kill the job's command (if it started) and have its run requeued."""
+        if job.cut_off is not None:
+            return
+        job.cut_off = reason
+        self.cut_off_runs += 1
+        if job.child is not None:
+            self._kill(job.child)
+
+    def _kill(self, child: asyncio.subprocess.Process) -> None:
+        """Kill a command's process group in the background (``_finish_runs`` waits for it)."""
+        if child.returncode is None:
+            kill = asyncio.get_running_loop().create_task(kill_group(child))
+            self._kills.add(kill)
+            kill.add_done_callback(self._kills.discard)
 
     # the loop
 
     async def run(self) -> int:
         """Work until stopped; the process's exit code."""
         log.info(
-            "worker %s claiming runs from %s (lease %ss)",
-            self.worker_id,
-            self.client.base_url,
-            self.lease_seconds,
-        )
+            "worker %s claiming runs from %s (lease %ss, up to %d at once)",
+            self.worker_id, self.client.base_url, self.lease_seconds, self.concurrency,
+        )  # fmt: skip
+        try:
+            await self._claim_runs()
+        except Unusable as exc:
+            log.error("%s", exc)
+            self.fatal = EXIT_UNUSABLE
+            self._stop_claiming()
+        await self._finish_runs()
+        log.info("worker %s stopped", self.worker_id)
+        if self.fatal is not None:
+            return self.fatal
+        if self.interrupted or self.cut_off_runs:
+            return EXIT_INTERRUPTED
+        return EXIT_RUN_FAILED if self.once and self.failed_runs else EXIT_OK
+
+    async def _claim_runs(self) -> None:
+        """Claim while a slot is free, until stopped (or, with ``once``, one claim)."""
         while not self.stopping:
+            if len(self._jobs) >= self.concurrency:
+                await self._unless_stopped(
+                    asyncio.wait(set(self._jobs), return_when=asyncio.FIRST_COMPLETED)
+                )
+                continue
+            # ``once`` takes what is queued now rather than waiting for work.
+            wait = 0 if self.once else self.claim_wait_seconds
+            asked = time.monotonic()
             try:
-                run = await self._claim()
-            except Unusable as exc:
-                log.error("%s", exc)
-                return EXIT_UNUSABLE
+                run = await self._unless_stopped(self._claim(wait))
             except (httpx.TransportError, HostError) as exc:
                 log.warning("cannot claim a run (%s); trying again", _describe(exc))
                 if self.once:
-                    return EXIT_UNUSABLE
-                await self._pause()
+                    self.fatal = EXIT_UNUSABLE
+                    return
+                await self._unless_stopped(asyncio.sleep(RETRY_SECONDS))
                 continue
-            if run is None:
-                if self.once:
-                    break
-                await self._pause()
-                continue
-            try:
-                await self.work_on(run)
-            except Unusable as exc:
-                log.error("%s", exc)
-                return EXIT_UNUSABLE
-            if self.once:
-                break
-        log.info("worker %s stopped", self.worker_id)
-        return EXIT_INTERRUPTED if self.interrupted else EXIT_OK
+            if run is not None:
+                self._pause = SHORTEST_PAUSE_SECONDS
+                self._start(run)
+            if self.once or self.stopping:
+                return
+            if run is None and time.monotonic() - asked < wait / 2:
+                await self._unless_stopped(asyncio.sleep(self._pause))
+                self._pause = min(self._pause * 2, LONGEST_PAUSE_SECONDS)
 
-    async def _claim(self) -> dict[str, Any] | None:
-        params: dict[str, Any] = {"workerId": self.worker_id, "leaseSeconds": self.lease_seconds}
+    async def _claim(self, wait: int) -> dict[str, Any] | None:
+        params: dict[str, Any] = {
+            "workerId": self.worker_id,
+            "leaseSeconds": self.lease_seconds,
+            "waitSeconds": wait,
+        }
         if self.kinds:
             params["kinds"] = self.kinds
-        claimed = await self.client.call("run.claim", params)
+        log.debug("claiming a run (waiting up to %ss)", wait)
+        claimed = await self.client.call("run.claim", params, waits=wait)
         run: dict[str, Any] | None = claimed["run"]
         return run
 
-    async def _pause(self) -> None:
-        """Wait ``poll_interval``, or less when a signal asks us to stop."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+    async def _unless_stopped(self, awaitable: Awaitable[T]) -> T | None:
+        """What ``awaitable`` gives, or None when a stop signal comes first (it is cancelled
+        then, unless it finished meanwhile: a run claimed at that moment is still ours)."""
+        task = asyncio.ensure_future(awaitable)
+        stop = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not task.done():
+                task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            return await task
+        return None
 
-    async def work_on(self, run: dict[str, Any]) -> None:
+    def _start(self, run: dict[str, Any]) -> None:
+        job = Job(run)
+        if any(other.id == job.id for other in self._jobs.values()):
+            # The lease ran out here unnoticed and the server leased the run to us again:
+            # the command already running does the work, its heartbeats keep the new lease.
+            log.warning("run %s leased again to this worker, which still runs it", job.id)
+            return
+        previous = self._latest.get(job.conversation)
+        task = asyncio.get_running_loop().create_task(self._work(job, previous))
+        self._jobs[task] = job
+        self._latest[job.conversation] = task
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        job = self._jobs.pop(task)
+        if self._latest.get(job.conversation) is task:
+            del self._latest[job.conversation]
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, Unusable):
+            log.error("%s", exc)
+            self.fatal = EXIT_UNUSABLE
+            self._stop_claiming()
+        elif exc is not None:
+            log.error("run %s: the worker failed on it", job.id, exc_info=exc)
+
+    async def _finish_runs(self) -> None:
+        """Wait for the runs in hand; once stopped, for the grace period at most, then cut off
+        what is left."""
+        if not self._jobs:
+            return
+        jobs = asyncio.gather(*self._jobs, return_exceptions=True)
+        if not self.stopping:
+            await self._unless_stopped(asyncio.shield(jobs))
+        if not jobs.done() and not self.interrupted:
+            kill_now = asyncio.ensure_future(self._kill_now.wait())
+            either: set[asyncio.Future[Any]] = {jobs, kill_now}
+            await asyncio.wait(
+                either, timeout=self.grace_seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+            kill_now.cancel()
+            if not jobs.done() and not self.interrupted:
+                log.warning(
+                    "the grace period of %gs is over: killing the commands of %d run(s)",
+                    self.grace_seconds, len(self._jobs),
+                )  # fmt: skip
+                for job in list(self._jobs.values()):
+                    self._cut_off(job, f"still running when the {self.grace_seconds:g}s grace "
+                                       "period ended")  # fmt: skip
+        await jobs
+        if self._kills:
+            await asyncio.wait(set(self._kills))
+
+    async def _work(self, job: Job, previous: asyncio.Task[None] | None) -> None:
         """Run one claimed run to its end (completed, failed, lost, or requeued)."""
-        run_id, conversation_id = run["id"], run["sessionId"]
+        run = job.run
         started = time.monotonic()
-        self._current_run = run_id
         log.info(
             "run %s claimed: %s of %s (hop %s, attempt %s)",
-            run_id, run["kind"], conversation_id, run["hopCount"], run["attempts"] + 1,
+            job.id, run["kind"], job.conversation, run["hopCount"], run["attempts"] + 1,
         )  # fmt: skip
+        lease = asyncio.get_running_loop().create_task(self._keep_lease(job.id))
         try:
-            outcome = await self._execute(run)
+            if previous is not None and not previous.done():
+                log.warning(
+                    "run %s waits until this worker's run of %s ends", job.id, job.conversation
+                )
+                await asyncio.wait({previous})
+            outcome = await self._execute(job, lease)
         except (httpx.TransportError, HostError) as exc:
             # We could not even start it (minting, reading the conversation): leave it to the
             # lease; it comes back to the queue.
-            log.error("run %s abandoned: %s; its lease will expire", run_id, _describe(exc))
+            log.error("run %s abandoned: %s; its lease will expire", job.id, _describe(exc))
+            job.failed = True
             outcome = None
         finally:
-            self._current_run = None
-        elapsed = time.monotonic() - started
-        if outcome is None:
-            return
-        if await self._complete(run_id, outcome):
-            if outcome.status == "completed":
+            lease.cancel()
+        if outcome is not None:
+            elapsed = time.monotonic() - started
+            # Not recorded: ``_complete`` said why (and a lost lease is not our failure).
+            recorded = await self._complete(job, outcome)
+            if recorded and outcome.status == "completed":
                 log.info(
                     "run %s completed in %.1fs (%d characters of output)",
-                    run_id, elapsed, len(outcome.output or ""),
+                    job.id, elapsed, len(outcome.output or ""),
                 )  # fmt: skip
-            else:
-                log.warning("run %s failed in %.1fs: %s", run_id, elapsed, outcome.error)
+            elif recorded:
+                log.warning("run %s failed in %.1fs: %s", job.id, elapsed, outcome.error)
+                job.failed = True
+        if job.failed:
+            self.failed_runs += 1
 
-    async def _execute(self, run: dict[str, Any]) -> Outcome | None:
+    async def _execute(self, job: Job, lease: asyncio.Task[str]) -> Outcome | None:
         """Mint the run's credential, run its command, revoke the credential."""
-        session = await self.client.call("session.get", {"id": run["sessionId"]})
-        try:
-            spec = self.config.command_for(run["sessionId"], session.get("agent"))
-        except ConfigError as exc:
-            return Outcome("failed", error=str(exc))
-        minted = await self.client.call(
-            "credential.mint",
-            {
-                "sessionId": run["sessionId"],
-                "hopCount": run["hopCount"],
-                "expiresInSeconds": int(spec.timeout + self.lease_seconds + KILL_GRACE_SECONDS),
-                "label": f"worker {self.worker_id}, run {run['id']}",
-            },
+        run = job.run
+        if job.cut_off is not None:
+            await self._requeue(job)
+            return None
+        # The conversation and the credential at once: the command starts one round trip sooner.
+        session, minted = await asyncio.gather(
+            self.client.call("session.get", {"id": job.conversation}),
+            self.client.call(
+                "credential.mint",
+                {
+                    "sessionId": job.conversation,
+                    "hopCount": run["hopCount"],
+                    "expiresInSeconds": int(
+                        self.config.longest_timeout + self.lease_seconds + KILL_GRACE_SECONDS
+                    ),
+                    "label": f"worker {self.worker_id}, run {job.id}",
+                },
+            ),
         )
         try:
-            return await self._run_command(run, spec, session.get("cwd"), minted["token"])
+            spec = self.config.command_for(job.conversation, session.get("agent"))
+        except ConfigError as exc:
+            await self._revoke(minted)
+            return Outcome("failed", error=str(exc))
+        try:
+            return await self._run_command(job, spec, session.get("cwd"), minted["token"], lease)
         finally:
-            with contextlib.suppress(httpx.TransportError, HostError):
-                await self.client.call(
-                    "credential.revoke", {"credentialId": minted["credential"]["id"]}
-                )
+            await self._revoke(minted)
+
+    async def _revoke(self, minted: dict[str, Any]) -> None:
+        with contextlib.suppress(httpx.TransportError, HostError):
+            await self.client.call(
+                "credential.revoke", {"credentialId": minted["credential"]["id"]}
+            )
 
     async def _run_command(
-        self, run: dict[str, Any], spec: CommandSpec, cwd: str | None, token: str
+        self, job: Job, spec: CommandSpec, cwd: str | None, token: str, lease: asyncio.Task[str]
     ) -> Outcome | None:
+        run = job.run
         prompt = run.get("runtimeText") or ""
         command, on_stdin = render_command(
             spec.command,
             prompt=prompt,
-            conversation_id=run["sessionId"],
-            run_id=run["id"],
+            conversation_id=job.conversation,
+            run_id=job.id,
             hop_count=run["hopCount"],
         )
         # One stat, not worth a thread of its own.
@@ -252,40 +438,39 @@ class Worker:
             token=token,
             run=run,
         )
+        if job.cut_off is not None:
+            await self._requeue(job)
+            return None
         try:
             child = await start_command(command, on_stdin=on_stdin, env=env, cwd=cwd)
         except OSError as exc:
             return could_not_start(exc, on_stdin=on_stdin)
-        self._child = child
-        try:
-            return await self._supervise(run, spec, child, prompt.encode() if on_stdin else None)
-        finally:
-            self._child = None
+        job.child = child
+        if job.cut_off is not None:  # cut off while the command was starting
+            self._kill(child)
+        return await self._supervise(job, spec, child, prompt.encode() if on_stdin else None, lease)
 
     async def _supervise(
         self,
-        run: dict[str, Any],
+        job: Job,
         spec: CommandSpec,
         child: asyncio.subprocess.Process,
         stdin: bytes | None,
+        lease: asyncio.Task[str],
     ) -> Outcome | None:
-        """Wait for the command, heartbeating; kill it on timeout or a lost lease."""
-        finished = asyncio.create_task(child.communicate(stdin))
-        lease_lost = asyncio.create_task(self._keep_lease(run["id"]))
-        try:
-            done, _ = await asyncio.wait(
-                {finished, lease_lost}, timeout=spec.timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            lease_lost.cancel()
+        """Wait for the command; kill it on timeout or a lost lease."""
+        finished = asyncio.ensure_future(child.communicate(stdin))
+        done, _ = await asyncio.wait(
+            {finished, lease}, timeout=spec.timeout, return_when=asyncio.FIRST_COMPLETED
+        )
         if finished not in done:
             await kill_group(child)
             with contextlib.suppress(Exception):
                 await finished
-            if lease_lost in done and not lease_lost.cancelled():
+            if lease in done and not lease.cancelled():
                 log.warning(
                     "run %s: %s; killed its command and left the run to its holder",
-                    run["id"], lease_lost.result(),
+                    job.id, lease.result(),
                 )  # fmt: skip
                 return None
             return Outcome(
@@ -293,8 +478,8 @@ class Worker:
                 error=f"timed out after {spec.timeout:g}s; the worker killed the command",
             )
         stdout, stderr = finished.result()
-        if self.interrupted:
-            await self._requeue(run["id"])
+        if job.cut_off is not None:
+            await self._requeue(job)
             return None
         return ended(child.returncode, stdout, stderr)
 
@@ -319,8 +504,10 @@ class Worker:
             except httpx.TransportError as exc:
                 log.warning("heartbeat of run %s failed (%s); trying again", run_id, _describe(exc))
 
-    async def _complete(self, run_id: str, outcome: Outcome) -> bool:
-        """``run.complete``, retried with backoff while the server cannot be reached."""
+    async def _complete(self, job: Job, outcome: Outcome) -> bool:
+        """``run.complete``, retried with backoff while the server cannot be reached; whether
+        it was recorded (``job.failed`` when it was not, but for a lost lease)."""
+        run_id = job.id
         params = {
             "runId": run_id,
             "workerId": self.worker_id,
@@ -343,6 +530,7 @@ class Worker:
                     )  # fmt: skip
                 else:
                     log.error("run %s: the server refused its completion: %s", run_id, exc)
+                    job.failed = True
                 return False
             except httpx.TransportError as exc:
                 delay = 2.0**attempt
@@ -352,18 +540,22 @@ class Worker:
                 )  # fmt: skip
                 await asyncio.sleep(delay)
         log.error("run %s: gave up reporting its end; its lease will expire", run_id)
+        job.failed = True
         return False
 
-    async def _requeue(self, run_id: str) -> None:
+    async def _requeue(self, job: Job) -> None:
+        """Put a run the worker cut off back in the queue, and say so in one line."""
         try:
-            await self.client.call("run.requeue", {"runId": run_id})
-            log.warning("run %s interrupted and put back in the queue", run_id)
+            await self.client.call("run.requeue", {"runId": job.id, "workerId": self.worker_id})
+            log.warning(
+                "run %s interrupted and put back in the queue (%s of %s: %s)",
+                job.id, job.run["kind"], job.conversation, job.cut_off,
+            )  # fmt: skip
         except (httpx.TransportError, HostError) as exc:
             log.error(
-                "run %s interrupted; requeueing failed (%s), its lease will expire",
-                run_id,
-                _describe(exc),
-            )
+                "run %s interrupted (%s); requeueing failed (%s), its lease will expire",
+                job.id, job.cut_off, _describe(exc),
+            )  # fmt: skip
 
 
 def _describe(exc: BaseException) -> str:
@@ -378,7 +570,8 @@ async def serve(
     token: str | None,
     worker_id: str,
     lease_seconds: int,
-    poll_interval: float,
+    concurrency: int = 1,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
     once: bool,
     kinds: list[str] | None,
 ) -> int:
@@ -390,7 +583,8 @@ async def serve(
             config,
             worker_id=worker_id,
             lease_seconds=lease_seconds,
-            poll_interval=poll_interval,
+            concurrency=concurrency,
+            grace_seconds=grace_seconds,
             once=once,
             kinds=kinds,
         )

@@ -34,7 +34,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 from ccweb_store.domain import json_values
 from ccweb_store.store.bulk import id_counter_column, is_json
 from ccweb_store.store.failures import unsent_on_dead_connection
-from ccweb_store.store.postgres import bulk, vacuum
+from ccweb_store.store.postgres import bulk, listen, vacuum
 from ccweb_store.store.transaction import CompiledStatements, Transaction
 
 _T = TypeVar("_T")
@@ -218,6 +218,10 @@ class PostgresDatabase:
         """PostgreSQL is backed up by its own tool: the ``pg_dump`` command for ``target``."""
         return {"command": bulk.pg_dump_command(self.engine.url, target)}
 
+    def watch_commits(self, poke: Callable[[], None]) -> AbstractAsyncContextManager[None]:
+        """Call ``poke`` when another process commits events, while the block runs."""
+        return listen.listening(self.engine, poke)
+
     async def vacuum_interval(self, configured: float | None) -> float:
         return await vacuum.vacuum_interval(self.engine, configured)
 
@@ -240,6 +244,7 @@ class PostgresTransaction(Transaction):
     json_as_text = "{}::text"
     json_from_text = "CAST({} AS jsonb)"
     json_numbers_are_numeric = True
+    orders_events = True
 
     def __init__(
         self,

@@ -56,7 +56,7 @@ async def vacuum_updated_tables(engine: AsyncEngine) -> None:
 async def keep_vacuumed(engine: AsyncEngine, interval: float) -> None:
     """Vacuum the updated tables every ``interval`` seconds, until cancelled. A failing pass
     (the database down) is logged and tried again at the next one."""
-    log.info("vacuuming %s every %gs", ", ".join(UPDATED_TABLES), interval)
+    log.debug("vacuuming %s every %gs", ", ".join(UPDATED_TABLES), interval)
     while True:
         await asyncio.sleep(interval)
         try:

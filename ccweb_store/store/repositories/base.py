@@ -17,6 +17,7 @@ from sqlalchemy.orm import QueryableAttribute
 
 from ccweb_store.domain import errors, json_values
 from ccweb_store.domain.errors import DomainError, InvalidInput
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import (
     FROM_DATABASE,
     Base,
@@ -150,6 +151,34 @@ class UnitState:
         #: Sessions whose rows the current transaction read to change (``SessionRepository``;
         #: locked where the database locks rows).
         self.locked_sessions: dict[str, Any] = {}
+        #: The changes made so far, written to the outbox at the commit (``events.py``).
+        self.events: list[dict[str, Any]] = []
+
+    def note(
+        self,
+        event_type: str,
+        conversation_id: str | None,
+        *,
+        peer: str | None = None,
+        message_id: str | None = None,
+        run_id: str | None = None,
+        request_id: str | None = None,
+        payload: dict[str, Any] | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        """Note a change for the event outbox (``EventRepository.flush`` writes it)."""
+        self.events.append(
+            {
+                "type": event_type,
+                "conversation_id": conversation_id,
+                "peer_conversation_id": peer,
+                "message_id": message_id,
+                "run_id": run_id,
+                "request_id": request_id,
+                "created_at": at or utcnow(),
+                "payload": payload,
+            }
+        )
 
 
 class Repository:

@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
+from ccweb_store.domain import events
 from ccweb_store.store.models import Message
 from ccweb_store.store.repositories.base import MESSAGES, Repository, column_attributes, prebuilt
 
@@ -71,6 +72,13 @@ class MessageImport(Repository):
         """
         if rows:
             await self._execute_many(_insert_statement(tuple(sorted(rows[0]))), rows)
+            counts: dict[str, int] = {}
+            for row in rows:
+                counts[row["session_id"]] = counts.get(row["session_id"], 0) + 1
+            for session_id, count in counts.items():
+                self.state.note(
+                    events.SESSION_UPDATED, session_id, payload={"importedMessages": count}
+                )
 
     async def update_many(self, rows: Sequence[dict[str, Any]]) -> None:
         """Update rows by primary key (each dict holds ``id`` and the new values, attribute

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors
+from ccweb_store.domain import errors, events
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
 from ccweb_store.domain.ids import ROLES, new_id, validate_choice
 from ccweb_store.domain.timestamps import utcnow
@@ -137,6 +137,7 @@ class MessageRepository(MessageImport):
             session_id, role, content, metadata, id, created_at, None
         )
         returned = (await self._run_append(APPEND_MESSAGE, params)).one()
+        self._note_appended(params)
         return self._load(Message, returned)
 
     async def append_id(
@@ -153,8 +154,17 @@ class MessageRepository(MessageImport):
         and its session's (default: the current time)."""
         params = await self._append_params(session_id, role, content, metadata, id, now, now)
         await self._run_append(APPEND_MESSAGE_UNREAD, params)
+        self._note_appended(params)
         message_id: str = params["p_id"]
         return message_id
+
+    def _note_appended(self, params: dict[str, Any]) -> None:
+        self.state.note(
+            events.MESSAGE_APPENDED,
+            params["p_session_id"],
+            message_id=params["p_id"],
+            payload={"role": params["p_role"]},
+        )
 
     async def _append_params(
         self,

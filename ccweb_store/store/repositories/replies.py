@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors
+from ccweb_store.domain import errors, events
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
 from ccweb_store.domain.ids import REPLY_STATUSES, validate_choice
 from ccweb_store.domain.timestamps import utcnow
@@ -163,11 +163,34 @@ class ReplyRepository(Repository):
         self, values: dict[str, Any], *, into: ReplyRequest | None = None
     ) -> ReplyRequest:
         """Insert a request from its values (attribute names as keys)."""
-        return await self._insert(ReplyRequest, *_new_request(values), into=into)
+        row = await self._insert(ReplyRequest, *_new_request(values), into=into)
+        self._note_row(row)
+        return row
 
     async def insert(self, values: dict[str, Any]) -> None:
         """``create`` without reading the row back."""
         await self._insert_unread(ReplyRequest, *_new_request(values))
+        self._note(
+            values["status"],
+            values["source_conversation_id"],
+            values["target_conversation_id"],
+            values["request_id"],
+        )
+
+    def _note_row(self, row: ReplyRequest) -> None:
+        self._note(
+            row.status, row.source_conversation_id, row.target_conversation_id, row.request_id
+        )
+
+    def _note(self, status: str, source: str, target: str, request_id: str) -> None:
+        """The event of a request now in ``status``: seen by its source and its target."""
+        self.state.note(
+            events.REPLY_EVENT_BY_STATUS[status],
+            source,
+            peer=target,
+            request_id=request_id,
+            payload={"status": status},
+        )
 
     def from_columns(self, row: Sequence[Any]) -> ReplyRequest:
         """The request whose columns (in table order) lead a row of a wider query."""
@@ -194,7 +217,11 @@ class ReplyRepository(Repository):
         stmt = _transition_statement(tuple(from_statuses), tuple(sorted(values)))
         params = {f"v_{column}": value for column, value in values.items()}
         params |= {"p_request_id": request_id, "to_status": to_status}
-        return (await self._first(ReplyRequest, stmt, params)) is not None
+        row = await self._first(ReplyRequest, stmt, params)
+        if row is None:
+            return False
+        self._note_row(row)
+        return True
 
     async def list_page(
         self,
@@ -288,8 +315,17 @@ class ReplyRepository(Repository):
             batches.setdefault(frozenset(row), []).append(row)
         for batch in batches.values():
             await self._execute(sa.insert(REPLIES), batch)
+        for row in rows:
+            self._note(
+                row.get("status") or "waiting",
+                row["source_conversation_id"],
+                row["target_conversation_id"],
+                row["request_id"],
+            )
 
     async def update_columns(self, request_id: str, values: dict[str, Any]) -> None:
         """Overwrite the given columns of one request (the importer's forward-only sync)."""
         stmt = sa.update(REPLIES).where(REPLIES.c.request_id == request_id).values(**values)
-        await self._execute(stmt)
+        row = await self._update_returning(ReplyRequest, stmt)
+        if row is not None and "status" in values:
+            self._note_row(row)

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors
+from ccweb_store.domain import errors, events
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, RUN_KINDS, validate_choice
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Run
@@ -125,9 +125,21 @@ class RunLeases(Repository):
         params = self._lease_params(worker_id, lease_seconds, now)
         statement = _claim_oldest_statement(tuple(kinds or RUN_KINDS))
         try:
-            return await self._first(Run, statement, params)
+            run = await self._first(Run, statement, params)
         except IntegrityError as exc:
             raise ClaimRace(f"worker {worker_id!r} lost a claim race") from exc
+        if run is not None:
+            self._note(events.RUN_STARTED, run, {"kind": run.kind, "workerId": worker_id})
+        return run
+
+    def _note(self, event_type: str, run: Run, payload: dict[str, Any]) -> None:
+        self.state.note(
+            event_type,
+            run.session_id,
+            run_id=run.id,
+            request_id=run.reply_request_id,
+            payload=payload,
+        )
 
     @staticmethod
     def _lease_params(worker_id: str, lease_seconds: int, now: datetime) -> dict[str, Any]:
@@ -178,7 +190,10 @@ class RunLeases(Repository):
             "p_now": now or utcnow(),
             "p_worker_id": worker_id,
         }
-        return await self._first(Run, _FINISH_RUN, params)
+        run = await self._first(Run, _FINISH_RUN, params)
+        if run is not None:
+            self._note(events.RUN_FINISHED, run, {"kind": run.kind, "status": status})
+        return run
 
     async def earliest_lease_expiry(self) -> datetime | None:
         """When the first lease of a running run expires (None: no running run has one)."""
@@ -208,4 +223,8 @@ class RunLeases(Repository):
                 attempts=RUNS.c.attempts + 1,
             )
         )
-        return (await self._update_returning(Run, stmt)) is not None
+        run = await self._update_returning(Run, stmt)
+        if run is None:
+            return False
+        self._note(events.RUN_REQUEUED, run, {"kind": run.kind, "attempts": run.attempts})
+        return True

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors
+from ccweb_store.domain import errors, events
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
 from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
@@ -168,6 +168,13 @@ class RunRepository(RunLeases):
             await self._execute(ENQUEUE, params)
         except IntegrityError as exc:
             raise _busy(session_id)() from exc
+        self.state.note(
+            events.RUN_QUEUED,
+            session_id,
+            run_id=run_id,
+            request_id=reply_request_id,
+            payload={"kind": kind},
+        )
         return run_id
 
     async def start(
@@ -198,7 +205,15 @@ class RunRepository(RunLeases):
         values = _new_run(
             session_id, kind, status, runtime_text, hop_count, reply_request_id, worker_id
         )
-        return await self._insert(Run, values, _busy(session_id))
+        run = await self._insert(Run, values, _busy(session_id))
+        self.state.note(
+            events.RUN_STARTED if status == "running" else events.RUN_QUEUED,
+            session_id,
+            run_id=run.id,
+            request_id=reply_request_id,
+            payload={"kind": kind, "workerId": worker_id} if worker_id else {"kind": kind},
+        )
+        return run
 
     async def get(self, run_id: str, *, for_update: bool = False) -> Run | None:
         stmt = _LOCK_RUN if for_update else _GET_RUN

@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ccweb_store.domain import errors
+from ccweb_store.domain import errors, events
 from ccweb_store.domain.ids import ROLES, new_id, validate_choice
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Message
@@ -61,16 +61,40 @@ class SendRepository(Repository):
         touch and the INSERT as one batch; the lock already held, the INSERT's ``seq`` reads a
         snapshot no other append to the conversation can have overtaken."""
         validate_choice(role, ROLES, errors.INVALID_ROLE, "role")
+        now = utcnow()
+        message_id = new_id("msg")
         values = {
             "conversation": session_id,
-            "now": utcnow(),
-            "message_id": new_id("msg"),
+            "now": now,
+            "message_id": message_id,
             "role": role,
             "content": content,
             "metadata": metadata,
         }
         returned = (await self._execute_batch(_APPEND_READ, values)).one()
+        self._note_message(session_id, message_id, role, now)
         return self._load(Message, returned)
+
+    def _note_message(self, session_id: str, message_id: str, role: str, now: datetime) -> None:
+        self.state.note(
+            events.MESSAGE_APPENDED,
+            session_id,
+            message_id=message_id,
+            payload={"role": role},
+            at=now,
+        )
+
+    def _note_run(
+        self, session_id: str, run_id: str, kind: str, request_id: str | None, now: datetime
+    ) -> None:
+        self.state.note(
+            events.RUN_QUEUED,
+            session_id,
+            run_id=run_id,
+            request_id=request_id,
+            payload={"kind": kind},
+            at=now,
+        )
 
     async def deliver(
         self,
@@ -107,6 +131,17 @@ class SendRepository(Repository):
         }
         batch = _ONE_WAY if request_id is None else _RETURN_AND_CONTINUE
         await self._execute_batch(batch, values)
+        self._note_message(target[0], message_id, "user", now)
+        if request_id is not None:
+            self.state.note(
+                events.REPLY_WAITING,
+                source[0],
+                peer=target[0],
+                request_id=request_id,
+                payload={"status": "waiting"},
+                at=now,
+            )
+        self._note_run(target[0], run_id, "cross_conversation", request_id, now)
 
     async def return_reply(
         self,
@@ -132,6 +167,7 @@ class SendRepository(Repository):
         }
         if auto_run is None:
             await self._execute_batch(_REPLY_ONLY, values)
+            self._note_message(source_id, message_id, "assistant", now)
             return
         values |= {
             "run_id": new_id("run"),
@@ -141,3 +177,5 @@ class SendRepository(Repository):
             "request_id": request_id,
         }
         await self._execute_batch(_REPLY_AND_AUTO_RUN, values)
+        self._note_message(source_id, message_id, "assistant", now)
+        self._note_run(source_id, values["run_id"], "reply_auto_run", request_id, now)

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors
+from ccweb_store.domain import errors, events
 from ccweb_store.domain.errors import Conflict, NotFound
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, new_id, validate_session_id
 from ccweb_store.domain.timestamps import utcnow
@@ -171,7 +171,9 @@ class SessionRepository(Repository):
 
         if await self.get(session_id) is not None:
             raise taken()
-        return await self._insert(Session, values, taken)
+        created = await self._insert(Session, values, taken)
+        self.state.note(events.SESSION_CREATED, session_id, payload={"title": title})
+        return created
 
     async def get(self, session_id: str) -> Session | None:
         return await self._first(Session, _GET_SESSION, {"session_id": session_id})
@@ -263,7 +265,27 @@ class SessionRepository(Repository):
         rows = await self._all(Session, stmt.limit(limit + 1))
         return rows[:limit], len(rows) > limit
 
+    async def set_archived(self, session_id: str, archived_at: datetime | None) -> Session | None:
+        """Archive the session at ``archived_at`` (None: bring it back); None when it does not
+        exist. An archived session keeps its archive time when archived again."""
+        column = SESSIONS.c.archived_at
+        value = (
+            sa.func.coalesce(column, sa.literal(archived_at, column.type))
+            if archived_at is not None
+            else None
+        )
+        stmt = sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(archived_at=value)
+        session = await self._update_returning(Session, stmt)
+        if session is not None:
+            self.state.note(
+                events.SESSION_UPDATED,
+                session_id,
+                payload={"columns": ["archived_at"], "archived": archived_at is not None},
+            )
+        return session
+
     async def update_columns(self, session_id: str, values: dict[str, Any]) -> None:
         """Overwrite the given columns of one session (the importer's final sync)."""
         stmt = sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
         await self._execute(stmt)
+        self.state.note(events.SESSION_UPDATED, session_id, payload={"columns": sorted(values)})

@@ -19,8 +19,9 @@ import json
 import re
 import sqlite3
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
+from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from ccweb_store.domain import json_values
 from ccweb_store.store.bulk import id_counter_column
-from ccweb_store.store.sqlite import bulk
+from ccweb_store.store.sqlite import bulk, commit_watch
 from ccweb_store.store.sqlite.checkpoints import WAL_AUTOCHECKPOINT_PAGES, WalCheckpointer
 from ccweb_store.store.sqlite.file_watch import SQLiteFileWatch
 from ccweb_store.store.transaction import CompiledStatements, Transaction
@@ -132,6 +133,16 @@ def sqlite_file(engine: AsyncEngine) -> str | None:
         return None
     path: str = args[0]
     return path
+
+
+def sqlite_url_file(url: str) -> Path | None:
+    """The file a ``sqlite`` URL names, resolved against the working directory; None for an
+    in-memory database or a ``file:`` URI."""
+    parsed = make_url(url)
+    database = parsed.database
+    if not database or database == ":memory:" or parsed.query.get("uri"):
+        return None
+    return Path(database).absolute()
 
 
 def file_watch(engine: AsyncEngine) -> SQLiteFileWatch | None:
@@ -265,6 +276,11 @@ class SQLiteDatabase:
         source = self.file_watch.path
         await asyncio.to_thread(bulk.backup_file, source, target)
         return await asyncio.to_thread(bulk.check_backup, target, tables)
+
+    def watch_commits(self, poke: Callable[[], None]) -> AbstractAsyncContextManager[None]:
+        """Call ``poke`` when another process commits to the file, while the block runs."""
+        connect = None if self.single else partial(_connect, self.engine)
+        return commit_watch.watching(connect, poke)
 
     async def vacuum_interval(self, configured: float | None) -> float:
         """SQLite needs no vacuum pass of the service's (``store.postgres.vacuum``)."""

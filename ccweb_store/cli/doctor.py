@@ -1,0 +1,75 @@
+"""``ccweb-store doctor``: check a setup and say, for each finding, the command that fixes it
+(``services.doctor``), on the database or on a running server (``--server``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from ccweb_store.cli.common import AsJson, DatabaseUrl, database_settings, print_json
+from ccweb_store.cli.remote import ServerUrl, operator_call
+
+MARKS = {
+    "ok": "[green]  ok[/green]",
+    "warning": "[yellow]warn[/yellow]",
+    "action": "[red] FIX[/red]",
+}
+
+
+def doctor(
+    as_json: AsJson = False,
+    server: ServerUrl = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Check the database (reachable, at the newest schema), the operator token for the bind
+    address, expired run leases, waiting reply requests no run will ever answer, and stored
+    JSON values that cannot be read back; each finding names the command that fixes it.
+
+    Exit 0 when nothing needs action (warnings allowed), 1 when something does. With
+    --server, the checks run in that server, on its settings and database.
+
+    Example: ccweb-store doctor   or   ccweb-store doctor --server http://127.0.0.1:8787 --json
+    """
+    from ccweb_store.services import doctor as checks
+    from ccweb_store.store.db import missing_database
+
+    result: dict[str, Any]
+    if server is None:
+        settings = database_settings(database_url, required=False)
+        missing = missing_database(settings.database_url)
+        if missing is not None:
+            result = checks.missing_database_report(str(missing), settings)
+        else:
+            result = operator_call(
+                "operator.doctor", checks.run_doctor, {}, server=None, database_url=database_url
+            )
+    else:
+        result = operator_call(
+            "operator.doctor", checks.run_doctor, {}, server=server, database_url=database_url
+        )
+    if as_json:
+        print_json(result)
+    else:
+        _print_report(result)
+    raise typer.Exit(0 if result["ok"] else 1)
+
+
+def _print_report(result: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    from ccweb_store.cli.tables import stdout_console
+
+    console = stdout_console()
+    for check in result["checks"]:
+        console.print(f"{MARKS[check['status']]}  [bold]{check['name']}[/bold]: ", end="")
+        console.print(escape(check["summary"]), highlight=False)
+        for item in check["items"]:
+            console.print(f"        - {escape(item)}", highlight=False)
+        if check["fix"] and check["status"] != "ok":
+            console.print(f"        fix: {escape(check['fix'])}", highlight=False)
+    needs = sum(check["status"] == "action" for check in result["checks"])
+    console.print(
+        "nothing needs action" if result["ok"] else f"{needs} check(s) need action",
+        style="green" if result["ok"] else "red",
+    )

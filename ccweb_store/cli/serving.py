@@ -1,0 +1,117 @@
+"""``ccweb-store serve``: the checks before the server starts, its logs, and uvicorn.
+
+uvicorn is given no logging configuration of its own (``log_config=None``): its records go
+to the handler ``logs.setup_logging`` puts on the root logger, as text or JSON lines on
+stderr. Its access log is made only with ``--access-log``; otherwise uvicorn does not even
+format the line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from pathlib import Path
+
+import uvicorn
+from sqlalchemy.engine import make_url
+
+from ccweb_store import __version__
+from ccweb_store.cli.common import fail
+from ccweb_store.cli.logs import setup_logging
+from ccweb_store.config import Settings
+
+log = logging.getLogger("ccweb_store")
+
+#: The variable of ``prometheus-client``'s multi-process mode (``http/metrics.py``).
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def refusal(settings: Settings) -> str | None:
+    """Why these settings must not serve, or None."""
+    if not settings.host_is_loopback and not settings.token:
+        return (
+            f"refusing to listen on non-loopback host {settings.host!r} without a token: "
+            "set CCWEB_TOKEN (or --token) so other machines must authenticate, "
+            "or bind to 127.0.0.1"
+        )
+    if settings.metrics_public and not settings.host_is_loopback:
+        return (
+            f"CCWEB_METRICS_PUBLIC=1 serves /metrics without a token, which is allowed on a "
+            f"loopback bind only, not on {settings.host!r}: unset it and scrape with the "
+            "operator token (Authorization: Bearer <CCWEB_TOKEN>)"
+        )
+    directory = os.environ.get(MULTIPROC_DIR_ENV)
+    if directory and not (Path(directory).is_dir() and os.access(directory, os.W_OK | os.X_OK)):
+        return (
+            f"{MULTIPROC_DIR_ENV}={directory!r} is not a writable directory: create it (the "
+            "same one for every server process on this host, emptied before the first starts) "
+            f"or unset {MULTIPROC_DIR_ENV} to count per process"
+        )
+    return None
+
+
+def startup_line(settings: Settings) -> tuple[str, dict[str, object]]:
+    """The one line the server logs once it listens, and its parts (for JSON logs)."""
+    database = make_url(settings.database_url).render_as_string(hide_password=True)
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    address = f"http://{host}:{settings.port}"
+    fields: dict[str, object] = {
+        "version": __version__,
+        "database": database,
+        "listen": address,
+        "accessLog": settings.access_log,
+        "metricsNeedToken": bool(settings.token) and not settings.metrics_public,
+    }
+    access = "access log on" if settings.access_log else "access log off (--access-log)"
+    message = f"ccweb-store {__version__} listening on {address}, database {database}; {access}"
+    return message, fields
+
+
+def serve(settings: Settings) -> None:
+    """Check ``settings``, set up the logs and run the server until it is stopped."""
+    from ccweb_store.http.app import create_app
+    from ccweb_store.services.credentials import RedactCredentials
+
+    setup_logging(settings.log_level, settings.log_format)
+    problem = refusal(settings)
+    if problem is not None:
+        log.error("%s", problem)
+        fail(problem)
+    config = uvicorn.Config(
+        create_app(settings, freeze_gc_after_startup=True),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        log_level=None,
+        access_log=settings.access_log,
+        # Nothing but the access log reads the client's address or scheme, which uvicorn's
+        # proxy-headers middleware would rewrite from X-Forwarded-* on every request (behind
+        # a proxy, the access log shows the proxy's); no answer needs to name the server.
+        proxy_headers=False,
+        server_header=False,
+    )
+    # The access log would show the token of a request to /mcp?credential=….
+    logging.getLogger("uvicorn.access").addFilter(RedactCredentials())
+    AnnouncingServer(config, *startup_line(settings)).run()
+
+
+class AnnouncingServer(uvicorn.Server):
+    """uvicorn's server, logging ``startup_line`` once it listens and a line once it has
+    stopped: in place of uvicorn's own lines, which ``logs.setup_logging`` keeps for
+    ``--log-level debug``. (A failed start exits 3 with uvicorn's error; after a signal,
+    uvicorn raises the signal again once shut down, so nothing may follow ``run``.)"""
+
+    def __init__(self, config: uvicorn.Config, line: str, fields: dict[str, object]) -> None:
+        super().__init__(config)
+        self.line = line
+        self.fields = fields
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            log.info("%s", self.line, extra={"fields": self.fields})
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        log.info("ccweb-store stopped")

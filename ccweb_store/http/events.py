@@ -1,0 +1,152 @@
+"""``GET /events``: the event outbox as Server-Sent Events (``services.events``).
+
+Each event goes out as ``id: <id>``, ``event: <type>`` and ``data: <the event as JSON>``, so a
+browser's ``EventSource`` resumes by itself after a dropped connection (it sends the last
+``id`` back as ``Last-Event-ID``); ``?after=ID`` does the same for other clients. A comment
+line goes out as a heartbeat when nothing else did (``CCWEB_EVENTS_HEARTBEAT_SECONDS``).
+
+Two events end a stream early, each carrying what to do: ``cut`` (the client fell behind; it
+resumes after ``resumeAfter``) and ``error`` (``events_expired``: the resume point is older
+than the retention; read the state afresh). Refusals before the stream starts are JSON, as
+everywhere: ``{"error": {"code", "message"}}``.
+
+The operator token sees every event; a conversation credential (``?credential=`` or
+``Authorization: Bearer ccw1.…``) only its conversation's.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import orjson
+from sse_starlette.event import ServerSentEvent
+from sse_starlette.sse import EventSourceResponse
+from starlette.responses import JSONResponse
+
+from ccweb_store.config import Settings
+from ccweb_store.domain import errors
+from ccweb_store.domain.errors import DomainError
+from ccweb_store.http.asgi import Answer, Incoming
+from ccweb_store.http.mcp_http import SourceError, presented_token
+from ccweb_store.services import credentials
+from ccweb_store.services.credentials import CredentialRefused
+from ccweb_store.services.events import (
+    Cut,
+    EventFilter,
+    EventsExpired,
+    event_filter,
+    follow,
+    types_param,
+)
+from ccweb_store.store.uow import Store
+
+#: How long one send to a client may take before the stream is given up (a client that
+#: stopped reading); it resumes from its last event when it comes back.
+SEND_TIMEOUT_S = 30.0
+#: What a client's ``EventSource`` waits before reconnecting, in milliseconds.
+RETRY_MS = 1000
+
+
+def refusal(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+async def answer_events(incoming: Incoming) -> Answer:
+    """``GET /events?after=&types=&conversation=`` (or ``Last-Event-ID``)."""
+    store: Store = incoming.state.store
+    settings: Settings = incoming.state.settings
+    try:
+        token = presented_token(incoming)
+        bound_to = None
+        if token is not None:
+            bound_to = (await credentials.authenticate(store, token)).conversation_id
+        after = _resume_point(incoming)
+        chosen = event_filter(
+            types_param(incoming.query.get("types")),
+            incoming.query.get("conversation") or None,
+            bound_to,
+        )
+    except SourceError as exc:
+        return refusal(400, errors.INVALID_ARGUMENTS, str(exc))
+    except CredentialRefused as exc:
+        return refusal(401, exc.code, exc.message)
+    except DomainError as exc:
+        status = 403 if exc.code == errors.CONVERSATION_FORBIDDEN else 400
+        return refusal(status, exc.code, exc.message)
+    return EventSourceResponse(
+        _stream(store, after, chosen, settings.events_heartbeat_seconds),
+        ping=settings.events_heartbeat_seconds,
+        send_timeout=SEND_TIMEOUT_S,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+def _resume_point(incoming: Incoming) -> int | None:
+    """``?after=`` or else ``Last-Event-ID``: the id of the last event the client took."""
+    raw = incoming.query.get("after")
+    name = "after"
+    if raw is None:
+        raw = incoming.header(b"last-event-id")
+        name = "Last-Event-ID"
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit() or len(raw) > 18:
+        raise DomainError(
+            f"{name} must be an event id (a whole number from 0), got {raw!r}",
+            code=errors.INVALID_ARGUMENTS,
+        )
+    return int(raw)
+
+
+async def _stream(
+    store: Store, after: int | None, chosen: EventFilter, heartbeat_s: float
+) -> AsyncIterator[ServerSentEvent | bytes]:
+    frames = _FRAMES.setdefault(store, OrderedDict())
+    yield ServerSentEvent(comment="ccweb-store events", retry=RETRY_MS)
+    try:
+        async for item in follow(store, after, chosen, heartbeat_s=heartbeat_s):
+            if item is None:
+                continue  # the response's own ping keeps the connection alive
+            if isinstance(item, Cut):
+                message = (
+                    f"{item.reason}: reconnect with after={item.resume_after} (or "
+                    f"Last-Event-ID: {item.resume_after}) to go on where this stream stopped"
+                )
+                yield _event(
+                    "cut",
+                    {"resumeAfter": item.resume_after, "message": message},
+                    event_id=item.resume_after,
+                )
+                return
+            # One write per batch, each event encoded once for every stream that sends it.
+            yield b"".join(_frame(frames, event) for event in item)
+    except EventsExpired as exc:
+        body = {"code": exc.code, "message": exc.message, **(exc.data or {})}
+        yield _event("error", body)
+
+
+#: The encoded frame of each recent event of a store, shared by the streams that send it.
+_FRAMES: WeakKeyDictionary[Store, OrderedDict[int, bytes]] = WeakKeyDictionary()
+FRAMES_KEPT = 4096
+
+
+def _frame(frames: OrderedDict[int, bytes], event: dict[str, Any]) -> bytes:
+    event_id = event["id"]
+    frame = frames.get(event_id)
+    if frame is None:
+        frame = _event(event["type"], event, event_id=event_id).encode()
+        frames[event_id] = frame
+        if len(frames) > FRAMES_KEPT:
+            frames.popitem(last=False)
+    return frame
+
+
+def _event(kind: str, body: dict[str, Any], *, event_id: int | None = None) -> ServerSentEvent:
+    return ServerSentEvent(
+        data=orjson.dumps(body).decode(),
+        event=kind,
+        id=None if event_id is None else str(event_id),
+    )

@@ -1,0 +1,225 @@
+"""``ccweb-store doctor`` and the host API's ``operator.doctor``: checks of a running setup,
+each with the command that fixes what it finds.
+
+- the database answers and its schema is at the newest revision;
+- the operator token suits the bind address (none on a non-loopback bind, a short or
+  repetitive one);
+- no running run's lease has expired (the server's sweeper requeues them; none runs?);
+- no ``waiting`` request is left without a queued or running run naming it: no run will
+  ever answer it (an imported request, a run cancelled by hand);
+- every stored JSON value keeps the stored-value rule (``json_repair``, as a dry run).
+
+A check is ``ok``, a ``warning`` (worth knowing, nothing broken) or ``action`` (something
+needs the operator); the report is ``ok`` when no check needs action. It only reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from ccweb_store.config import MAKE_TOKEN, Settings
+from ccweb_store.domain.errors import DomainError
+from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES
+from ccweb_store.domain.timestamps import iso, utcnow
+from ccweb_store.services.json_repair import repair_json
+from ccweb_store.store.db import head_revision
+from ccweb_store.store.models import ReplyRequest, Run
+from ccweb_store.store.uow import Store
+
+OK = "ok"
+WARNING = "warning"
+ACTION = "action"
+#: Rows a check lists; its count still counts them all.
+LISTED = 20
+#: A token shorter than this, or with fewer distinct characters than ``MIN_DISTINCT``, is
+#: worth replacing: ``secrets.token_urlsafe(32)`` makes 43 characters.
+STRONG_TOKEN_CHARS = 32
+MIN_DISTINCT = 10
+
+
+@dataclass
+class Check:
+    """One finding: what was checked, how it stands, and what fixes it."""
+
+    name: str
+    status: str
+    summary: str
+    fix: str | None = None
+    items: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "summary": self.summary,
+            "fix": self.fix,
+            "items": self.items,
+        }
+
+
+def report(checks: list[Check]) -> dict[str, Any]:
+    """``{ok, checks}``: ``ok`` when no check needs action."""
+    return {
+        "ok": all(check.status != ACTION for check in checks),
+        "checks": [check.as_dict() for check in checks],
+    }
+
+
+def missing_database_report(path: str, settings: Settings) -> dict[str, Any]:
+    """The report when the SQLite file is not there at all (the other checks need it)."""
+    return report(
+        [
+            Check(
+                "database",
+                ACTION,
+                f"no database at {path}",
+                "ccweb-store migrate   (or start the server: ccweb-store serve)",
+            ),
+            token_check(settings),
+        ]
+    )
+
+
+async def run_doctor(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``operator.doctor``: every check, on this store and its settings."""
+    checks = [await database_check(store), token_check(store.settings)]
+    if checks[0].status == ACTION:
+        checks.append(
+            Check("data", WARNING, "not checked: the database cannot be read", "fix it first")
+        )
+        return report(checks)
+    checks.append(await expired_leases_check(store))
+    checks.append(await unanswerable_requests_check(store))
+    checks.append(await unreadable_rows_check(store))
+    return report(checks)
+
+
+async def database_check(store: Store) -> Check:
+    """The database answers and is at the newest revision."""
+    try:
+        revision = await store.health()
+    except DomainError as exc:
+        return Check("database", ACTION, exc.message, "check that the database is reachable")
+    head = await head_revision()
+    if revision != head:
+        return Check(
+            "database",
+            ACTION,
+            f"{store.dialect} at revision {revision or 'none'}, the newest is {head}",
+            "ccweb-store migrate   (serve migrates on start too)",
+        )
+    return Check("database", OK, f"{store.dialect} reachable, at the newest revision {head}")
+
+
+def token_check(settings: Settings) -> Check:
+    """The operator token against the bind address of these settings."""
+    token, host = settings.token, settings.host
+    make = f"export CCWEB_TOKEN=$({MAKE_TOKEN})"
+    if token is None:
+        if not settings.host_is_loopback:
+            return Check(
+                "token",
+                ACTION,
+                f"no CCWEB_TOKEN with the non-loopback bind {host!r}: the server refuses to "
+                "start, and without the refusal anyone on the network could act as any "
+                "conversation",
+                make,
+            )
+        return Check(
+            "token",
+            WARNING,
+            f"no CCWEB_TOKEN: on {host} any local user and any web page the browser opens "
+            "can call /rpc and act as any conversation",
+            make,
+        )
+    if len(token) < STRONG_TOKEN_CHARS or len(set(token)) < MIN_DISTINCT:
+        return Check(
+            "token",
+            WARNING,
+            f"CCWEB_TOKEN is {len(token)} characters with {len(set(token))} distinct ones: "
+            f"use a random one of at least {STRONG_TOKEN_CHARS}",
+            make,
+        )
+    return Check("token", OK, f"CCWEB_TOKEN set ({len(token)} characters) for {host}")
+
+
+async def expired_leases_check(store: Store) -> Check:
+    """Running runs whose lease has passed: their worker is gone and nobody requeued them."""
+    now = utcnow()
+    stmt = (
+        sa.select(Run.id, Run.session_id, Run.worker_id, Run.lease_expires_at)
+        .where(Run.status == "running", Run.lease_expires_at < now)
+        .order_by(Run.lease_expires_at)
+    )
+    async with store.read_uow() as uow:
+        rows = (await uow.execute(stmt)).all()
+    if not rows:
+        return Check("leases", OK, "no running run has an expired lease")
+    return Check(
+        "leases",
+        ACTION,
+        f"{len(rows)} running run(s) whose lease expired: their worker is gone",
+        "start the server (it requeues them every CCWEB_LEASE_SWEEP_SECONDS), "
+        "or: ccweb-store runs requeue RUN_ID",
+        [
+            f"{row.id} in {row.session_id}, worker {row.worker_id}, lease expired "
+            f"{iso(row.lease_expires_at)}"
+            for row in rows[:LISTED]
+        ],
+    )
+
+
+async def unanswerable_requests_check(store: Store) -> Check:
+    """``waiting`` requests with no queued or running run naming them: nothing will answer."""
+    open_run = sa.exists().where(
+        Run.reply_request_id == ReplyRequest.request_id, Run.status.in_(ACTIVE_RUN_STATUSES)
+    )
+    stmt = (
+        sa.select(
+            ReplyRequest.request_id,
+            ReplyRequest.source_conversation_id,
+            ReplyRequest.target_conversation_id,
+            ReplyRequest.target_title,
+            ReplyRequest.created_at,
+        )
+        .where(ReplyRequest.status == "waiting", ~open_run)
+        .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+    )
+    async with store.read_uow() as uow:
+        rows = (await uow.execute(stmt)).all()
+    if not rows:
+        return Check("waiting requests", OK, "every waiting request has a run that will answer it")
+    return Check(
+        "waiting requests",
+        ACTION,
+        f"{len(rows)} waiting request(s) that no run will ever answer (no queued or running "
+        "run in the target names them; imported requests are like this)",
+        "ccweb-store replies retry REQUEST_ID   (asks the target again), "
+        'or: ccweb-store replies fail REQUEST_ID --reason "…"',
+        [
+            f"{row.request_id}: {row.source_conversation_id} → "
+            f"{row.target_title or row.target_conversation_id} ({row.target_conversation_id}), "
+            f"made {iso(row.created_at)}"
+            for row in rows[:LISTED]
+        ],
+    )
+
+
+async def unreadable_rows_check(store: Store) -> Check:
+    """Stored JSON values that break the stored-value rule (``repair-json --dry-run``)."""
+    summary = await repair_json(store, dry_run=True)
+    if not summary.rows:
+        return Check("stored JSON", OK, "every stored JSON value keeps the stored-value rule")
+    items = [line for row in summary.rows for line in row.lines()]
+    return Check(
+        "stored JSON",
+        ACTION,
+        f"{len(summary.rows)} row(s) hold JSON values that break the stored-value rule "
+        "(reads keep them as text until the rows are rewritten)",
+        "ccweb-store repair-json --dry-run && ccweb-store repair-json",
+        items[:LISTED],
+    )

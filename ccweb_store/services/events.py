@@ -1,0 +1,235 @@
+"""Reading the event outbox: ``events.list`` (a page at a time) and the live follow behind
+``GET /events``.
+
+Who sees what: the operator every event; a conversation (a caller bound by its credential)
+only the events of that conversation, and those of the replies it is the source or the target
+of (``conversation`` below). A resume point is the id of the last event a client took:
+everything after it comes, in order, once. A point older than what the retention kept
+(``events_expired``) cannot be resumed: the client reads the state afresh (``reply.list``,
+``run.list``, ``message.list``) and follows from the newest event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from ccweb_store.domain import errors
+from ccweb_store.domain.arguments import (
+    bounded_int,
+    optional_int,
+    optional_str,
+    optional_str_list,
+    require_mapping,
+)
+from ccweb_store.domain.errors import DomainError, InvalidInput
+from ccweb_store.domain.events import EVENT_TYPES
+from ccweb_store.domain.ids import ID_MAX_LENGTH
+from ccweb_store.domain.timestamps import iso, utcnow
+from ccweb_store.store.event_feed import Event
+from ccweb_store.store.uow import Store, UnitOfWork
+
+log = logging.getLogger("ccweb_store")
+
+#: The most events one ``events.list`` page (or one read of the follow) holds.
+MAX_PAGE = 1000
+DEFAULT_PAGE = 100
+#: Events pruned at once by the retention job, and how often it runs.
+PRUNE_BATCH = 1000
+PRUNE_EVERY_S = 60.0
+
+RESYNC = (
+    "read the current state again (reply.list, run.list, message.list) and follow from the "
+    "newest event (leave the resume point out)"
+)
+
+
+class EventsExpired(DomainError):
+    """The resume point is older than the oldest event kept."""
+
+    code = errors.EVENTS_EXPIRED
+
+
+@dataclass(frozen=True, slots=True)
+class EventFilter:
+    """Which events a reader gets: of ``types`` (None: all), seen by ``conversation``
+    (None: every conversation's)."""
+
+    types: frozenset[str] | None = None
+    conversation: str | None = None
+
+    def accepts(self, event: Event) -> bool:
+        if self.types is not None and event["type"] not in self.types:
+            return False
+        if self.conversation is None:
+            return True
+        return self.conversation in (event["conversation_id"], event["peer_conversation_id"])
+
+
+def event_filter(
+    types: Sequence[str] | None, conversation: str | None, bound_to: str | None
+) -> EventFilter:
+    """The filter of a reader who asked for ``types`` and ``conversation``; a reader bound to
+    a conversation (``bound_to``, by its credential) sees that one only."""
+    if types is not None:
+        unknown = sorted(set(types) - set(EVENT_TYPES))
+        if unknown:
+            raise InvalidInput(
+                f"unknown event type(s) {', '.join(unknown)}: the types are "
+                f"{', '.join(EVENT_TYPES)}",
+                code=errors.INVALID_ARGUMENTS,
+            )
+    if bound_to is not None:
+        if conversation is not None and conversation != bound_to:
+            raise DomainError(
+                f"this credential is bound to conversation {bound_to!r} and sees only its "
+                f"events; leave conversation out or use {bound_to!r}",
+                code=errors.CONVERSATION_FORBIDDEN,
+            )
+        conversation = bound_to
+    return EventFilter(frozenset(types) if types is not None else None, conversation)
+
+
+def event_out(event: Event) -> dict[str, Any]:
+    """An event as clients see it: its id, type and time, and the ids it concerns."""
+    out: dict[str, Any] = {"id": int(event["id"]), "type": event["type"]}
+    for column, key in _ID_KEYS:
+        value = event[column]
+        if value is not None:
+            out[key] = value
+    out["createdAt"] = iso(event["created_at"])
+    if event["payload"]:
+        out["payload"] = event["payload"]
+    return out
+
+
+_ID_KEYS = (
+    ("conversation_id", "conversationId"),
+    ("peer_conversation_id", "peerConversationId"),
+    ("message_id", "messageId"),
+    ("run_id", "runId"),
+    ("request_id", "requestId"),
+)
+
+
+async def list_events(
+    store: Store, params: Mapping[str, Any], *, bound_to: str | None = None
+) -> dict[str, Any]:
+    """``events.list {after?, limit?, types?, conversation?}``: up to ``limit`` events after
+    ``after`` (default: from the oldest kept), oldest first; ``nextAfter`` is the point to ask
+    from next, ``latestId`` the newest event of all."""
+    params = require_mapping(params, "params")
+    after = optional_int(params, "after", minimum=0)
+    limit = bounded_int(params, "limit", DEFAULT_PAGE, MAX_PAGE)
+    chosen = event_filter(
+        optional_str_list(params, "types"),
+        optional_str(params, "conversation", max_length=ID_MAX_LENGTH),
+        bound_to,
+    )
+    async with store.read_uow() as uow:
+        if after:
+            await _check_resumable(uow, after)
+        rows = await read_after(uow, after or 0, limit, chosen)
+        latest = await uow.events.latest_id()
+    events = [event_out(row) for row in rows]
+    next_after = events[-1]["id"] if events else max(after or 0, 0)
+    return {"events": events, "nextAfter": next_after, "latestId": latest}
+
+
+async def read_after(
+    uow: UnitOfWork, after: int, limit: int, chosen: EventFilter
+) -> list[dict[str, Any]]:
+    types = sorted(chosen.types) if chosen.types is not None else None
+    return await uow.events.after(after, limit, types=types, conversation_id=chosen.conversation)
+
+
+async def _check_resumable(uow: UnitOfWork, after: int) -> None:
+    """Refuse a resume point whose following events were pruned: the event it names is gone
+    and older events than the oldest kept existed."""
+    oldest = await uow.events.oldest_id()
+    if oldest is None or after >= oldest or await uow.events.exists(after):
+        return
+    if after + 1 == oldest:
+        return
+    raise EventsExpired(
+        f"resume point {after} is older than the oldest event kept ({oldest}): events in "
+        f"between were removed by the retention; {RESYNC}",
+        data={"oldestId": oldest},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """The follow ends: the client fell behind (or the server stops) and resumes after
+    ``resume_after``."""
+
+    resume_after: int
+    reason: str
+
+
+async def follow(
+    store: Store, after: int | None, chosen: EventFilter, *, heartbeat_s: float
+) -> AsyncIterator[list[dict[str, Any]] | Cut | None]:
+    """Batches of events (as ``event_out``) after ``after`` (None: from now on) as they
+    commit, a ``None`` after ``heartbeat_s`` without one, and a ``Cut`` before it stops
+    early. Raises ``EventsExpired`` first when ``after`` cannot be resumed."""
+    async with store.feed.subscribe(chosen.accepts) as subscription:
+        cursor = after if after is not None else store.feed.cursor or 0
+        if after:
+            async with store.read_uow() as uow:
+                await _check_resumable(uow, after)
+        while True:  # what committed before the subscription began
+            async with store.read_uow() as uow:
+                rows = await read_after(uow, cursor, MAX_PAGE, chosen)
+            if rows:
+                cursor = int(rows[-1]["id"])
+                yield [event_out(row) for row in rows]
+            if len(rows) < MAX_PAGE:
+                break
+        while True:
+            batch = [
+                row for row in await subscription.next_batch(heartbeat_s) if row["id"] > cursor
+            ]
+            if batch:
+                cursor = int(batch[-1]["id"])
+                yield [event_out(row) for row in batch]
+            elif subscription.overflowed:
+                yield Cut(cursor, "the client fell behind the events")
+                return
+            else:
+                yield None
+
+
+async def prune_events(store: Store, retention_days: float) -> int:
+    """Delete events older than the retention, a batch per unit of work; how many."""
+    before = utcnow() - timedelta(days=retention_days)
+    total = 0
+    while True:
+        async with store.uow() as uow:
+            count = await uow.events.prune(before, PRUNE_BATCH)
+            await uow.commit()
+        total += count
+        if count < PRUNE_BATCH:
+            return total
+
+
+async def keep_events_pruned(store: Store, retention_days: float) -> None:
+    """Prune the events past the retention every ``PRUNE_EVERY_S``, until cancelled; a failed
+    pass is logged and the next one tries again."""
+    while True:
+        try:
+            await prune_events(store, retention_days)
+        except Exception:
+            log.warning("pruning old events failed; trying again later", exc_info=True)
+        await asyncio.sleep(PRUNE_EVERY_S)
+
+
+def types_param(raw: str | None) -> list[str] | None:
+    """``?types=a,b`` as a list (None: absent or blank)."""
+    if raw is None or not raw.strip():
+        return None
+    return [part.strip() for part in raw.split(",") if part.strip()]

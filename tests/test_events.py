@@ -1,0 +1,384 @@
+"""The event outbox: what each change writes, ``events.list``, ``GET /events`` over real
+server processes (resume across a restart, two processes on one database, credential scope),
+long-poll claims, retention."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from ccweb_store.domain import events as types
+from ccweb_store.services import events as event_service
+from ccweb_store.services.events import EventsExpired
+from ccweb_store.store.event_feed import Subscription
+from ccweb_store.store.uow import Store
+from tests.servers import serving
+
+_ids = itertools.count(1)
+
+
+async def call(client: httpx.AsyncClient, method: str, params: dict[str, Any]) -> Any:
+    message = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
+    response = await client.post("/rpc", json=message)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert "result" in body, body
+    return body["result"]
+
+
+async def send(client: httpx.AsyncClient, source: str, target: str, text: str) -> dict[str, Any]:
+    result: dict[str, Any] = await call(
+        client,
+        "tools.call",
+        {
+            "tool": "ccweb_send_message",
+            "sourceSessionId": source,
+            "args": {
+                "targetConversationId": target,
+                "content": text,
+                "replyMode": "return_and_continue",
+            },
+        },
+    )
+    return result
+
+
+class Stream:
+    """An SSE client reading ``GET /events`` into (id, type, data) triples."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self.lines = response.aiter_lines()
+
+    async def next(self) -> tuple[int | None, str, dict[str, Any]]:
+        event_id: int | None = None
+        kind = "message"
+        data: list[str] = []
+        async for line in self.lines:
+            if line == "":
+                if data:
+                    return event_id, kind, json.loads("\n".join(data))
+                continue
+            if line.startswith(":"):
+                continue
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "id":
+                event_id = int(value)
+            elif field == "event":
+                kind = value
+            elif field == "data":
+                data.append(value)
+        raise AssertionError("the stream ended")
+
+    async def take(self, count: int) -> list[tuple[int | None, str, dict[str, Any]]]:
+        return [await asyncio.wait_for(self.next(), 20) for _ in range(count)]
+
+
+@asynccontextmanager
+async def stream(
+    url: str, path: str = "/events", headers: dict[str, str] | None = None
+) -> AsyncIterator[Stream]:
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+        client.stream("GET", path, headers=headers or {}) as response,
+    ):
+        assert response.status_code == 200, await response.aread()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        yield Stream(response)
+
+
+async def _two_conversations(client: httpx.AsyncClient) -> None:
+    await call(client, "session.create", {"id": "conv-a", "title": "Planner"})
+    await call(client, "session.create", {"id": "conv-b", "title": "Tester"})
+
+
+# --- what each change writes -------------------------------------------------------------
+
+
+async def test_a_send_and_its_run_write_their_events_in_order(pair: Store) -> None:
+    from ccweb_store.domain.context import Source
+    from ccweb_store.services import messaging, runs
+
+    before = (await event_service.list_events(pair, {}))["latestId"]
+    sent = await messaging.send_message(
+        pair,
+        Source("conv-a"),
+        {"targetConversationId": "conv-b", "content": "hi"},
+        reply_mode="return_and_continue",
+    )
+    claimed = await runs.claim_run(pair, {"workerId": "w1"})
+    assert claimed["run"]["id"] == sent["runId"]
+    await runs.complete_run(
+        pair, {"runId": sent["runId"], "workerId": "w1", "status": "completed", "output": "ok"}
+    )
+    listed = await event_service.list_events(pair, {"after": before, "limit": 100})
+    seen = [(e["type"], e.get("conversationId")) for e in listed["events"]]
+    assert seen[:4] == [
+        (types.MESSAGE_APPENDED, "conv-b"),
+        (types.REPLY_WAITING, "conv-a"),
+        (types.RUN_QUEUED, "conv-b"),
+        (types.RUN_STARTED, "conv-b"),
+    ]
+    rest = [kind for kind, _ in seen[4:]]
+    assert types.RUN_FINISHED in rest
+    assert types.REPLY_RETURNED in rest
+    ids = [e["id"] for e in listed["events"]]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    waiting = listed["events"][1]
+    assert waiting["requestId"] == sent["requestId"]
+    assert waiting["peerConversationId"] == "conv-b"
+    assert listed["latestId"] == ids[-1] == listed["nextAfter"]
+
+
+async def test_a_change_that_rolls_back_writes_no_event(pair: Store) -> None:
+    before = (await event_service.list_events(pair, {}))["latestId"]
+    async with pair.uow() as uow:
+        await uow.messages.append("conv-a", "user", "never kept")
+        # left without commit: rolled back
+    async with pair.uow() as uow:
+        await uow.messages.append("conv-a", "user", "kept")
+        await uow.commit()
+    listed = await event_service.list_events(pair, {"after": before})
+    assert [e["type"] for e in listed["events"]] == [types.MESSAGE_APPENDED]
+
+
+async def test_events_list_filters_by_type_and_conversation(pair: Store) -> None:
+    async with pair.uow() as uow:
+        await uow.messages.append("conv-a", "user", "a")
+        await uow.messages.append("conv-b", "user", "b")
+        await uow.runs.enqueue("conv-b", "user_turn")
+        await uow.commit()
+    only_b = await event_service.list_events(pair, {"conversation": "conv-b"})
+    assert {e["conversationId"] for e in only_b["events"]} == {"conv-b"}
+    queued = await event_service.list_events(pair, {"types": ["run.queued"]})
+    assert [e["type"] for e in queued["events"]] == ["run.queued"]
+    with pytest.raises(Exception, match="unknown event type"):
+        await event_service.list_events(pair, {"types": ["run.exploded"]})
+
+
+async def test_a_resume_point_older_than_the_retention_is_refused_with_resync(
+    pair: Store,
+) -> None:
+    for text in ("one", "two", "three"):
+        async with pair.uow() as uow:
+            await uow.messages.append("conv-a", "user", text)
+            await uow.commit()
+    listed = (await event_service.list_events(pair, {}))["events"]
+    first = listed[0]["id"]
+    # Every event is older than a retention that ends in the future: all are pruned.
+    pruned = await event_service.prune_events(pair, retention_days=-1)
+    assert pruned == len(listed)
+    async with pair.uow() as uow:
+        await uow.messages.append("conv-a", "user", "four")
+        await uow.commit()
+    with pytest.raises(EventsExpired) as refused:
+        await event_service.list_events(pair, {"after": first})
+    assert "reply.list" in refused.value.message
+    newest = (await event_service.list_events(pair, {}))["events"]
+    assert [e["type"] for e in newest] == [types.MESSAGE_APPENDED]
+
+
+async def test_pruning_keeps_what_is_younger_than_the_retention(pair: Store) -> None:
+    async with pair.uow() as uow:
+        await uow.messages.append("conv-a", "user", "fresh")
+        await uow.commit()
+    before = len((await event_service.list_events(pair, {}))["events"])
+    assert await event_service.prune_events(pair, retention_days=1) == 0
+    assert len((await event_service.list_events(pair, {}))["events"]) == before
+
+
+def test_a_subscriber_that_falls_behind_is_marked_and_holds_no_more() -> None:
+    subscription = Subscription(lambda event: True, limit=3)
+    for number in range(10):
+        subscription.push({"id": number, "type": "message.appended"})
+    assert subscription.overflowed
+    assert [event["id"] for event in subscription.queue] == [0, 1, 2]
+
+
+# --- GET /events over real servers -------------------------------------------------------
+
+
+async def test_events_stream_live_and_resume_after_a_restart_with_no_gap_or_repeat(
+    database_url: str,
+) -> None:
+    with serving(database_url) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            await _two_conversations(client)
+            async with stream(server.url, "/events?after=0") as events:
+                created = await events.take(2)
+                assert [kind for _, kind, _ in created] == [types.SESSION_CREATED] * 2
+                await send(client, "conv-a", "conv-b", "first")
+                live = await events.take(3)
+                assert [kind for _, kind, _ in live] == [
+                    types.MESSAGE_APPENDED,
+                    types.REPLY_WAITING,
+                    types.RUN_QUEUED,
+                ]
+                last_seen = live[-1][0]
+                assert last_seen is not None
+            # Written while no one listens, then the server restarts.
+            await call(
+                client, "message.append", {"sessionId": "conv-a", "role": "user", "content": "x"}
+            )
+    with serving(database_url) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            await call(
+                client, "message.append", {"sessionId": "conv-b", "role": "user", "content": "y"}
+            )
+            everything = (await call(client, "events.list", {"after": last_seen}))["events"]
+            async with stream(server.url, headers={"Last-Event-ID": str(last_seen)}) as events:
+                resumed = await events.take(len(everything))
+    assert [event_id for event_id, _, _ in resumed] == [e["id"] for e in everything]
+    assert [data["conversationId"] for _, _, data in resumed] == ["conv-a", "conv-b"]
+    assert all(event_id is not None and event_id > last_seen for event_id, _, _ in resumed)
+
+
+async def test_an_event_committed_by_one_process_reaches_a_subscriber_of_another(
+    database_url: str,
+) -> None:
+    with serving(database_url) as first, serving(database_url) as second:
+        async with (
+            httpx.AsyncClient(base_url=second.url, timeout=30) as writer,
+            stream(first.url) as events,
+        ):
+            await _two_conversations(writer)
+            await send(writer, "conv-a", "conv-b", "across processes")
+            seen = await events.take(5)
+    assert [kind for _, kind, _ in seen] == [
+        types.SESSION_CREATED,
+        types.SESSION_CREATED,
+        types.MESSAGE_APPENDED,
+        types.REPLY_WAITING,
+        types.RUN_QUEUED,
+    ]
+
+
+async def test_a_credential_sees_only_its_conversation_and_its_replies(
+    database_url: str,
+) -> None:
+    with serving(database_url) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            await _two_conversations(client)
+            await call(client, "session.create", {"id": "conv-c", "title": "Elsewhere"})
+            minted = await call(client, "credential.mint", {"sessionId": "conv-b"})
+            headers = {"Authorization": f"Bearer {minted['token']}"}
+            async with stream(server.url, "/events?after=0", headers=headers) as events:
+                await call(
+                    client,
+                    "message.append",
+                    {"sessionId": "conv-c", "role": "user", "content": "hidden"},
+                )
+                await send(client, "conv-c", "conv-a", "not b's business")
+                await send(client, "conv-a", "conv-b", "for b")
+                seen = await events.take(4)
+            refused = await client.get(
+                "/events", params={"conversation": "conv-c"}, headers=headers
+            )
+    kinds = [kind for _, kind, _ in seen]
+    assert kinds == [
+        types.SESSION_CREATED,
+        types.MESSAGE_APPENDED,
+        types.REPLY_WAITING,
+        types.RUN_QUEUED,
+    ]
+    for _, _, data in seen:
+        assert "conv-b" in (data.get("conversationId"), data.get("peerConversationId"))
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "conversation_forbidden"
+
+
+async def test_events_refusals_are_json(database_url: str) -> None:
+    with serving(database_url) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            bad_after = await client.get("/events", params={"after": "yesterday"})
+            bad_type = await client.get("/events", params={"types": "run.exploded"})
+            bad_credential = await client.get("/events", params={"credential": "ccw1.nope"})
+    assert bad_after.status_code == 400
+    assert "after must be an event id" in bad_after.json()["error"]["message"]
+    assert bad_type.status_code == 400
+    assert "unknown event type" in bad_type.json()["error"]["message"]
+    assert bad_credential.status_code == 401
+    assert bad_credential.json()["error"]["code"]
+
+
+# --- long-poll claims ---------------------------------------------------------------------
+
+
+async def test_a_long_poll_claim_wakes_on_a_send_and_takes_the_run(database_url: str) -> None:
+    with serving(database_url) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+            await _two_conversations(client)
+            waiting = asyncio.create_task(
+                call(client, "run.claim", {"workerId": "w-long", "waitSeconds": 30})
+            )
+            await asyncio.sleep(0.2)
+            assert not waiting.done()
+            sent = await send(client, "conv-a", "conv-b", "wake up")
+            claimed = await asyncio.wait_for(waiting, 20)
+    assert claimed["run"]["id"] == sent["runId"]
+    assert claimed["run"]["workerId"] == "w-long"
+
+
+async def test_a_long_poll_answers_null_at_its_deadline(database_url: str) -> None:
+    with serving(database_url) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            claimed = await call(client, "run.claim", {"workerId": "w", "waitSeconds": 0.3})
+    assert claimed == {"run": None}
+
+
+async def test_a_long_poll_whose_client_left_claims_nothing(database_url: str) -> None:
+    with serving(database_url) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            await _two_conversations(client)
+            async with httpx.AsyncClient(base_url=server.url, timeout=30) as leaving:
+                gone = asyncio.create_task(
+                    call(leaving, "run.claim", {"workerId": "w-gone", "waitSeconds": 30})
+                )
+                await asyncio.sleep(0.3)
+                gone.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await gone
+            await asyncio.sleep(0.3)
+            sent = await send(client, "conv-a", "conv-b", "nobody waits")
+            await asyncio.sleep(0.5)
+            runs = await call(client, "run.list", {"sessionId": "conv-b"})
+            assert [run["status"] for run in runs["runs"]] == ["queued"]
+            claimed = await call(client, "run.claim", {"workerId": "w-here"})
+    assert claimed["run"]["id"] == sent["runId"]
+
+
+async def test_many_waiting_claims_get_each_run_once(database_url: str) -> None:
+    with serving(database_url) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+            for index in range(4):
+                await call(client, "session.create", {"id": f"t-{index}"})
+            waiters = [
+                asyncio.create_task(
+                    call(client, "run.claim", {"workerId": f"w-{n}", "waitSeconds": 5})
+                )
+                for n in range(8)
+            ]
+            await asyncio.sleep(0.3)
+            for index in range(4):
+                await call(client, "run.enqueue", {"sessionId": f"t-{index}", "kind": "user_turn"})
+            results = await asyncio.gather(*waiters)
+    claimed = [r["run"]["id"] for r in results if r["run"] is not None]
+    assert len(claimed) == 4
+    assert len(set(claimed)) == 4
+
+
+def test_the_retention_setting_is_a_positive_number_of_days() -> None:
+    from ccweb_store.config import Settings
+
+    assert Settings().event_retention_days == 7
+    with pytest.raises(ValueError):
+        Settings(event_retention_days=0)
+    assert Settings(event_retention_days=0.5).event_retention_days == 0.5
