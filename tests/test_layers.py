@@ -12,7 +12,7 @@ from pathlib import Path
 import ccweb_store
 
 PACKAGE = Path(ccweb_store.__file__).parent
-ABOVE_THE_STORE = ("services", "protocol", "http", "importer", "cli", "worker")
+ABOVE_THE_STORE = ("services", "protocol", "http", "importer", "mobility", "cli", "worker")
 IO_LIBRARIES = ("sqlalchemy", "pydantic", "starlette", "asyncpg", "aiosqlite", "sqlite3")
 
 
@@ -62,6 +62,7 @@ MAY_IMPORT = {
     "protocol": {"protocol", "services", "store", "domain", "metrics"},
     "http": {"http", "protocol", "services", "store", "domain", "metrics"},
     "importer": {"importer", "services", "store", "domain", "metrics"},
+    "mobility": {"mobility", "importer", "services", "store", "domain", "metrics"},
     "worker": {"worker", "domain"},
 }
 

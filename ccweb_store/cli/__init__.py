@@ -21,6 +21,7 @@ from ccweb_store.cli.common import (
 from ccweb_store.cli.conversations import conversations_app
 from ccweb_store.cli.credentials import conversation_url, credentials_app
 from ccweb_store.cli.doctor import doctor
+from ccweb_store.cli.mobility import COMMANDS as MOBILITY_COMMANDS
 from ccweb_store.cli.repairs import repair_json
 from ccweb_store.cli.replies import replies_app
 from ccweb_store.cli.runs import runs_app
@@ -39,6 +40,8 @@ app.add_typer(conversations_app, name="conversations")
 app.command()(doctor)
 app.command("conversation-url")(conversation_url)
 app.command("repair-json")(repair_json)
+for _name, _command in MOBILITY_COMMANDS.items():
+    app.command(_name)(_command)
 
 
 @app.command()

@@ -28,3 +28,12 @@ def iso(value: datetime | None) -> str | None:
             f"{_TWO_DIGITS[value.second]}.{_THREE_DIGITS[value.microsecond // 1000]}Z"
         )
     return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def exact_iso(value: datetime) -> str:
+    """``iso`` when the time is a whole millisecond (cc-web's precision), else the same form
+    with all six digits of the microseconds: text that gives the time back exactly."""
+    if value.microsecond % 1000 == 0:
+        return str(iso(value))
+    utc = value.astimezone(UTC) if value.tzinfo is not None else value
+    return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

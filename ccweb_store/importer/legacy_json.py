@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ccweb_store.domain.timestamps import iso
+from ccweb_store.domain.timestamps import exact_iso
 
 #: Why a file nested too deep for ``json.loads`` (or for a part of it to be written back as
 #: text) is skipped.
@@ -88,8 +88,9 @@ def parse_timestamp(value: Any) -> datetime | None:
 
 
 def exact_timestamp(raw: Any, parsed: datetime | None) -> bool:
-    """Whether writing ``parsed`` back the way cc-web does gives ``raw`` again."""
-    return parsed is not None and isinstance(raw, str) and iso(parsed) == raw
+    """Whether writing ``parsed`` back the way cc-web does (or, for a time finer than a
+    millisecond, with its microseconds: ``exact_iso``) gives ``raw`` again."""
+    return parsed is not None and isinstance(raw, str) and exact_iso(parsed) == raw
 
 
 def load_screened_json(path: Path) -> tuple[Any, bool]:

@@ -10,7 +10,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
-from ccweb_store.store.statements import Batch, Compiled, Rows, is_prebuilt
+from ccweb_store.store.bulk import copy_insert
+from ccweb_store.store.statements import Batch, Compiled, Rows, is_prebuilt, prebuilt
 
 Params = Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
 
@@ -103,6 +104,18 @@ class Transaction:
             )
             result = Rows(compiled.rows(raw), count, compiled.keys)
         return result
+
+    async def copy_rows(self, table: sa.Table, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert ``rows`` of ``table``: every column's value in table order, JSON columns as
+        their JSON text (``bulk.copy_select``). A driver may write them its fastest way."""
+        keys = [column.key for column in table.columns]
+        await self.execute_many(
+            prebuilt(copy_insert(table)), [dict(zip(keys, row, strict=True)) for row in rows]
+        )
+
+    async def keep_issued_ids(self, table: sa.Table, highest: int) -> None:
+        """Make the database hand out ids of ``table`` above ``highest`` from now on."""
+        raise NotImplementedError
 
     async def fetch(
         self, sql: str, values: Sequence[Any], returns_rows: bool | None

@@ -16,14 +16,15 @@ runs raises ``errors.DatabaseFileMissing`` (``store.sqlite.file_watch``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import DatabaseUnavailable
@@ -119,6 +120,15 @@ class UnitOfWork:
         of work; its rows read by position or by column name."""
         return (await self._current().execute(stmt, params)).named()
 
+    async def copy_rows(self, table: sa.Table, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert whole rows of ``table`` as ``store.bulk.copy_select`` reads them, the
+        database's fastest way (PostgreSQL: ``COPY``)."""
+        await self._current().copy_rows(table, rows)
+
+    async def keep_issued_ids(self, table: sa.Table, highest: int) -> None:
+        """Make the database hand out ids of ``table`` above ``highest`` from now on."""
+        await self._current().keep_issued_ids(table, highest)
+
     async def commit(self) -> None:
         """Commit; the unit of work ends, and no statement may follow."""
         transaction = self._current()
@@ -200,6 +210,32 @@ class Store:
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads, each statement on its own snapshot."""
         return UnitOfWork(self._database, write=False)
+
+    def snapshot(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A connection that only reads, every read on one snapshot of the database (SQLite: one
+        read transaction; PostgreSQL: ``REPEATABLE READ READ ONLY``): a consistent copy of a
+        database that is being written to."""
+        return self._database.snapshot()
+
+    def byte_ordered(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        """``column`` to sort by so that text sorts by its UTF-8 bytes, on either database."""
+        return self._database.byte_ordered(column)
+
+    def portable_json_text(self, text: str) -> str:
+        """A JSON column's text as read from this database (``store.bulk.copy_select``),
+        written so that the other database reads the values this one answers."""
+        return self._database.portable_json_text(text)
+
+    async def issued_ids(self, connection: AsyncConnection, table: sa.Table) -> int:
+        """The highest id the database has handed out for ``table`` (0: none, or the table
+        has no id column the database counts), read on ``connection``."""
+        return await self._database.issued_ids(connection, table)
+
+    async def backup(self, target: Path, tables: list[sa.Table]) -> dict[str, Any]:
+        """SQLite: back the file up to ``target`` while it is in use and check the copy
+        (``{"revision", "rows"}``). PostgreSQL: ``{"command": [...]}``, the ``pg_dump`` that
+        does it."""
+        return await self._database.backup(target, tables)
 
     async def _read_events_after(self, after: int, limit: int) -> list[dict[str, Any]]:
         async with self.read_uow() as uow:

@@ -28,6 +28,7 @@ from typing import Any
 
 import aiosqlite
 import orjson
+import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError
@@ -35,7 +36,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from ccweb_store.domain import json_values
-from ccweb_store.store.sqlite import commit_watch
+from ccweb_store.store.bulk import id_counter_column
+from ccweb_store.store.sqlite import bulk, commit_watch
 from ccweb_store.store.sqlite.checkpoints import WAL_AUTOCHECKPOINT_PAGES, WalCheckpointer
 from ccweb_store.store.sqlite.file_watch import SQLiteFileWatch
 from ccweb_store.store.transaction import CompiledStatements, Transaction
@@ -251,6 +253,30 @@ class SQLiteDatabase:
         else:
             self._readers.append((connection, driver))
 
+    def snapshot(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A connection whose reads all see one snapshot (``bulk.snapshot``)."""
+        return bulk.snapshot(self.engine)
+
+    def byte_ordered(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        """``column`` as SQLite orders it: text by its bytes already."""
+        return column
+
+    def portable_json_text(self, text: str) -> str:
+        """SQLite's JSON text reads the same with any JSON reader already."""
+        return text
+
+    async def issued_ids(self, connection: AsyncConnection, table: sa.Table) -> int:
+        return await bulk.issued_ids(connection, table)
+
+    async def backup(self, target: Path, tables: list[sa.Table]) -> dict[str, Any]:
+        """Back the file up to ``target`` while it is in use, then open the copy and check
+        it (``bulk.backup_file``, ``bulk.check_backup``)."""
+        if self.file_watch is None:
+            raise ValueError("an in-memory database has no file to back up")
+        source = self.file_watch.path
+        await asyncio.to_thread(bulk.backup_file, source, target)
+        return await asyncio.to_thread(bulk.check_backup, target, tables)
+
     def watch_commits(self, poke: Callable[[], None]) -> AbstractAsyncContextManager[None]:
         """Call ``poke`` when another process commits to the file, while the block runs."""
         connect = None if self.single else partial(_connect, self.engine)
@@ -335,6 +361,16 @@ class SQLiteTransaction(Transaction):
             values = values[grouped:]
         if values:
             await self._many(sql, values)
+
+    async def keep_issued_ids(self, table: sa.Table, highest: int) -> None:
+        """An ``AUTOINCREMENT`` table's ``sqlite_sequence`` raised to ``highest``; any other id
+        column counts on from its highest row by itself."""
+        if highest <= 0 or id_counter_column(table) is None:
+            return
+        if bulk.counts_in_sqlite_sequence(table):
+            values = {"name": table.name, "seq": highest}
+            await self.execute(bulk.RAISE_SEQUENCE, values)
+            await self.execute(bulk.ADD_SEQUENCE, values)
 
     async def _many(self, sql: str, values: Sequence[Sequence[Any]]) -> None:
         try:

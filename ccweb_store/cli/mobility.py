@@ -1,0 +1,315 @@
+"""Moving a database: ``copy`` (whole, to another engine), ``backup`` (a consistent copy of a
+SQLite file in use), ``export-json`` (back to cc-web's JSON layout). The work is
+``ccweb_store.mobility``'s; this module reads the options, shows progress and reports."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+
+from ccweb_store.cli.common import AsJson, DatabaseUrl, fail, load_settings, print_json
+
+if TYPE_CHECKING:
+    from ccweb_store.config import Settings
+    from ccweb_store.mobility.copy import CopyReport, Progress
+
+T = TypeVar("T")
+
+#: Seconds between plain progress lines when stderr is not a terminal.
+PLAIN_PROGRESS_EVERY_S = 2.0
+
+
+def _shown(settings: Settings) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(settings.database_url).render_as_string(hide_password=True)
+
+
+def _missing_sqlite_file(settings: Settings) -> bool:
+    """A SQLite file that is not there (connecting would create an empty one)."""
+    from sqlalchemy.engine import make_url
+
+    if settings.database_kind != "sqlite":
+        return False
+    path = make_url(settings.database_url).database
+    return not path or path == ":memory:" or not Path(str(path)).is_file()
+
+
+def _run(work: Callable[[], Coroutine[Any, Any, T]], *shown: str) -> T:
+    """Run ``work``; a database that cannot be used exits 1 naming it."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        return asyncio.run(work())
+    except (SQLAlchemyError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        fail(
+            f"cannot use the database ({' or '.join(shown)}): {reason}. "
+            "Check that it is reachable and that you may read (and write) it.",
+            1,
+        )
+
+
+@contextmanager
+def _copy_progress(verb: str) -> Iterator[Progress]:
+    """A rich progress bar per table on a terminal; otherwise a plain line on stderr every
+    few seconds and at the end of each table."""
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        columns = (TextColumn(f"{verb} {{task.description}}"), BarColumn(), MofNCompleteColumn())
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            tasks: dict[str, object] = {}
+
+            def show(table: str, done: int, total: int) -> None:
+                if table not in tasks:
+                    tasks[table] = bar.add_task(table, total=total)
+                bar.update(tasks[table], completed=done)  # type: ignore[arg-type]
+
+            yield show
+        return
+    last_line = 0.0
+
+    def line(table: str, done: int, total: int) -> None:
+        nonlocal last_line
+        now = time.monotonic()
+        if done >= total or now - last_line >= PLAIN_PROGRESS_EVERY_S:
+            last_line = now
+            print(f"{verb} {table}: {done}/{total} rows", file=sys.stderr, flush=True)
+
+    yield line
+
+
+def copy(
+    source_url: Annotated[
+        str,
+        typer.Option("--from", metavar="URL", help="The database to copy", show_default=False),
+    ],
+    target_url: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="URL",
+            help="The database to fill: migrated to head first, and empty unless --resume",
+            show_default=False,
+        ),
+    ],
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Finish an interrupted copy into this target"),
+    ] = False,
+    batch_rows: Annotated[
+        int, typer.Option("--batch-rows", min=1, help="Rows per read and per target transaction")
+    ] = 5000,
+    as_json: AsJson = False,
+) -> None:
+    """Copy a whole database to another, SQLite or PostgreSQL, and verify it.
+
+    Ids, seq numbers, timestamps and id counters are kept exactly, so conversations, replies,
+    credentials and cursors mean the same after the move. The source is read on one
+    consistent snapshot, so the server may keep writing to it (what it writes after the start
+    is not copied). At the end every table's row count and checksum are compared; a
+    difference exits 1. An interrupted copy (Ctrl-C, kill) is finished by running the same
+    command again with --resume.
+
+    Example: ccweb-store copy --from sqlite+aiosqlite:///./ccweb.db
+    --to postgresql+asyncpg://ccweb@db.example/ccweb
+    """
+    from ccweb_store.mobility.copy import CopyRefused, copy_database
+    from ccweb_store.store.uow import Store
+
+    source = load_settings(database_url=source_url)
+    target = load_settings(database_url=target_url)
+    if _missing_sqlite_file(source):
+        fail(f"--from: no SQLite database at {_shown(source)}: name an existing file", 2)
+    if source.database_url == target.database_url:
+        fail("--from and --to name the same database: copy into another one", 2)
+
+    async def work() -> CopyReport:
+        reading, writing = Store.from_settings(source), Store.from_settings(target)
+        try:
+            with _copy_progress("copying") as on_progress:
+                return await copy_database(
+                    reading, writing, resume=resume, batch_rows=batch_rows, on_progress=on_progress
+                )
+        finally:
+            await reading.dispose()
+            await writing.dispose()
+
+    try:
+        report = _run(work, _shown(source), _shown(target))
+    except CopyRefused as exc:
+        fail(exc.reason, 2)
+    if as_json:
+        print_json({"from": _shown(source), "to": _shown(target), **report.as_json()})
+    else:
+        _print_copy_report(report, _shown(source), _shown(target))
+    if not report.ok:
+        bad = ", ".join(table.table for table in report.tables if not table.ok)
+        fail(
+            f"verification failed: {bad} differ between the source's snapshot and the target. "
+            "Was the target written to during the copy, or the source changed between a copy "
+            "and its --resume? Copy again into an empty database.",
+            1,
+        )
+
+
+def _print_copy_report(report: CopyReport, source: str, target: str) -> None:
+    typer.echo(f"copied {source} -> {target}" + (" (resumed)" if report.resumed else ""))
+    for table in report.tables:
+        verdict = "ok" if table.ok else f"MISMATCH (target {table.target_rows} rows)"
+        typer.echo(
+            f"  {table.table:<26} {table.rows:>10} rows  {table.copied:>10} copied  "
+            f"checksum {table.checksum[:12]}  {verdict}"
+        )
+    rate = f", {report.copied / report.copy_seconds:,.0f} rows/s" if report.copy_seconds else ""
+    typer.echo(
+        f"  {report.copied} rows in {report.copy_seconds:.1f}s{rate}; "
+        f"verified in {report.verify_seconds:.1f}s"
+    )
+
+
+def backup(
+    path: Annotated[
+        Path,
+        typer.Argument(help="The file to write (it must not exist)", show_default=False),
+    ],
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Back up a SQLite database while the server keeps writing, and check the copy.
+
+    The copy is SQLite's online backup of one consistent snapshot: every write committed
+    before the backup began is in it. It is opened afterwards and checked (integrity, schema
+    revision, rows per table). Restore: stop the server and put the file in place of the
+    database (docs/database.md). On PostgreSQL this prints the pg_dump command to run
+    instead, and exits 2.
+
+    Example: ccweb-store backup /backups/ccweb-2025-01-31.db
+    """
+    from ccweb_store.mobility.copy import schema_tables
+    from ccweb_store.store.postgres.bulk import shell_line
+    from ccweb_store.store.uow import Store
+
+    settings = load_settings(database_url=database_url)
+    if _missing_sqlite_file(settings):
+        fail(f"no SQLite database at {_shown(settings)}: name an existing file", 2)
+    if path.exists():
+        fail(f"{path} exists: name a new file (a backup never overwrites one)", 2)
+    if not path.parent.is_dir():
+        fail(f"{path.parent} is not a directory: create it first", 2)
+
+    async def work() -> dict[str, object]:
+        store = Store.from_settings(settings)
+        try:
+            return await store.backup(path, schema_tables())
+        finally:
+            await store.dispose()
+
+    try:
+        outcome = _run(work, _shown(settings))
+    except ValueError as exc:
+        fail(f"the backup at {path} does not check out: {exc}", 1)
+    command = outcome.get("command")
+    if isinstance(command, list):
+        typer.echo(
+            "ccweb-store backs up SQLite files; back PostgreSQL up with its own pg_dump "
+            "(consistent while the server writes). Run:",
+            err=True,
+        )
+        typer.echo(shell_line([str(part) for part in command]))
+        raise typer.Exit(2)
+    if as_json:
+        print_json({"path": str(path), "bytes": path.stat().st_size, **outcome})
+        return
+    rows = outcome["rows"]
+    assert isinstance(rows, dict)
+    typer.echo(
+        f"backed up {_shown(settings)} to {path} ({path.stat().st_size:,} bytes, "
+        f"revision {outcome['revision']}); checked: "
+        + ", ".join(f"{name} {count}" for name, count in rows.items())
+    )
+
+
+def export_json(
+    directory: Annotated[
+        Path,
+        typer.Argument(
+            help="Where to write sessions/*.json and config/ (created; files there are replaced)",
+            show_default=False,
+        ),
+    ],
+    conversation: Annotated[
+        str | None,
+        typer.Option(
+            "--conversation",
+            metavar="ID",
+            help="Only this conversation, and the replies it sent or received",
+        ),
+    ] = None,
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Write the database out in cc-web's JSON layout: sessions/<id>.json and
+    config/cross-conversation-replies.json.
+
+    What import-json brought in comes back with every field it had, unknown keys included
+    (docs/export.md lists the few differences); importing an export into an empty database
+    gives the same conversations, messages and replies. Runs and credentials have no place in
+    cc-web's layout and are not written. The database is read on one snapshot, so the server
+    may keep running.
+
+    Example: ccweb-store export-json ./cc-web-state --conversation my-chat
+    """
+    from ccweb_store.mobility.export import ExportSummary, export_state
+    from ccweb_store.store.uow import Store
+
+    settings = load_settings(database_url=database_url)
+    if _missing_sqlite_file(settings):
+        fail(f"no SQLite database at {_shown(settings)}: name an existing file", 2)
+    if directory.exists() and not directory.is_dir():
+        fail(f"{directory} is a file: name a directory to write into", 2)
+    if conversation is not None:
+        from ccweb_store.domain.errors import InvalidInput
+        from ccweb_store.domain.ids import validate_session_id
+
+        try:
+            validate_session_id(conversation)
+        except InvalidInput as exc:
+            fail(f"--conversation: {exc.message}", 2)
+
+    async def work() -> ExportSummary:
+        store = Store.from_settings(settings)
+        try:
+            if conversation is not None:
+                async with store.read_uow() as uow:
+                    if await uow.sessions.get(conversation) is None:
+                        fail(f"no conversation {conversation!r} in {_shown(settings)}", 3)
+            return await export_state(store, directory, conversation=conversation)
+        finally:
+            await store.dispose()
+
+    summary = _run(work, _shown(settings))
+    if as_json:
+        print_json({"directory": str(directory), **summary.as_json()})
+        return
+    typer.echo(
+        f"exported {summary.sessions} conversation(s), {summary.messages} message(s) and "
+        f"{summary.replies} reply state(s) to {directory}"
+    )
+
+
+#: The commands of this module by name (``cli/__init__`` registers them).
+COMMANDS: dict[str, Callable[..., None]] = {
+    "copy": copy,
+    "backup": backup,
+    "export-json": export_json,
+}

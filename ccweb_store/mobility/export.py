@@ -1,0 +1,199 @@
+"""``ccweb-store export-json``: the database written out in cc-web's own layout,
+``DIR/sessions/<id>.json`` and ``DIR/config/cross-conversation-replies.json``.
+
+The inverse of ``import-json`` (``importer.legacy_sessions``, ``importer.legacy_replies``):
+each row is turned back into the entry it came from. A message's ``metadata.legacy``,
+``metadata.legacyFields`` and ``metadata.contentBlocks``, a session's ``extra`` and a reply's
+``extra`` (with its ``$absent`` list) hold what the columns do not reproduce, so an imported
+file comes back with every field it had, unknown keys included; values kept as text
+(``{"$ccwebJsonText": …}``) are written back as the values they stand for. Times are written
+as cc-web writes them (``2024-03-01T10:00:00.000Z``), with six digits where a time is finer
+than a millisecond (``domain.timestamps.exact_iso``), so an import reads back the same time.
+docs/export.md lists what differs between an imported state and its export.
+
+Everything is read on one snapshot (``Store.snapshot``); a session's messages are read and
+written a batch at a time, so memory does not grow with the size of a conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+import sqlalchemy as sa
+
+from ccweb_store.domain.json_values import restored
+from ccweb_store.domain.timestamps import exact_iso
+from ccweb_store.importer.legacy_replies import ABSENT_KEY, REPLIES_FILE, REPLY_COLUMNS
+from ccweb_store.importer.legacy_sessions import SESSIONS_DIR
+from ccweb_store.store.models import Message, ReplyRequest, Session
+from ccweb_store.store.uow import Store
+
+#: Messages read and written per batch.
+BATCH_ROWS = 2000
+
+SESSIONS = Session.__table__
+MESSAGES = Message.__table__
+REPLIES = ReplyRequest.__table__
+
+
+@dataclass
+class ExportSummary:
+    sessions: int = 0
+    messages: int = 0
+    replies: int = 0
+
+    def as_json(self) -> dict[str, int]:
+        return {"sessions": self.sessions, "messages": self.messages, "replies": self.replies}
+
+
+def _json_bytes(value: Any) -> bytes:
+    """``value`` as JSON text in UTF-8, non-ASCII characters as they are: orjson's, or
+    ``json.dumps``'s where orjson refuses the value or may have written it otherwise (it
+    writes NaN and the infinities as ``null``, which ``import-json`` keeps as text; it refuses
+    an integer beyond 64 bits and a lone surrogate, which ``json.dumps`` escapes as ``\\u``)."""
+    try:
+        encoded = orjson.dumps(value)
+    except (orjson.JSONEncodeError, TypeError):
+        encoded = b"null"
+    if b"null" not in encoded:
+        return encoded
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(value).encode()
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else exact_iso(value)
+
+
+def session_fields(row: Any) -> dict[str, Any]:
+    """A session file's keys but ``messages``, from its ``sessions`` row."""
+    document: dict[str, Any] = {"id": row.id}
+    for key in ("title", "agent", "cwd"):
+        if getattr(row, key) is not None:
+            document[key] = getattr(row, key)
+    document["createdAt"] = _time(row.created_at)
+    document["updatedAt"] = _time(row.updated_at)
+    if row.archived_at is not None:
+        document["archivedAt"] = _time(row.archived_at)
+    extra = restored(row.extra) if row.extra is not None else {}
+    if isinstance(extra, dict):
+        document.update(extra)
+    return document
+
+
+def message_entry(row: Any, position: int) -> dict[str, Any]:
+    """A message of a session file, from its ``messages`` row at ``position`` in its session."""
+    metadata = restored(row.metadata) if row.metadata is not None else {}
+    if not isinstance(metadata, dict):
+        metadata = {}
+    metadata = dict(metadata)
+    legacy = metadata.pop("legacy", None) or {}
+    blocks = metadata.pop("contentBlocks", None)
+    fields = metadata.pop("legacyFields", None) or []
+    entry: dict[str, Any] = {}
+    if (
+        "id" not in legacy
+        and "messageId" not in legacy
+        and row.id != f"{row.session_id}:{position}"
+    ):
+        entry["id"] = row.id
+    entry["role"] = row.role
+    entry["content"] = blocks if blocks is not None else row.content
+    if row.created_at is not None and "timestamp" not in legacy and "createdAt" not in legacy:
+        entry["timestamp"] = _time(row.created_at)
+    own = {key: value for key, value in metadata.items() if key not in fields}
+    if own:
+        entry["metadata"] = own
+    entry.update((key, metadata[key]) for key in fields if key in metadata)
+    entry.update(legacy)
+    return entry
+
+
+def reply_entry(row: Any) -> dict[str, Any]:
+    """An entry of the reply file, from its ``reply_requests`` row."""
+    entry: dict[str, Any] = {}
+    for key, column in REPLY_COLUMNS.items():
+        value = getattr(row, column)
+        if isinstance(value, datetime):
+            value = _time(value)
+        if value is not None:
+            entry[key] = value
+    extra = restored(row.extra) if row.extra is not None else {}
+    extra = dict(extra) if isinstance(extra, dict) else {}
+    absent = extra.pop(ABSENT_KEY, None) or []
+    for key, value in extra.items():
+        entry[key[1:] if key.startswith("$$") else key] = value
+    for key in absent:
+        entry.pop(key, None)
+    return entry
+
+
+async def export_state(
+    store: Store,
+    directory: Path,
+    *,
+    conversation: str | None = None,
+    on_session: Callable[[str, int], None] | None = None,
+    batch_rows: int = BATCH_ROWS,
+) -> ExportSummary:
+    """Write the database's sessions and replies under ``directory`` in cc-web's layout (only
+    ``conversation`` and the replies it sent or received, when given)."""
+    summary = ExportSummary()
+    sessions_dir = directory / SESSIONS_DIR
+    sessions_dir.mkdir(parents=True, exist_ok=True)
+    (directory / REPLIES_FILE).parent.mkdir(parents=True, exist_ok=True)
+    sessions = sa.select(SESSIONS).order_by(SESSIONS.c.id)
+    replies = sa.select(REPLIES).order_by(REPLIES.c.created_at, REPLIES.c.request_id)
+    if conversation is not None:
+        sessions = sessions.where(SESSIONS.c.id == conversation)
+        replies = replies.where(
+            sa.or_(
+                REPLIES.c.source_conversation_id == conversation,
+                REPLIES.c.target_conversation_id == conversation,
+            )
+        )
+    async with store.snapshot() as reading:
+        session_rows = (await reading.execute(sessions)).all()
+        for session in session_rows:
+            path = sessions_dir / f"{session.id}.json"
+            with path.open("wb") as out:
+                written = await _write_session(reading, session, out, batch_rows)
+            summary.sessions += 1
+            summary.messages += written
+            if on_session is not None:
+                on_session(session.id, written)
+        entries = [reply_entry(row) for row in (await reading.execute(replies)).all()]
+    (directory / REPLIES_FILE).write_bytes(_json_bytes(entries))
+    summary.replies = len(entries)
+    return summary
+
+
+async def _write_session(reading: Any, session: Any, out: IO[bytes], batch_rows: int) -> int:
+    """Stream one session file: its keys, then its messages a batch at a time."""
+    out.write(b"{")
+    for key, value in session_fields(session).items():
+        out.write(_json_bytes(key) + b":" + _json_bytes(value) + b",")
+    out.write(b'"messages":[')
+    stmt = sa.select(MESSAGES).where(MESSAGES.c.session_id == session.id).order_by(MESSAGES.c.seq)
+    result = await reading.stream(stmt.execution_options(yield_per=batch_rows))
+    written = 0
+    async for rows in result.partitions(batch_rows):
+        out.write(_entries(rows, written))
+        written += len(rows)
+    out.write(b"]}")
+    return written
+
+
+def _entries(rows: Iterable[Any], first: int) -> bytes:
+    parts = [_json_bytes(message_entry(row, first + offset)) for offset, row in enumerate(rows)]
+    prefix = b"," if first else b""
+    return prefix + b",".join(parts)

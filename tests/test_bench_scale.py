@@ -1,0 +1,46 @@
+"""``python bench/scale.py --quick``: every row of the scale table on both engines.
+
+The figures of ``--quick`` mean nothing (a few thousand messages): the test only keeps the
+benchmark from rotting, so it checks the table, never a timing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import postgres_server_url
+from tests.servers import ROOT
+
+ROWS = [
+    "`copy` SQLite → PostgreSQL",
+    "the same, its verification pass included",
+    "ccweb_list_user_inputs, 5,000 vs 1,000 messages, SQLite",
+    "message.list page, 5,000 vs 1,000 messages, SQLite",
+    "database bytes per message, SQLite",
+    "ccweb_list_user_inputs, 5,000 vs 1,000 messages, PostgreSQL",
+    "message.list page, 5,000 vs 1,000 messages, PostgreSQL",
+    "database bytes per message, PostgreSQL",
+    "`export-json` (11,000 messages)",
+    "`import-json` of 2,000 messages (5 files): peak RSS",
+]
+
+
+def test_the_quick_scale_run_prints_every_row_with_its_goal() -> None:
+    server = postgres_server_url()
+    assert server is not None
+    result = subprocess.run(
+        [sys.executable, "bench/scale.py", "--quick"],
+        cwd=ROOT,
+        env={**os.environ, "CCWEB_BENCH_POSTGRES_URL": server},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    for row in ROWS:
+        assert any(line.startswith(f"| {row}") for line in lines), row
+    assert sum(line.endswith(("| met |", "| NOT met |")) for line in lines) == 6
