@@ -233,6 +233,32 @@ async def test_requeue_run_puts_a_running_run_back(pair: Store) -> None:
     assert caught.value.code == errors.INVALID_STATE
 
 
+async def test_a_claim_brings_the_conversation_and_a_credential_for_the_run(pair: Store) -> None:
+    from ccweb_store.services import credentials
+
+    sent = await ask(pair, "conv-a", "conv-b", "q")
+    claimed = await runs.claim_run(
+        pair,
+        {
+            "workerId": "w1",
+            "withConversation": True,
+            "mintCredential": {"expiresInSeconds": 600, "label": "worker w1"},
+        },
+    )
+    assert claimed["run"]["id"] == sent["runId"]
+    assert claimed["conversation"]["id"] == "conv-b"
+    assert claimed["conversation"]["title"] == "Tester"
+    minted = claimed["credential"]
+    assert minted["credential"]["label"] == f"worker w1, run {sent['runId']}"
+    binding = await credentials.authenticate(pair, minted["token"])
+    assert binding.conversation_id == "conv-b"
+    assert binding.hop_count == claimed["run"]["hopCount"]
+    nothing = await runs.claim_run(pair, {"workerId": "w2", "withConversation": True})
+    assert nothing == {"run": None}
+    with pytest.raises(DomainError):
+        await runs.claim_run(pair, {"workerId": "w2", "mintCredential": {"expiresInSeconds": 0}})
+
+
 async def test_a_worker_requeues_only_the_run_it_still_holds(pair: Store) -> None:
     sent = await ask(pair, "conv-a", "conv-b", "q")
     await claim(pair, "w1")

@@ -42,8 +42,8 @@ from ccweb_store.domain.errors import Conflict, DomainError, NotFound
 from ccweb_store.domain.ids import MAX_PAGE, SESSION_ID_PATTERN, validate_session_id
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.schemas import credential_out
-from ccweb_store.store.models import ConversationCredential
-from ccweb_store.store.uow import Store
+from ccweb_store.store.models import ConversationCredential, Run
+from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +239,36 @@ def token_of(key: bytes, row: ConversationCredential) -> str:
 # --- host API (credential.*) ------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class MintOptions:
+    """A credential to mint: when it expires (None: never) and its label."""
+
+    expires_at: datetime | None
+    label: str | None
+
+
+def mint_options(params: Mapping[str, Any]) -> MintOptions:
+    """``expiresInSeconds`` and ``label``, checked."""
+    lifetime = optional_int(
+        params, "expiresInSeconds", minimum=1, maximum=CENTURY_SECONDS, unit=" (100 years)"
+    )
+    label = optional_str(params, "label")
+    expires_at = None
+    if lifetime is not None:  # whole seconds, as the token carries it
+        expires_at = (utcnow() + timedelta(seconds=lifetime)).replace(microsecond=0)
+    return MintOptions(expires_at, label)
+
+
+async def mint_in(uow: UnitOfWork, key: bytes, run: Run, options: MintOptions) -> dict[str, Any]:
+    """A credential of ``run``'s conversation at its hop count, minted in ``uow`` (a claim's),
+    its label naming the run: ``{credential, token}`` as ``credential.mint`` answers."""
+    label = f"{options.label}, run {run.id}" if options.label else f"run {run.id}"
+    row = await uow.credentials.add(
+        run.session_id, label=label, hop_count=run.hop_count, expires_at=options.expires_at
+    )
+    return {"credential": credential_out(row), "token": token_of(key, row)}
+
+
 async def mint_credential(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     """``credential.mint``: a new credential of ``sessionId`` and its token.
 
@@ -247,21 +277,15 @@ async def mint_credential(store: Store, params: Mapping[str, Any]) -> dict[str, 
     """
     params = require_mapping(params, "params")
     session_id = validate_session_id(require_str(params, "sessionId"))
-    lifetime = optional_int(
-        params, "expiresInSeconds", minimum=1, maximum=CENTURY_SECONDS, unit=" (100 years)"
-    )
-    label = optional_str(params, "label")
+    options = mint_options(params)
     hop_count = optional_int(params, "hopCount", minimum=0, maximum=INT32_MAX) or 0
-    expires_at = None
-    if lifetime is not None:  # whole seconds, as the token carries it
-        expires_at = (utcnow() + timedelta(seconds=lifetime)).replace(microsecond=0)
     async with store.read_uow() as uow:  # before the key is made: a refusal writes nothing
         await uow.sessions.require(session_id)
     key = await signing_key(store)
     async with store.uow() as uow:
         await uow.sessions.require(session_id)
         row = await uow.credentials.add(
-            session_id, label=label, hop_count=hop_count, expires_at=expires_at
+            session_id, label=options.label, hop_count=hop_count, expires_at=options.expires_at
         )
         await uow.commit()
     return {"credential": credential_out(row), "token": token_of(key, row)}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,8 +20,10 @@ from ccweb_store.config import MAX_LEASE_SECONDS
 from ccweb_store.domain import errors
 from ccweb_store.domain.arguments import (
     bounded_int,
+    optional_bool,
     optional_int,
     optional_number,
+    optional_object,
     optional_str,
     optional_str_list,
     require_mapping,
@@ -39,8 +41,9 @@ from ccweb_store.domain.ids import (
 )
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.metrics import LEASE_EXPIRIES
+from ccweb_store.services import credentials
 from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
-from ccweb_store.services.schemas import message_out, reply_out, run_out
+from ccweb_store.services.schemas import message_out, reply_out, run_out, session_out
 from ccweb_store.store.models import Message, ReplyRequest, Run
 from ccweb_store.store.repositories.run_leases import ClaimRace
 from ccweb_store.store.uow import Store, UnitOfWork
@@ -97,6 +100,12 @@ async def claim_run(
     the answer waits until a run may have become claimable (an event of ``CLAIMABLE_AFTER``
     from any process) and claims then, or answers ``{run: None}`` at the deadline. Each run
     goes to one claimer; the others wait on.
+
+    What a worker needs before it starts a run comes in the same answer, made in the claim's
+    own unit of work, so the run's command starts without another round trip:
+    ``withConversation`` adds ``conversation`` (as ``session.get``), and
+    ``mintCredential: {expiresInSeconds?, label?}`` adds ``credential`` (as
+    ``credential.mint``: the run's conversation, at the run's hop count).
     """
     params = require_mapping(params, "params")
     worker_id = require_str(params, "workerId", max_length=ID_MAX_LENGTH)
@@ -107,14 +116,15 @@ async def claim_run(
     wait = optional_number(
         params, "waitSeconds", minimum=0, maximum=MAX_WAIT_SECONDS, unit=" seconds"
     )
+    extras = await _claim_extras(store, params)
     if not wait:
-        return await _claim_now(store, worker_id, lease, kinds, now)
+        return await _claim_now(store, worker_id, lease, kinds, now, extras)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     # Subscribed before the first claim: a run queued while a claim runs still wakes the wait.
     async with store.feed.subscribe(_claimable, limit=1) as waiter:
         while True:
-            claimed = await _claim_now(store, worker_id, lease, kinds, now)
+            claimed = await _claim_now(store, worker_id, lease, kinds, now, extras)
             left = deadline - loop.time()
             if claimed["run"] is not None or left <= 0:
                 return claimed
@@ -126,39 +136,85 @@ def _claimable(event: dict[str, Any]) -> bool:
     return event["type"] in CLAIMABLE_AFTER
 
 
+#: What a claim adds to its answer, in its own unit of work: ``(uow, run) -> {key: value}``.
+ClaimExtras = Callable[[UnitOfWork, Run], Awaitable[dict[str, Any]]]
+
+
+async def _claim_extras(store: Store, params: Mapping[str, Any]) -> ClaimExtras | None:
+    """What ``withConversation`` and ``mintCredential`` ask the claim to add (checked before
+    anything is claimed; None: nothing)."""
+    with_conversation = optional_bool(params, "withConversation")
+    minting = optional_object(params, "mintCredential")
+    if not with_conversation and minting is None:
+        return None
+    mint = None
+    if minting is not None:
+        mint = credentials.mint_options(minting)
+        key = await credentials.signing_key(store)
+
+    async def extras(uow: UnitOfWork, run: Run) -> dict[str, Any]:
+        added: dict[str, Any] = {}
+        if with_conversation:
+            added["conversation"] = session_out(await uow.sessions.require(run.session_id))
+        if mint is not None:
+            added["credential"] = await credentials.mint_in(uow, key, run, mint)
+        return added
+
+    return extras
+
+
 async def _claim_now(
     store: Store,
     worker_id: str,
     lease: int,
     kinds: list[str] | None,
     now: datetime | None,
+    extras: ClaimExtras | None = None,
 ) -> dict[str, Any]:
     for _ in range(CLAIM_ATTEMPTS):
         try:
-            run = await _claim(store, worker_id, lease, kinds, now)
+            claimed = await _claim(store, worker_id, lease, kinds, now, extras)
         except ClaimRace:
             continue  # another worker started a run of that conversation: claim another run
-        return {"run": run_out(run) if run is not None else None}
+        if claimed is None:
+            return {"run": None}
+        run, added = claimed
+        return {"run": run_out(run), **added}
     return {"run": None}  # lost every race: the runs there were went to other workers
 
 
 async def _claim(
-    store: Store, worker_id: str, lease: int, kinds: list[str] | None, now: datetime | None
-) -> Run | None:
-    """One claim in a unit of work of its own (the claim and its event commit together);
-    expired leases are requeued (in others) first."""
+    store: Store,
+    worker_id: str,
+    lease: int,
+    kinds: list[str] | None,
+    now: datetime | None,
+    extras: ClaimExtras | None,
+) -> tuple[Run, dict[str, Any]] | None:
+    """One claim in a unit of work of its own (the claim, its event and its ``extras``
+    commit together); expired leases are requeued (in others) first."""
     async with store.uow() as uow:
         # A probe inside the claim's own transaction instead of a separate pass: expired
         # leases are rare.
         if not await _lease_expired(store, uow, now):
-            run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
-            await uow.commit()
-            return run
+            return await _claim_in(uow, worker_id, lease, kinds, now, extras)
     await requeue_expired(store, now=now)
     async with store.uow() as uow:
-        run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
-        await uow.commit()
-        return run
+        return await _claim_in(uow, worker_id, lease, kinds, now, extras)
+
+
+async def _claim_in(
+    uow: UnitOfWork,
+    worker_id: str,
+    lease: int,
+    kinds: list[str] | None,
+    now: datetime | None,
+    extras: ClaimExtras | None,
+) -> tuple[Run, dict[str, Any]] | None:
+    run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
+    added = await extras(uow, run) if run is not None and extras is not None else {}
+    await uow.commit()
+    return None if run is None else (run, added)
 
 
 def _lease_seconds(store: Store, params: Mapping[str, Any]) -> int:

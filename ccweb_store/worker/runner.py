@@ -49,7 +49,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
@@ -98,6 +98,10 @@ class Job:
     """A run this worker claimed, and what became of it so far."""
 
     run: dict[str, Any]
+    #: The run's conversation (``session.get``) and its credential (``credential.mint``), which
+    #: came with the claim.
+    session: dict[str, Any] = field(default_factory=dict)
+    minted: dict[str, Any] = field(default_factory=dict)
     child: asyncio.subprocess.Process | None = None
     #: Why the worker stopped it before it ended (it goes back to the queue), or None.
     cut_off: str | None = None
@@ -137,6 +141,8 @@ class Worker:
         self.worker_id = worker_id
         self.lease_seconds = lease_seconds
         self.concurrency = concurrency
+        #: Revocations of credentials that came with a run this worker did not start.
+        self._revoking: set[asyncio.Task[None]] = set()
         self.grace_seconds = grace_seconds
         self.claim_wait_seconds = claim_wait_seconds
         self.once = once
@@ -260,13 +266,20 @@ class Worker:
             "workerId": self.worker_id,
             "leaseSeconds": self.lease_seconds,
             "waitSeconds": wait,
+            # What the run's command needs, in the same answer: it starts at once.
+            "withConversation": True,
+            "mintCredential": {
+                "expiresInSeconds": int(
+                    self.config.longest_timeout + self.lease_seconds + KILL_GRACE_SECONDS
+                ),
+                "label": f"worker {self.worker_id}",
+            },
         }
         if self.kinds:
             params["kinds"] = self.kinds
         log.debug("claiming a run (waiting up to %ss)", wait)
         claimed = await self.client.call("run.claim", params, waits=wait)
-        run: dict[str, Any] | None = claimed["run"]
-        return run
+        return claimed if claimed["run"] is not None else None
 
     async def _unless_stopped(self, awaitable: Awaitable[T]) -> T | None:
         """What ``awaitable`` gives, or None when a stop signal comes first (it is cancelled
@@ -283,12 +296,15 @@ class Worker:
             return await task
         return None
 
-    def _start(self, run: dict[str, Any]) -> None:
-        job = Job(run)
+    def _start(self, claimed: dict[str, Any]) -> None:
+        job = Job(claimed["run"], claimed["conversation"], claimed["credential"])
         if any(other.id == job.id for other in self._jobs.values()):
             # The lease ran out here unnoticed and the server leased the run to us again:
             # the command already running does the work, its heartbeats keep the new lease.
             log.warning("run %s leased again to this worker, which still runs it", job.id)
+            revoking = asyncio.get_running_loop().create_task(self._revoke(job.minted))
+            self._revoking.add(revoking)  # the credential that came with it is not used
+            revoking.add_done_callback(self._revoking.discard)
             return
         previous = self._latest.get(job.conversation)
         task = asyncio.get_running_loop().create_task(self._work(job, previous))
@@ -377,26 +393,12 @@ class Worker:
             self.failed_runs += 1
 
     async def _execute(self, job: Job, lease: asyncio.Task[str]) -> Outcome | None:
-        """Mint the run's credential, run its command, revoke the credential."""
-        run = job.run
+        """Run the command with the credential that came with the claim; revoke it after."""
+        session, minted = job.session, job.minted
         if job.cut_off is not None:
+            await self._revoke(minted)
             await self._requeue(job)
             return None
-        # The conversation and the credential at once: the command starts one round trip sooner.
-        session, minted = await asyncio.gather(
-            self.client.call("session.get", {"id": job.conversation}),
-            self.client.call(
-                "credential.mint",
-                {
-                    "sessionId": job.conversation,
-                    "hopCount": run["hopCount"],
-                    "expiresInSeconds": int(
-                        self.config.longest_timeout + self.lease_seconds + KILL_GRACE_SECONDS
-                    ),
-                    "label": f"worker {self.worker_id}, run {job.id}",
-                },
-            ),
-        )
         try:
             spec = self.config.command_for(job.conversation, session.get("agent"))
         except ConfigError as exc:
