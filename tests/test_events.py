@@ -197,10 +197,10 @@ async def test_pruning_keeps_what_is_younger_than_the_retention(pair: Store) -> 
 
 def test_a_subscriber_that_falls_behind_is_marked_and_holds_no_more() -> None:
     subscription = Subscription(lambda event: True, limit=3)
-    for number in range(10):
+    for number in range(1, 11):
         subscription.push({"id": number, "type": "message.appended"})
     assert subscription.overflowed
-    assert [event["id"] for event in subscription.queue] == [0, 1, 2]
+    assert [event["id"] for event in subscription.queue] == [1, 2, 3]
 
 
 # --- GET /events over real servers -------------------------------------------------------
@@ -382,3 +382,32 @@ def test_the_retention_setting_is_a_positive_number_of_days() -> None:
     with pytest.raises(ValueError):
         Settings(event_retention_days=0)
     assert Settings(event_retention_days=0.5).event_retention_days == 0.5
+
+
+async def test_events_nobody_takes_wake_nobody_and_reach_no_later_subscriber(
+    pair: Store,
+) -> None:
+    """A commit whose events no subscriber takes does not wake the reader; a subscriber that
+    joins afterwards starts after them, and a later event still reaches everyone."""
+    from ccweb_store.services.events import EventFilter, follow
+
+    async def append(conversation: str, text: str) -> None:
+        async with pair.uow() as uow:
+            await uow.messages.append(conversation, "user", text)
+            await uow.commit()
+
+    only_a = follow(pair, None, EventFilter(conversation="conv-a"), heartbeat_s=5)
+    first = asyncio.ensure_future(only_a.__anext__())
+    await asyncio.sleep(0.1)
+    await append("conv-b", "nobody here follows b")
+    everything = follow(pair, None, EventFilter(), heartbeat_s=5)
+    second = asyncio.ensure_future(everything.__anext__())
+    await asyncio.sleep(0.1)
+    await append("conv-a", "for both")
+    got_first = await asyncio.wait_for(first, 10)
+    got_second = await asyncio.wait_for(second, 10)
+    assert isinstance(got_first, list) and isinstance(got_second, list)
+    assert [e["conversationId"] for e in got_first] == ["conv-a"]
+    assert [e["conversationId"] for e in got_second] == ["conv-a"]
+    await only_a.aclose()
+    await everything.aclose()

@@ -178,7 +178,7 @@ async def follow(
     commit, a ``None`` after ``heartbeat_s`` without one, and a ``Cut`` before it stops
     early. Raises ``EventsExpired`` first when ``after`` cannot be resumed."""
     async with store.feed.subscribe(chosen.accepts) as subscription:
-        cursor = after if after is not None else store.feed.cursor or 0
+        cursor = after if after is not None else subscription.start_after
         if after:
             async with store.read_uow() as uow:
                 await _check_resumable(uow, after)

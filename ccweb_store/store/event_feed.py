@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -76,13 +76,15 @@ class Subscription:
     def __init__(self, accepts: Callable[[Event], bool], limit: int = QUEUE_LIMIT) -> None:
         self.accepts = accepts
         self.limit = limit
+        #: The newest event committed when it began: it is offered only those after it.
+        self.start_after = 0
         self.queue: deque[Event] = deque()
         #: Set when more than ``limit`` events waited: nothing more is queued.
         self.overflowed = False
         self.wakeup = Wakeup()
 
     def push(self, event: Event) -> None:
-        if self.overflowed or not self.accepts(event):
+        if self.overflowed or event["id"] <= self.start_after or not self.accepts(event):
             return
         if len(self.queue) >= self.limit:
             self.overflowed = True
@@ -117,11 +119,21 @@ class EventFeed:
         #: The last event handed to subscribers (None until the feed first runs).
         self.cursor: int | None = None
         self._running = False
+        #: Events were committed that no subscriber took, and not read yet.
+        self._skipped = False
         self._task: asyncio.Task[None] | None = None
         self._start_lock = asyncio.Lock()
 
-    def poke(self) -> None:
-        """Wake the feed: a commit wrote events (this process), or another process did."""
+    def poke(self, written: Sequence[Event] | None = None) -> None:
+        """Wake the feed: a commit of this process wrote the events ``written`` (their ids not
+        known yet), or another process committed (None: what is unknown). Events no
+        subscriber takes wake nobody: they are read with the next ones some subscriber does
+        take (a subscriber that joins later reads what it missed from the database)."""
+        if written is not None and not any(
+            subscriber.accepts(event) for event in written for subscriber in self._subscribers
+        ):
+            self._skipped = True
+            return
         self._wakeup.poke()
 
     @asynccontextmanager
@@ -129,15 +141,21 @@ class EventFeed:
         self, accepts: Callable[[Event], bool], *, limit: int = QUEUE_LIMIT
     ) -> AsyncIterator[Subscription]:
         """A subscription for as long as the block runs; every event committed after it began
-        (after ``self.cursor`` as it began) is offered to it."""
+        (after its ``start_after``) is offered to it."""
         subscription = Subscription(accepts, limit)
         async with self._start_lock:
             if not self._running:
                 self.cursor = int(await self._latest_id())
+                self._skipped = False
                 self._running = True
                 self._task = asyncio.create_task(self._follow(), name="ccweb-event-feed")
             elif not self._subscribers:  # lingering: it read nothing since the last one left
                 self.cursor = int(await self._latest_id())
+                self._skipped = False
+            # Where the feed's reading stands, unless it let events nobody took wait: they
+            # are older than this subscriber.
+            start = int(await self._latest_id()) if self._skipped else self.cursor
+            subscription.start_after = start or 0
             self._subscribers.add(subscription)
         try:
             yield subscription
@@ -174,6 +192,7 @@ class EventFeed:
             self._running = False
 
     async def _read_new(self) -> None:
+        self._skipped = False  # this read reaches past whatever was let wait
         while True:
             cursor = self.cursor or 0
             events: list[Event] = await self._read_after(cursor, PAGE)

@@ -67,7 +67,11 @@ class UnitOfWork:
     events: EventRepository
 
     def __init__(
-        self, database: Database, *, write: bool, on_events: Callable[[], None] | None = None
+        self,
+        database: Database,
+        *,
+        write: bool,
+        on_events: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
         self._database = database
         self._write = write
@@ -134,11 +138,12 @@ class UnitOfWork:
         transaction = self._current()
         if transaction.ended:
             raise RuntimeError("this unit of work has already ended; open a new one")
-        wrote_events = await self.events.flush()  # in the transaction, as its last write
+        written = self._state.events
+        await self.events.flush()  # in the transaction, as its last write
         self._state.locked_sessions = {}  # the transaction's row locks end with it
         await transaction.commit()
-        if wrote_events and self._on_events is not None:
-            self._on_events()
+        if written and self._on_events is not None:
+            self._on_events(written)
 
     async def rollback(self) -> None:
         """Roll back; the unit of work ends, like leaving the block."""

@@ -1,19 +1,19 @@
 """Commits of other processes on the same SQLite file, seen through ``PRAGMA data_version``.
 
 SQLite tells a connection when another connection committed to the file since it last asked:
-the pragma's value changes. One connection asks at a short interval while anyone follows the
-event feed (and never otherwise), and pokes the feed when it changed. An in-memory database
+the pragma's value changes. It is asked on this process's writer connection (between its
+transactions), which this process's own commits never change, at a short interval while
+anyone follows the event feed (and never otherwise); the feed is poked when it changed. This
+process's own commits wake the feed themselves, with what they wrote. An in-memory database
 has no other process to hear.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 from ccweb_store.store.background import running
 
@@ -21,43 +21,36 @@ log = logging.getLogger("ccweb_store")
 
 #: How often the pragma is read while someone follows.
 POLL_EVERY_S = 0.02
+#: How long to wait after the pragma could not be read.
+RETRY_AFTER_S = 1.0
 
-Connect = Callable[[], Awaitable[tuple[Any, Any]]]
+ReadVersion = Callable[[], Awaitable[int]]
 
 
 @asynccontextmanager
-async def watching(connect: Connect | None, poke: Callable[[], None]) -> AsyncIterator[None]:
-    """Call ``poke`` whenever another connection committed, while the block runs
-    (``connect`` None: an in-memory database, nothing to watch)."""
-    if connect is None:
+async def watching(
+    read_version: ReadVersion | None, poke: Callable[[], None]
+) -> AsyncIterator[None]:
+    """Call ``poke`` whenever another process committed, while the block runs
+    (``read_version`` None: an in-memory database, nothing to watch)."""
+    if read_version is None:
         yield
         return
-    async with running(_watch(connect, poke), "ccweb-sqlite-data-version"):
+    async with running(_watch(read_version, poke), "ccweb-sqlite-data-version"):
         yield
 
 
-async def _watch(connect: Connect, poke: Callable[[], None]) -> None:
+async def _watch(read_version: ReadVersion, poke: Callable[[], None]) -> None:
+    last: int | None = None
     while True:
         try:
-            connection, driver = await connect()
+            version = await read_version()
         except Exception:
-            log.warning("cannot open the SQLite commit watch; trying again", exc_info=True)
-            await asyncio.sleep(1.0)
-            continue
-        try:
+            log.warning("cannot read the SQLite data version; trying again", exc_info=True)
             last = None
-            while True:
-                rows = await driver.execute_fetchall("PRAGMA data_version")
-                version = rows[0][0]
-                if last is not None and version != last:
-                    poke()
-                last = version
-                await asyncio.sleep(POLL_EVERY_S)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.warning("the SQLite commit watch failed; opening it again", exc_info=True)
-            await asyncio.sleep(1.0)
-        finally:
-            with contextlib.suppress(Exception):
-                await connection.close()
+            await asyncio.sleep(RETRY_AFTER_S)
+            continue
+        if last is not None and version != last:
+            poke()
+        last = version
+        await asyncio.sleep(POLL_EVERY_S)

@@ -21,7 +21,6 @@ import sqlite3
 import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
-from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -279,8 +278,15 @@ class SQLiteDatabase:
 
     def watch_commits(self, poke: Callable[[], None]) -> AbstractAsyncContextManager[None]:
         """Call ``poke`` when another process commits to the file, while the block runs."""
-        connect = None if self.single else partial(_connect, self.engine)
-        return commit_watch.watching(connect, poke)
+        return commit_watch.watching(None if self.single else self._data_version, poke)
+
+    async def _data_version(self) -> int:
+        """The writer connection's ``PRAGMA data_version``: it changes when another
+        connection (another process: this one writes on this connection only) committed."""
+        async with self.lock:
+            _, driver = await self._writer_connection()
+            rows = await driver.execute_fetchall("PRAGMA data_version")
+        return int(next(iter(rows))[0])
 
     async def vacuum_interval(self, configured: float | None) -> float:
         """SQLite needs no vacuum pass of the service's (``store.postgres.vacuum``)."""
