@@ -59,6 +59,8 @@ class Transaction:
     #: Whether event ids must be drawn under a lock held to the commit, so that they come in
     #: commit order (``repositories.events``): where transactions write at once.
     orders_events = False
+    #: What this process's event notices carry, so that its own listener can tell them apart.
+    event_origin = ""
 
     def __init__(self, statements: CompiledStatements) -> None:
         self.statements = statements

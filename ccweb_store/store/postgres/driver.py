@@ -17,6 +17,7 @@ have been written (``PostgresTransaction._first``).
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
@@ -146,6 +147,8 @@ class PostgresDatabase:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.statements = CompiledStatements(engine.dialect)
+        #: Names this process in the event notices it sends (``repositories.events``).
+        self.origin = secrets.token_hex(8)
         pool = engine.pool
         self.keep = pool.size() if isinstance(pool, QueuePool) else 2
         #: Idle connections, the asyncpg connection under each, and since when it is idle.
@@ -220,7 +223,7 @@ class PostgresDatabase:
 
     def watch_commits(self, poke: Callable[[], None]) -> AbstractAsyncContextManager[None]:
         """Call ``poke`` when another process commits events, while the block runs."""
-        return listen.listening(self.engine, poke)
+        return listen.listening(self.engine, poke, ignore=self.origin)
 
     async def vacuum_interval(self, configured: float | None) -> float:
         return await vacuum.vacuum_interval(self.engine, configured)
@@ -256,6 +259,7 @@ class PostgresTransaction(Transaction):
     ) -> None:
         super().__init__(database.statements)
         self.database = database
+        self.event_origin = database.origin
         self.connection = connection
         self.driver = driver
         self.atomic = atomic

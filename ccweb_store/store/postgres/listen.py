@@ -28,18 +28,22 @@ CHANNEL = "ccweb_events"
 RECONNECT_AFTER_S = 1.0
 
 
-def listening(engine: AsyncEngine, poke: Callable[[], None]) -> AbstractAsyncContextManager[None]:
-    """Call ``poke`` at every notice on ``CHANNEL`` while the block runs."""
-    return running(_listen(engine, poke), "ccweb-pg-listen")
+def listening(
+    engine: AsyncEngine, poke: Callable[[], None], *, ignore: str
+) -> AbstractAsyncContextManager[None]:
+    """Call ``poke`` at every notice on ``CHANNEL`` while the block runs, but those whose
+    payload is ``ignore`` (this process's own commits, which woke it already)."""
+    return running(_listen(engine, poke, ignore), "ccweb-pg-listen")
 
 
 def _set(event: asyncio.Event, *_args: Any) -> None:
     event.set()
 
 
-async def _listen(engine: AsyncEngine, poke: Callable[[], None]) -> None:
-    def heard(*_args: Any) -> None:
-        poke()
+async def _listen(engine: AsyncEngine, poke: Callable[[], None], ignore: str) -> None:
+    def heard(_connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        if payload != ignore:
+            poke()
 
     while True:
         driver: Any = None

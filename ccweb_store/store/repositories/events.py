@@ -47,9 +47,9 @@ def _ordered_insert() -> sa.Insert:
     only be made, and its id drawn, once the lock is held."""
     gate = sa.select(
         sa.func.pg_advisory_xact_lock(sa.literal_column(str(ORDER_LOCK_KEY))).label("locked"),
-        sa.func.pg_notify(sa.literal_column(f"'{CHANNEL}'"), sa.literal_column("''")).label(
-            "notified"
-        ),
+        sa.func.pg_notify(
+            sa.literal_column(f"'{CHANNEL}'"), sa.bindparam("origin", type_=sa.String())
+        ).label("notified"),
     ).subquery("gate")
     values = sa.select(
         *(sa.bindparam(name, type_=EVENTS.c[name].type) for name in EVENT_COLUMNS)
@@ -78,8 +78,13 @@ class EventRepository(Repository):
         if not pending:
             return 0
         self.state.events = []
-        stmt = _ORDERED_INSERT if self.transaction.orders_events else _PLAIN_INSERT
-        await self._execute_many(stmt, pending)
+        if self.transaction.orders_events:
+            # The notice names this process, whose own listener then leaves it alone: the
+            # commit already woke this process's feed, with what it wrote.
+            origin = self.transaction.event_origin
+            await self._execute_many(_ORDERED_INSERT, [row | {"origin": origin} for row in pending])
+        else:
+            await self._execute_many(_PLAIN_INSERT, pending)
         return len(pending)
 
     async def after(
