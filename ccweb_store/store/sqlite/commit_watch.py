@@ -24,7 +24,10 @@ POLL_EVERY_S = 0.02
 #: How long to wait after the pragma could not be read.
 RETRY_AFTER_S = 1.0
 
-ReadVersion = Callable[[], Awaitable[int]]
+#: The version (``wait``: once the writer is free), or None when the writer is busy.
+ReadVersion = Callable[[bool], Awaitable[int | None]]
+#: Ticks skipped in a row at most: then the version is read even if that waits for a write.
+MAX_SKIPPED = 5
 
 
 @asynccontextmanager
@@ -42,9 +45,15 @@ async def watching(
 
 async def _watch(read_version: ReadVersion, poke: Callable[[], None]) -> None:
     last: int | None = None
+    skipped = 0
     while True:
         try:
-            version = await read_version()
+            version = await read_version(skipped >= MAX_SKIPPED)
+            if version is None:
+                skipped += 1
+                await asyncio.sleep(POLL_EVERY_S)
+                continue
+            skipped = 0
         except Exception:
             log.warning("cannot read the SQLite data version; trying again", exc_info=True)
             last = None

@@ -280,9 +280,13 @@ class SQLiteDatabase:
         """Call ``poke`` when another process commits to the file, while the block runs."""
         return commit_watch.watching(None if self.single else self._data_version, poke)
 
-    async def _data_version(self) -> int:
+    async def _data_version(self, wait: bool) -> int | None:
         """The writer connection's ``PRAGMA data_version``: it changes when another
-        connection (another process: this one writes on this connection only) committed."""
+        connection (another process: this one writes on this connection only) committed.
+        Unless ``wait``, None while this process writes: the question waits for a later tick
+        rather than delay a write."""
+        if not wait and self.lock.locked():
+            return None
         async with self.lock:
             _, driver = await self._writer_connection()
             rows = await driver.execute_fetchall("PRAGMA data_version")
