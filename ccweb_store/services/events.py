@@ -177,7 +177,9 @@ async def follow(
     """Batches of events (as ``event_out``) after ``after`` (None: from now on) as they
     commit, a ``None`` after ``heartbeat_s`` without one, and a ``Cut`` before it stops
     early. Raises ``EventsExpired`` first when ``after`` cannot be resumed."""
-    async with store.feed.subscribe(chosen.accepts) as subscription:
+    async with store.feed.subscribe(
+        chosen.accepts, conversation=chosen.conversation
+    ) as subscription:
         cursor = after if after is not None else subscription.start_after
         if after:
             async with store.read_uow() as uow:

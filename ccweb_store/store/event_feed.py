@@ -116,6 +116,9 @@ class EventFeed:
         self._watch = watch
         self._wakeup = Wakeup()
         self._subscribers: set[Subscription] = set()
+        #: How many subscribers follow each conversation, and those that follow none.
+        self._following: dict[str | None, int] = {}
+        self._unbound: set[Subscription] = set()
         #: The last event handed to subscribers (None until the feed first runs).
         self.cursor: int | None = None
         self._running = False
@@ -129,19 +132,34 @@ class EventFeed:
         known yet), or another process committed (None: what is unknown). Events no
         subscriber takes wake nobody: they are read with the next ones some subscriber does
         take (a subscriber that joins later reads what it missed from the database)."""
-        if written is not None and not any(
-            subscriber.accepts(event) for event in written for subscriber in self._subscribers
-        ):
+        if written is not None and not self._wanted(written):
             self._skipped = True
             return
         self._wakeup.poke()
 
+    def _wanted(self, written: Sequence[Event]) -> bool:
+        """Whether a subscriber may take one of ``written``: one that follows a conversation
+        they concern (counted by conversation: no call per subscriber), or one that takes
+        it by its own test."""
+        following = self._following
+        for event in written:
+            if event["conversation_id"] in following:
+                return True
+            if event["peer_conversation_id"] in following:
+                return True
+        return any(subscriber.accepts(event) for event in written for subscriber in self._unbound)
+
     @asynccontextmanager
     async def subscribe(
-        self, accepts: Callable[[Event], bool], *, limit: int = QUEUE_LIMIT
+        self,
+        accepts: Callable[[Event], bool],
+        *,
+        limit: int = QUEUE_LIMIT,
+        conversation: str | None = None,
     ) -> AsyncIterator[Subscription]:
         """A subscription for as long as the block runs; every event committed after it began
-        (after its ``start_after``) is offered to it."""
+        (after its ``start_after``) is offered to it. ``conversation``: it takes only events
+        that concern that conversation (``accepts`` may narrow them further)."""
         subscription = Subscription(accepts, limit)
         async with self._start_lock:
             if not self._running:
@@ -157,10 +175,20 @@ class EventFeed:
             start = int(await self._latest_id()) if self._skipped else self.cursor
             subscription.start_after = start or 0
             self._subscribers.add(subscription)
+            if conversation is None:
+                self._unbound.add(subscription)
+            else:
+                self._following[conversation] = self._following.get(conversation, 0) + 1
         try:
             yield subscription
         finally:
             self._subscribers.discard(subscription)
+            if conversation is None:
+                self._unbound.discard(subscription)
+            elif self._following[conversation] > 1:
+                self._following[conversation] -= 1
+            else:
+                del self._following[conversation]
             if not self._subscribers:
                 self._wakeup.poke()  # the feed starts counting its linger
 
@@ -207,6 +235,8 @@ class EventFeed:
     async def close(self) -> None:
         """Stop following (the store closes)."""
         self._subscribers.clear()
+        self._following.clear()
+        self._unbound.clear()
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()
