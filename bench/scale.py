@@ -52,6 +52,7 @@ if str(ROOT) not in sys.path:
 
 from bench.legacy_state import generate_state  # noqa: E402
 from bench.scratch_databases import create_database, drop_database  # noqa: E402
+from bench.user_inputs import WORDS  # noqa: E402
 from ccweb_store.config import Settings  # noqa: E402
 from ccweb_store.domain.context import Source  # noqa: E402
 from ccweb_store.mobility.copy import copy_database, schema_tables  # noqa: E402
@@ -65,23 +66,6 @@ SMALL = 1_000
 ROUNDS = 7
 CALLS_PER_ROUND = 30
 PAGE = 100
-WORDS = [
-    "the",
-    "parser",
-    "must",
-    "keep",
-    "every",
-    "input",
-    "exact",
-    "and",
-    "read",
-    "only",
-    "what",
-    "it",
-    "needs",
-    "from",
-    "disk",
-]
 START = datetime(2025, 1, 1, tzinfo=UTC)
 
 

@@ -5,7 +5,6 @@ long-poll claims, retention."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,18 +18,10 @@ from ccweb_store.services import events as event_service
 from ccweb_store.services.events import EventsExpired
 from ccweb_store.store.event_feed import Subscription
 from ccweb_store.store.uow import Store
+from tests.http_client import rpc_result
 from tests.servers import serving
 
-_ids = itertools.count(1)
-
-
-async def call(client: httpx.AsyncClient, method: str, params: dict[str, Any]) -> Any:
-    message = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
-    response = await client.post("/rpc", json=message)
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert "result" in body, body
-    return body["result"]
+call = rpc_result
 
 
 async def send(client: httpx.AsyncClient, source: str, target: str, text: str) -> dict[str, Any]:

@@ -39,7 +39,6 @@ from ccweb_store.services.events import (
     EventsExpired,
     event_filter,
     follow,
-    types_param,
 )
 from ccweb_store.store.uow import Store
 
@@ -82,6 +81,13 @@ async def answer_events(incoming: Incoming) -> Answer:
         send_timeout=SEND_TIMEOUT_S,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+def types_param(raw: str | None) -> list[str] | None:
+    """``?types=a,b`` as a list (None: absent or blank)."""
+    if raw is None or not raw.strip():
+        return None
+    return [part.strip() for part in raw.split(",") if part.strip()]
 
 
 def _resume_point(incoming: Incoming) -> int | None:

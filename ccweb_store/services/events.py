@@ -228,10 +228,3 @@ async def keep_events_pruned(store: Store, retention_days: float) -> None:
         except Exception:
             log.warning("pruning old events failed; trying again later", exc_info=True)
         await asyncio.sleep(PRUNE_EVERY_S)
-
-
-def types_param(raw: str | None) -> list[str] | None:
-    """``?types=a,b`` as a list (None: absent or blank)."""
-    if raw is None or not raw.strip():
-        return None
-    return [part.strip() for part in raw.split(",") if part.strip()]
