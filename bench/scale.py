@@ -11,9 +11,9 @@ same run:
 - ``copy`` SQLite → PostgreSQL rows/s against PostgreSQL's own ``COPY … FROM`` (binary) of
   the same rows into an empty migrated database (goal ≥ 0.5), with and without the copy's
   verification pass;
-- ``import-json`` of a ``--import-messages``-message cc-web state (``--import-sessions``
-  files) in a process of its own: rows/s and peak RSS (``os.wait4``'s ``ru_maxrss``; goal ≤
-  150 MB);
+- ``import-json`` of a ``--import-messages``-message cc-web state in a process of its own,
+  as ``--import-sessions`` files and as one file (a single conversation, which the import
+  streams): rows/s and peak RSS (``os.wait4``'s ``ru_maxrss``; goal ≤ 150 MB);
 - ``export-json`` rows/s against reading the same rows with ``sqlite3`` and writing each as
   JSON (the floor of any export).
 
@@ -363,20 +363,21 @@ async def main() -> None:
             )
         if "import" not in only:
             return
-        state = work / "state"
-        per_session = args.import_messages // args.import_sessions
-        generate_state(state, args.import_sessions, per_session)
-        import_url = f"sqlite+aiosqlite:///{work / 'import.db'}"
-        seconds, peak = import_in_a_process(state, import_url)
-        imported = args.import_sessions * per_session
-        row(
-            f"`import-json` of {imported:,} messages ({args.import_sessions:,} files): peak RSS",
-            f"{peak / 2**20:,.0f} MB ({imported / seconds:,.0f} rows/s)",
-            "150 MB",
-            peak / 2**20 / 150,
-            "≤ 1",
-            peak <= 150 * 2**20,
-        )
+        # The state as many conversations, then as one conversation of as many messages.
+        for files in (args.import_sessions, 1):
+            state = work / f"state-{files}"
+            imported = generate_state(state, files, args.import_messages // files)
+            import_url = f"sqlite+aiosqlite:///{work / f'import-{files}.db'}"
+            seconds, peak = import_in_a_process(state, import_url)
+            shutil.rmtree(state)
+            row(
+                f"`import-json` of {imported:,} messages ({files:,} files): peak RSS",
+                f"{peak / 2**20:,.0f} MB ({imported / seconds:,.0f} rows/s)",
+                "150 MB",
+                peak / 2**20 / 150,
+                "≤ 1",
+                peak <= 150 * 2**20,
+            )
     finally:
         if server:
             for name in names:

@@ -187,6 +187,13 @@ def empty_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
+def fresh_database_url(empty_database_url: str) -> str:
+    """A second migrated, empty database (for a clean import or copy to compare with)."""
+    asyncio.run(migrate_url(empty_database_url))
+    return empty_database_url
+
+
+@pytest.fixture
 def settings(database_url: str) -> Settings:
     return Settings(database_url=database_url, token=None)
 

@@ -30,7 +30,6 @@ from ccweb_store.importer.session_sync import plan_session
 from ccweb_store.services.schemas import iso
 from ccweb_store.store.db import create_engine
 from tests.cli_support import COMMAND
-from tests.conftest import migrate_url
 from tests.servers import ROOT, server_env
 
 TABLES = {"sessions": "id", "messages": "id", "reply_requests": "request_id"}
@@ -837,13 +836,6 @@ def write_large_state(root: Path, *, sessions: int = 60, messages: int = 200) ->
             )
     write_json(root / "config" / "cross-conversation-replies.json", replies)
     return root
-
-
-@pytest.fixture
-def fresh_database_url(empty_database_url: str) -> str:
-    """A second migrated, empty database (for a clean import to compare with)."""
-    asyncio.run(migrate_url(empty_database_url))
-    return empty_database_url
 
 
 def cli_subprocess(*args: str, **kwargs: Any) -> subprocess.Popen[str]:

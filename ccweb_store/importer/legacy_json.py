@@ -93,33 +93,41 @@ def exact_timestamp(raw: Any, parsed: datetime | None) -> bool:
     return parsed is not None and isinstance(raw, str) and exact_iso(parsed) == raw
 
 
-def load_screened_json(path: Path) -> tuple[Any, bool]:
-    """The JSON value of a file, opened read-only (``LegacyFileError`` if it is not JSON),
-    and whether the value holds no NaN and no Infinity: then
-    ``surely_storable`` can check a value of it at C speed. ``json.loads`` calls the hooks
-    below for the constants ``NaN``, ``Infinity`` and ``-Infinity`` and for each number with a
+class FiniteScreen:
+    """``json`` hooks that note whether a decoded value holds NaN or Infinity: while
+    ``finite`` stays True, ``surely_storable`` can check a value at C speed. The decoder calls
+    them for the constants ``NaN``, ``Infinity`` and ``-Infinity`` and for each number with a
     fraction or an exponent (``1e400`` is Infinity), and never for the integers every message
     holds."""
+
+    def __init__(self) -> None:
+        self.finite = True
+
+    def constant(self, name: str) -> float:
+        self.finite = False
+        return float(name)
+
+    def fraction(self, text: str) -> float:
+        number = float(text)
+        if number - number != 0.0:  # NaN and the infinities
+            self.finite = False
+        return number
+
+    def decoder(self) -> json.JSONDecoder:
+        """A decoder calling these hooks (what ``json.loads`` makes of the same arguments)."""
+        return json.JSONDecoder(parse_constant=self.constant, parse_float=self.fraction)
+
+
+def load_screened_json(path: Path) -> tuple[Any, bool]:
+    """The JSON value of a file, opened read-only (``LegacyFileError`` if it is not JSON),
+    and whether the value holds no NaN and no Infinity (``FiniteScreen``)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise LegacyFileError(f"cannot read: {exc.strerror or exc}") from exc
-    finite = True
-
-    def constant(name: str) -> float:
-        nonlocal finite
-        finite = False
-        return float(name)
-
-    def fraction(text: str) -> float:
-        nonlocal finite
-        number = float(text)
-        if number - number != 0.0:  # NaN and the infinities
-            finite = False
-        return number
-
+    screen = FiniteScreen()
     try:
-        value = json.loads(data, parse_constant=constant, parse_float=fraction)
+        value = json.loads(data, parse_constant=screen.constant, parse_float=screen.fraction)
     except UnicodeDecodeError as exc:
         raise LegacyFileError(f"not UTF-8 text: {exc.reason}") from exc
     except json.JSONDecodeError as exc:
@@ -130,7 +138,7 @@ def load_screened_json(path: Path) -> tuple[Any, bool]:
         raise LegacyFileError(TOO_DEEP_TO_READ) from None
     except ValueError as exc:  # an integer of more digits than Python converts
         raise LegacyFileError(f"a number cannot be read: {exc}".split(";")[0]) from exc
-    return value, finite
+    return value, screen.finite
 
 
 def json_kind(value: Any) -> str:

@@ -21,6 +21,7 @@ Values no column can hold are kept as ``legacy_json`` describes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,8 +40,10 @@ from ccweb_store.domain.storable_json import (
     storable,
     surely_storable,
 )
+from ccweb_store.importer.json_stream import Item, stream_object
 from ccweb_store.importer.legacy_json import (
     TOO_DEEP_TO_READ,
+    FiniteScreen,
     LegacyFileError,
     exact_timestamp,
     from_epoch_milliseconds,
@@ -141,24 +144,88 @@ def _read_session(
 ) -> LegacySession:
     if not isinstance(document, dict):
         raise LegacyFileError(f"expected a JSON object, found {json_kind(document)}")
-    if "id" not in document:
-        raise LegacyFileError("the session has no 'id'")
-    try:
-        session_id = validate_session_id(document["id"])
-    except InvalidInput as exc:
-        raise LegacyFileError(exc.message) from exc
-    raw_messages = document.get("messages", [])
-    if not isinstance(raw_messages, list):
-        raise LegacyFileError(f"'messages' is {json_kind(raw_messages)}, expected a list")
-
+    raw_messages = _checked_messages(document)
     messages: list[LegacyMessage] = []
     skipped: list[str] = []
     for index, raw in enumerate(raw_messages):
         if isinstance(raw, dict):
             messages.append(normalise_message(index, raw, finite=finite))
         else:
-            skipped.append(f"message {index} is {json_kind(raw)}, not an object")
+            skipped.append(_skipped_message(index, raw))
+    times = [m.created_at for m in messages if m.created_at is not None]
+    session = _session_of(path, document, times, fallback_time)
+    session.messages = messages
+    session.skipped_messages = skipped
+    return session
 
+
+def read_streamed_session(path: Path, *, fallback_time: datetime | None = None) -> LegacySession:
+    """The session of a file too large to read whole, without its messages (the file read
+    once, one message at a time, for its other members and the messages' times);
+    ``read_streamed_messages`` then gives the messages. Raises ``NotStreamable`` when the
+    file must be read whole (``json_stream``), ``LegacyFileError`` as ``read_session_file``."""
+    document: dict[str, Any] = {}
+    earliest: datetime | None = None
+    latest: datetime | None = None
+    skipped: list[str] = []
+    for member in stream_object(path, "messages", FiniteScreen().decoder()):
+        if not isinstance(member, Item):
+            document[member[0]] = member[1]  # ``messages`` as an empty list, if it is one
+            continue
+        raw = member.value
+        if not isinstance(raw, dict):
+            skipped.append(_skipped_message(member.index, raw))
+            continue
+        created_at = message_time(raw)[1]
+        if created_at is not None:
+            earliest = created_at if earliest is None else min(earliest, created_at)
+            latest = created_at if latest is None else max(latest, created_at)
+    try:
+        _checked_messages(document)
+        times = [t for t in (earliest, latest) if t is not None]
+        session = _session_of(path, document, times, fallback_time)
+    except RecursionError:
+        raise LegacyFileError(TOO_DEEP_TO_READ) from None
+    session.skipped_messages = skipped
+    return session
+
+
+def read_streamed_messages(path: Path) -> Iterator[LegacyMessage]:
+    """The messages of a session file, normalised one at a time as they are read (see
+    ``read_streamed_session``)."""
+    screen = FiniteScreen()
+    for member in stream_object(path, "messages", screen.decoder()):
+        if isinstance(member, Item) and isinstance(member.value, dict):
+            yield normalise_message(member.index, member.value, finite=screen.finite)
+        screen.finite = True  # the next item is screened on its own
+
+
+def _checked_messages(document: dict[str, Any]) -> list[Any]:
+    """The ``messages`` list of a session object whose id is valid (else ``LegacyFileError``)."""
+    if "id" not in document:
+        raise LegacyFileError("the session has no 'id'")
+    try:
+        validate_session_id(document["id"])
+    except InvalidInput as exc:
+        raise LegacyFileError(exc.message) from exc
+    raw_messages = document.get("messages", [])
+    if not isinstance(raw_messages, list):
+        raise LegacyFileError(f"'messages' is {json_kind(raw_messages)}, expected a list")
+    return raw_messages
+
+
+def _skipped_message(index: int, raw: Any) -> str:
+    return f"message {index} is {json_kind(raw)}, not an object"
+
+
+def _session_of(
+    path: Path,
+    document: dict[str, Any],
+    message_times: list[datetime],
+    fallback_time: datetime | None,
+) -> LegacySession:
+    """The session's columns (its ``messages`` left empty): ``message_times`` are the times
+    of its messages, which stand in for a missing ``createdAt``/``updatedAt``."""
     extra: dict[str, Any] = {}
     for key, value in document.items():
         if key not in ("id", "messages", "title", "agent", "cwd"):
@@ -170,10 +237,9 @@ def _read_session(
     created_at = _time_column(document, "createdAt", extra)
     updated_at = _time_column(document, "updatedAt", extra)
     if created_at is None or updated_at is None:  # the messages' times, or the file's
-        times = [m.created_at for m in messages if m.created_at is not None]
         mtime = fallback_time or datetime.fromtimestamp(path.stat().st_mtime, UTC)
-        created_at = created_at or (min(times) if times else mtime)
-        updated_at = updated_at or (max(times) if times else mtime)
+        created_at = created_at or (min(message_times) if message_times else mtime)
+        updated_at = updated_at or (max(message_times) if message_times else mtime)
     archived_at = _time_column(document, "archivedAt", extra)
     if archived_at is None and document.get("archived") is True:
         archived_at = updated_at
@@ -185,7 +251,7 @@ def _read_session(
     extra, places = storable(extra, "extra", nul=True)
     notes += kept_notes(places)
     return LegacySession(
-        id=session_id,
+        id=document["id"],
         title=title,
         agent=agent,
         cwd=cwd,
@@ -193,8 +259,7 @@ def _read_session(
         updated_at=updated_at,
         archived_at=archived_at,
         extra=extra or None,
-        messages=messages,
-        skipped_messages=skipped,
+        messages=[],
         notes=notes,
     )
 
@@ -279,18 +344,15 @@ def normalise_message(index: int, raw: dict[str, Any], *, finite: bool = False) 
             kept_in = "metadata.contentBlocks"
         notes = (replaced_note("content", kept_in),)
 
-    time_key = "timestamp" if "timestamp" in raw else "createdAt" if "createdAt" in raw else None
-    created_at = None
+    time_key, created_at = message_time(raw)
     if time_key is not None:
         stamp = raw[time_key]
         if is_epoch_milliseconds(stamp):
             # The usual epoch milliseconds, which no text of the column gives back exactly, so
             # the source value is kept; an integer in range needs no check of its own.
-            created_at = from_epoch_milliseconds(stamp)
             unchecked = unchecked or created_at is None
             legacy[time_key] = stamp
         else:
-            created_at = parse_timestamp(stamp)
             if time_key != "timestamp" or not exact_timestamp(stamp, created_at):
                 legacy[time_key] = stamp
                 unchecked = True
@@ -307,6 +369,18 @@ def normalise_message(index: int, raw: dict[str, Any], *, finite: bool = False) 
         if places:
             notes += tuple(kept_notes(places))
     return LegacyMessage(index, id_key, wanted_id, role, text, created_at, metadata, notes)
+
+
+def message_time(raw: dict[str, Any]) -> tuple[str | None, datetime | None]:
+    """The key holding a source message's time (``timestamp``, else ``createdAt``; None:
+    neither) and the time it gives (None: absent or not a time)."""
+    time_key = "timestamp" if "timestamp" in raw else "createdAt" if "createdAt" in raw else None
+    if time_key is None:
+        return None, None
+    stamp = raw[time_key]
+    if is_epoch_milliseconds(stamp):
+        return time_key, from_epoch_milliseconds(stamp)
+    return time_key, parse_timestamp(stamp)
 
 
 def _keep_other_keys(

@@ -10,8 +10,9 @@ A value no column can hold as it is (a JSON value that breaks the stored-value r
 holding U+0000 or a lone surrogate) is kept as text (see ``legacy_json``); the summary lists
 each (``KeptValue``), the same in a dry run.
 
-Files are streamed one by one, so memory is bounded by the largest file; the cyclic garbage
-collector waits while one is imported (``_cyclic_gc_paused``).
+Files are read one by one, each whole, so memory is bounded by the largest file; a file too
+large for that is read a message at a time (``large_sessions``). The cyclic garbage collector
+waits while a file is imported whole (``_cyclic_gc_paused``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ccweb_store.importer.large_sessions import import_large_session_file, is_large
 from ccweb_store.importer.legacy_replies import REPLIES_FILE
 from ccweb_store.importer.legacy_sessions import session_files
 from ccweb_store.importer.reply_sync import import_replies_file
@@ -50,8 +52,12 @@ async def import_state(
     unmarked: set[str] = set()
     carried: dict[tuple[str, str], str] = {}
     for path in session_files(directory):
-        with _cyclic_gc_paused():
-            outcome = await import_session_file(store, path, summary, unmarked, carried)
+        outcome = None
+        if is_large(path):
+            outcome = await import_large_session_file(store, path, summary, unmarked, carried)
+        if outcome is None:
+            with _cyclic_gc_paused():
+                outcome = await import_session_file(store, path, summary, unmarked, carried)
         if on_file is not None:
             on_file(path, outcome)
     replies_path = directory / REPLIES_FILE

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from ccweb_store.importer.legacy_json import LegacyFileError
-from ccweb_store.importer.legacy_sessions import LegacySession, read_session_file
+from ccweb_store.importer.legacy_sessions import LegacyMessage, LegacySession, read_session_file
 from ccweb_store.importer.summary import ImportSummary, KeptValue, Skipped
 from ccweb_store.store.uow import Store, UnitOfWork
 
@@ -95,10 +95,15 @@ def _note_kept_values(summary: ImportSummary, path: Path, legacy: LegacySession)
     kept.extend(KeptValue(str(path), f"session {legacy.id}", *note) for note in legacy.notes)
     for message in legacy.messages:
         if message.notes:
-            record = f"message {message.index}"
-            if message.wanted_id is not None:
-                record += f" (id {message.wanted_id})"
-            kept.extend(KeptValue(str(path), record, *note) for note in message.notes)
+            kept.extend(message_kept_values(path, message))
+
+
+def message_kept_values(path: Path, message: LegacyMessage) -> list[KeptValue]:
+    """The values of ``message`` kept as text or given U+FFFD, as the summary lists them."""
+    record = f"message {message.index}"
+    if message.wanted_id is not None:
+        record += f" (id {message.wanted_id})"
+    return [KeptValue(str(path), record, *note) for note in message.notes]
 
 
 async def _write_session(store: Store, legacy: LegacySession) -> SessionPlan:
@@ -256,22 +261,29 @@ def carried_requests(legacy: LegacySession) -> list[tuple[str, str]]:
     order, as ``find_reply_request_message`` matches them."""
     found = []
     for message in legacy.messages:
-        metadata = message.metadata
-        cross = metadata.get("crossConversation")
-        request_id = cross.get("replyRequestId") if isinstance(cross, dict) else None
-        if request_id is None:
-            request_id = metadata.get("replyRequestId")
-        if isinstance(request_id, str):
+        request_id = carried_request_id(message.metadata)
+        if request_id is not None:
             found.append((request_id, message.content))
     return found
 
 
+def carried_request_id(metadata: dict[str, Any]) -> str | None:
+    """The reply request a message's metadata carries, as ``find_reply_request_message``
+    matches it (``crossConversation.replyRequestId``, else ``replyRequestId``)."""
+    cross = metadata.get("crossConversation")
+    request_id = cross.get("replyRequestId") if isinstance(cross, dict) else None
+    if request_id is None:
+        request_id = metadata.get("replyRequestId")
+    return request_id if isinstance(request_id, str) else None
+
+
 def marks_replies(legacy: LegacySession) -> bool:
     """Whether a message of ``legacy`` has a ``metadata`` key ``find_reply_request_message``
-    matches (``crossConversation.replyRequestId`` or ``replyRequestId``), whatever its value."""
-    for message in legacy.messages:
-        metadata = message.metadata
-        cross = metadata.get("crossConversation")
-        if "replyRequestId" in metadata or (isinstance(cross, dict) and "replyRequestId" in cross):
-            return True
-    return False
+    matches, whatever its value (``marks_reply``)."""
+    return any(marks_reply(message.metadata) for message in legacy.messages)
+
+
+def marks_reply(metadata: dict[str, Any]) -> bool:
+    """Whether ``metadata`` has ``crossConversation.replyRequestId`` or ``replyRequestId``."""
+    cross = metadata.get("crossConversation")
+    return "replyRequestId" in metadata or (isinstance(cross, dict) and "replyRequestId" in cross)

@@ -64,21 +64,27 @@ class MessageImport(Repository):
             owners.update({message_id: session_id for message_id, session_id in found})
         return owners
 
-    async def insert_many(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Insert rows (attribute names as keys) in batches: one executemany, not N adds.
+    async def insert_many(self, rows: Sequence[dict[str, Any]], *, noted: bool = True) -> None:
+        """Insert rows (attribute names as keys) in batches: one executemany, not N adds; with
+        ``noted``, the event of each session's new messages too (else ``note_imported``).
 
         A Core insert, so an explicit ``created_at: None`` stays NULL (legacy rows) instead of
         taking the server default as the ORM would.
         """
-        if rows:
-            await self._execute_many(_insert_statement(tuple(sorted(rows[0]))), rows)
+        if not rows:
+            return
+        await self._execute_many(_insert_statement(tuple(sorted(rows[0]))), rows)
+        if noted:
             counts: dict[str, int] = {}
             for row in rows:
                 counts[row["session_id"]] = counts.get(row["session_id"], 0) + 1
             for session_id, count in counts.items():
-                self.state.note(
-                    events.SESSION_UPDATED, session_id, payload={"importedMessages": count}
-                )
+                self.note_imported(session_id, count)
+
+    def note_imported(self, session_id: str, count: int) -> None:
+        """Note that ``count`` messages were imported into the session (one event)."""
+        if count:
+            self.state.note(events.SESSION_UPDATED, session_id, payload={"importedMessages": count})
 
     async def update_many(self, rows: Sequence[dict[str, Any]]) -> None:
         """Update rows by primary key (each dict holds ``id`` and the new values, attribute
