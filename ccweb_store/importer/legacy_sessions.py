@@ -344,15 +344,19 @@ def normalise_message(index: int, raw: dict[str, Any], *, finite: bool = False) 
             kept_in = "metadata.contentBlocks"
         notes = (replaced_note("content", kept_in),)
 
-    time_key, created_at = message_time(raw)
+    # ``message_time``, written out: this runs once per message of every import.
+    time_key = "timestamp" if "timestamp" in raw else "createdAt" if "createdAt" in raw else None
+    created_at = None
     if time_key is not None:
         stamp = raw[time_key]
         if is_epoch_milliseconds(stamp):
             # The usual epoch milliseconds, which no text of the column gives back exactly, so
             # the source value is kept; an integer in range needs no check of its own.
+            created_at = from_epoch_milliseconds(stamp)
             unchecked = unchecked or created_at is None
             legacy[time_key] = stamp
         else:
+            created_at = parse_timestamp(stamp)
             if time_key != "timestamp" or not exact_timestamp(stamp, created_at):
                 legacy[time_key] = stamp
                 unchecked = True
