@@ -3,6 +3,7 @@ database, with the same summary, as when they are read whole."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from ccweb_store.importer import large_sessions
+from tests.mobility_data import fill_every_kind_of_row, raw_rows
 from tests.test_importer import (
     dump,
     run_import,
@@ -17,6 +19,7 @@ from tests.test_importer import (
     write_large_state,
     write_state,
 )
+from tests.test_mobility_export import as_read, export
 
 Outcome = tuple[int, dict[str, Any], dict[str, list[dict[str, Any]]]]
 
@@ -109,3 +112,20 @@ def test_a_streamed_file_imported_again_is_compared_whole_and_unchanged(
     assert summary["messages"]["imported"] == 1
     rows = [m for m in dump(database_url)["messages"] if m["session_id"] == "conv-001"]
     assert max(rows, key=lambda m: m["seq"])["id"] == "new"
+
+
+def test_an_export_imported_streamed_gives_the_same_conversations(
+    database_url: str, fresh_database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asyncio.run(fill_every_kind_of_row(database_url))
+    export(database_url, tmp_path / "out")
+    monkeypatch.setattr(large_sessions, "STREAM_FROM_BYTES", 0)
+    monkeypatch.setattr(large_sessions, "BATCH", 3)
+
+    code, summary, _ = run_import(tmp_path / "out", fresh_database_url)
+
+    assert code == 0, summary["skipped"]
+    before = as_read(asyncio.run(raw_rows(database_url)))
+    after = as_read(asyncio.run(raw_rows(fresh_database_url)))
+    for table in ("sessions", "messages"):
+        assert after[table] == before[table], table
