@@ -1,6 +1,6 @@
 """One data home: without CCWEB_DATABASE_URL every command uses ccweb.db in CCWEB_DATA_DIR,
 whatever the working directory, says which database it opened, and only the commands that
-create a database (migrate, serve) create one."""
+create a database (migrate, serve, import-json) create one."""
 
 from __future__ import annotations
 
@@ -27,6 +27,28 @@ def test_a_command_with_no_database_says_where_it_looked_and_creates_none(
     assert result.returncode == 1
     assert f"no database at {data_dir / 'ccweb.db'}" in result.stderr
     assert "ccweb-store migrate" in result.stderr and "ccweb-store serve" in result.stderr
+    assert not data_dir.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_mcp_stdio_started_where_no_database_is_refuses_and_creates_none(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "home"
+    initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+
+    result = run_cli(
+        "mcp-stdio",
+        "--source-session",
+        "planner",
+        env=home_env(data_dir),
+        cwd=tmp_path,
+        input=initialize + "\n",
+    )
+
+    assert result.returncode == 1
+    assert result.stdout == ""  # nothing an MCP client would take for an answer
+    assert f"no database at {data_dir / 'ccweb.db'}" in result.stderr
     assert not data_dir.exists()
     assert list(tmp_path.iterdir()) == []
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from ccweb_store.cli import app
@@ -33,3 +37,23 @@ def test_help_shows_the_environment_variable_of_each_option(
     text = " ".join(result.output.split())
     for note in notes:
         assert note in text, f"{note!r} missing from the help of {' '.join(command)}"
+
+
+def _commands(command: Any, path: list[str]) -> Iterator[list[str]]:
+    """The path of every command that runs something (not a group), under ``command``."""
+    subcommands = getattr(command, "commands", None)
+    if not subcommands:
+        yield path
+        return
+    for name, sub in subcommands.items():
+        yield from _commands(sub, [*path, name])
+
+
+def test_every_command_shows_an_example_of_itself_in_its_help() -> None:
+    commands = list(_commands(typer.main.get_command(app), []))
+    assert len(commands) > 20
+
+    for command in commands:
+        result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        assert f"Example: ccweb-store {' '.join(command)}" in result.output, command

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+import sqlite3
 import subprocess
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 from ccweb_store.protocol.stdio import mcp_url, routing_headers_for
 from tests.cli_support import run_cli
+from tests.conftest import migrate_url
 from tests.servers import server_env, serving
 
 
@@ -97,8 +101,9 @@ def test_the_bridge_url_may_name_the_server_or_the_endpoint() -> None:
     assert mcp_url("http://127.0.0.1:8787/mcp") == "http://127.0.0.1:8787/mcp"
 
 
-def test_stdio_migrates_a_new_database_before_answering(tmp_path: Path) -> None:
-    database = tmp_path / "fresh.db"
+def test_stdio_migrates_an_older_database_before_answering(tmp_path: Path) -> None:
+    database = tmp_path / "older.db"
+    asyncio.run(migrate_url(f"sqlite+aiosqlite:///{database}", "0008"))
     completed = _run(
         ["--source-session", "me", "--database-url", f"sqlite+aiosqlite:///{database}"],
         [_request("tools/call", {"name": "ccweb_list_conversations", "arguments": {}})],
@@ -107,7 +112,20 @@ def test_stdio_migrates_a_new_database_before_answering(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     answer = json.loads(completed.stdout)
     assert answer["result"]["isError"] is False
-    assert database.exists()
+    with closing(sqlite3.connect(database)) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone()[0] >= "0009"
+
+
+def test_stdio_refuses_a_database_that_is_not_there(tmp_path: Path) -> None:
+    database = tmp_path / "missing.db"
+    completed = _run(
+        ["--source-session", "me", "--database-url", f"sqlite+aiosqlite:///{database}"],
+        [_request("tools/call", {"name": "ccweb_list_conversations", "arguments": {}})],
+        "sqlite+aiosqlite:///ignored-because-the-flag-wins.db",
+    )
+    assert completed.returncode == 1
+    assert f"no database at {database}" in completed.stderr
+    assert not database.exists()
 
 
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"

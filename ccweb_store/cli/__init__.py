@@ -110,7 +110,10 @@ def migrate(
     ] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Upgrade (or downgrade) the database schema."""
+    """Upgrade (or downgrade) the database schema, creating the database if it is not there.
+
+    Example: ccweb-store migrate   or   ccweb-store migrate 0008 --downgrade
+    """
     from ccweb_store.store import db
 
     settings = database_settings(database_url, create=True)
@@ -156,7 +159,10 @@ def import_json(
 ) -> None:
     """Import cc-web's JSON state (sessions, messages, replies); safe to run again to sync.
 
-    Exits 1 when any file, message or reply was skipped (each is reported with its reason).
+    Creates and migrates the database if it is not there (a dry run never does). Exits 1 when
+    any file, message or reply was skipped (each is reported with its reason).
+
+    Example: ccweb-store import-json ~/cc-web/data --dry-run
     """
     from ccweb_store.importer.console import run_import
 
@@ -206,7 +212,13 @@ def mcp_stdio(
     database_url: DatabaseUrl = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "warning",
 ) -> None:
-    """Serve the ccweb MCP tools on stdin/stdout (logs go to stderr)."""
+    """Serve the ccweb MCP tools on stdin/stdout (logs go to stderr).
+
+    On the database (which must exist: it is migrated, never created) or bridged to a running
+    server with --url.
+
+    Example: ccweb-store mcp-stdio --url http://127.0.0.1:8787 --credential ccw1.…
+    """
     from ccweb_store.domain.context import Source
     from ccweb_store.protocol import stdio
 
@@ -220,8 +232,9 @@ def mcp_stdio(
         settings = load_settings(token=token)
         asyncio.run(stdio.serve_bridge(url, settings.token, source, credential=credential))
     else:
-        # A server on stdio: like serve, it creates and migrates its database.
-        settings = database_settings(database_url, create=True)
+        # Started by an agent's client, whose settings may name the wrong place: an empty
+        # database made there would answer as if every conversation were gone.
+        settings = database_settings(database_url)
         asyncio.run(stdio.serve_database(settings, source))
 
 

@@ -193,7 +193,10 @@ def credentials_list(
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Credentials, newest first (active ones only unless --all). Tokens are never shown."""
+    """Credentials, newest first (active ones only unless --all). Tokens are never shown.
+
+    Example: ccweb-store credentials list --conversation conv_0123 --all
+    """
     from ccweb_store.services.credentials import list_credentials
 
     params: dict[str, Any] = {"includeInactive": include_inactive, "limit": limit}
@@ -215,7 +218,10 @@ def credentials_revoke(
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Withdraw a credential: the next request that presents it is refused (exit 3: unknown)."""
+    """Withdraw a credential: the next request that presents it is refused (exit 3: unknown).
+
+    Example: ccweb-store credentials revoke cred_0123
+    """
     from ccweb_store.services.credentials import revoke_credential
 
     revoked = with_store(

@@ -265,6 +265,8 @@ def replies_retry(
     ready: deliver it now. failed with reply text: ready again, then delivered. failed without
     reply text, or waiting with no run left: queue a new run on the target. returned, or a
     target run for it still queued or running (target_busy): exit 1, nothing changed.
+
+    Example: ccweb-store replies retry req_0123
     """
     from ccweb_store.services.replies import retry_reply
 
@@ -291,6 +293,8 @@ def replies_fail(
     """Give up on a waiting or ready request; its source gets a failure notice (reply.fail).
 
     An already failed request is left as it is; a returned one exits 1.
+
+    Example: ccweb-store replies fail req_0123 --reason "the target was deleted"
     """
     from ccweb_store.services.replies import fail_reply
 
@@ -349,6 +353,8 @@ def replies_expire(
     """Fail every waiting request older than DURATION with "expired" (the host API's reply.expire).
 
     Each source gets a failure notice. ready, failed and returned requests are not touched.
+
+    Example: ccweb-store replies expire --older-than 7d --dry-run
     """
     from ccweb_store.services.replies import expirable_replies, expire_replies
     from ccweb_store.services.schemas import reply_out

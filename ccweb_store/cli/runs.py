@@ -35,7 +35,10 @@ def runs_list(
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Runs, newest first."""
+    """Runs, newest first.
+
+    Example: ccweb-store runs list --status running --older-than 1h
+    """
     from ccweb_store.services.debugging import list_runs
     from ccweb_store.services.schemas import run_out
 
@@ -70,6 +73,8 @@ def runs_requeue(
     """Put a running run whose worker died back in the queue (attempts + 1).
 
     Any worker can then claim it. A run that is not running exits 1.
+
+    Example: ccweb-store runs requeue run_0123
     """
     from ccweb_store.services.runs import requeue_run
 

@@ -280,10 +280,7 @@ def carried_request_id(metadata: dict[str, Any]) -> str | None:
 def marks_replies(legacy: LegacySession) -> bool:
     """Whether a message of ``legacy`` has a ``metadata`` key ``find_reply_request_message``
     matches, whatever its value (``marks_reply``)."""
-    for message in legacy.messages:
-        if marks_reply(message.metadata):
-            return True
-    return False
+    return any(marks_reply(message.metadata) for message in legacy.messages)
 
 
 def marks_reply(metadata: dict[str, Any]) -> bool:
