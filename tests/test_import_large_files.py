@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ccweb_store.importer import large_sessions
+from ccweb_store.importer import console, large_sessions
 from tests.mobility_data import fill_every_kind_of_row, raw_rows
 from tests.test_importer import (
     dump,
@@ -129,3 +129,22 @@ def test_an_export_imported_streamed_gives_the_same_conversations(
     after = as_read(asyncio.run(raw_rows(fresh_database_url)))
     for table in ("sessions", "messages"):
         assert after[table] == before[table], table
+
+
+def test_a_streamed_file_reports_how_far_its_messages_got(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = write_large_state(tmp_path / "state", sessions=1, messages=40)
+    monkeypatch.setattr(large_sessions, "STREAM_FROM_BYTES", 0)
+    monkeypatch.setattr(large_sessions, "BATCH", 7)
+    monkeypatch.setattr(console, "PLAIN_EVERY", 10)
+
+    code, _, stderr = run_import(state, database_url)
+
+    assert code == 0
+    path = state / "sessions" / "conv-000.json"
+    # After the batches that passed 10, 20 and 30 messages; then the file's own line.
+    assert [line.strip() for line in stderr.splitlines() if "messages" in line] == [
+        f"{path}: {done} of 40 messages" for done in (14, 21, 35)
+    ]
+    assert f"[1/2] {path}: imported" in stderr

@@ -176,9 +176,10 @@ def test_a_session_streamed_normalises_to_the_session_read_whole(
     path.write_text(json.dumps(session, indent=1), encoding="utf-8")
     whole = read_session_file(path, fallback_time=FALLBACK)
 
-    header = read_streamed_session(path, fallback_time=FALLBACK)
+    header, count = read_streamed_session(path, fallback_time=FALLBACK)
     messages = list(read_streamed_messages(path))
 
+    assert count == len(messages)
     assert messages == whole.messages
     header.messages = messages
     assert header == whole

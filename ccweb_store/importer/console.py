@@ -14,12 +14,14 @@ from pathlib import Path
 
 from ccweb_store.config import Settings
 from ccweb_store.importer.load import import_files_total, import_state
-from ccweb_store.importer.summary import ImportSummary, ProgressCallback
+from ccweb_store.importer.summary import ImportSummary, MessagesCallback, ProgressCallback
 from ccweb_store.store import db
 from ccweb_store.store.uow import Store
 
 #: The summary lists this many values kept as text; ``--json`` lists them all.
 KEPT_SHOWN = 20
+#: Without a terminal, a large file's progress is a line per this many messages.
+PLAIN_EVERY = 100_000
 
 
 async def run_import(
@@ -28,8 +30,10 @@ async def run_import(
     """Migrate (unless ``dry_run``), import ``directory`` with progress, print the summary."""
     store = await _open_store(settings, dry_run=dry_run)
     try:
-        with _progress(import_files_total(directory)) as on_file:
-            summary = await import_state(store, directory, dry_run=dry_run, on_file=on_file)
+        with _progress(import_files_total(directory)) as (on_file, on_messages):
+            summary = await import_state(
+                store, directory, dry_run=dry_run, on_file=on_file, on_messages=on_messages
+            )
     finally:
         if store is not None:
             await store.dispose()
@@ -58,8 +62,9 @@ async def _open_store(settings: Settings, *, dry_run: bool) -> Store | None:
 
 
 @contextmanager
-def _progress(total: int) -> Iterator[ProgressCallback]:
-    """A rich progress bar on a terminal, otherwise one plain line per file on stderr."""
+def _progress(total: int) -> Iterator[tuple[ProgressCallback, MessagesCallback]]:
+    """A rich progress bar on a terminal, otherwise one plain line per file on stderr; a large
+    file imported a message at a time shows how far it got (plain: every ``PLAIN_EVERY``)."""
     if sys.stderr.isatty():
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -76,17 +81,27 @@ def _progress(total: int) -> Iterator[ProgressCallback]:
             def advance(path: Path, outcome: str) -> None:
                 bar.update(task, advance=1, description=f"{path.name}: {outcome}")
 
-            yield advance
+            def messages(path: Path, done: int, of: int) -> None:
+                bar.update(task, description=f"{path.name}: {done:,} of {of:,} messages")
+
+            yield advance, messages
         return
 
-    done = 0
+    done_files = 0
 
     def report(path: Path, outcome: str) -> None:
-        nonlocal done
-        done += 1
-        print(f"[{done}/{total}] {path}: {outcome}", file=sys.stderr, flush=True)
+        nonlocal done_files
+        done_files += 1
+        print(f"[{done_files}/{total}] {path}: {outcome}", file=sys.stderr, flush=True)
 
-    yield report
+    shown: dict[Path, int] = {}
+
+    def report_messages(path: Path, done: int, of: int) -> None:
+        if done // PLAIN_EVERY > shown.get(path, 0) // PLAIN_EVERY:
+            print(f"  {path}: {done:,} of {of:,} messages", file=sys.stderr, flush=True)
+        shown[path] = done
+
+    yield report, report_messages
 
 
 def _report(summary: ImportSummary, *, as_json: bool) -> None:

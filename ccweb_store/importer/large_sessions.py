@@ -14,6 +14,7 @@ message, which needs the file whole). Either way the database ends up the same.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from ccweb_store.importer.session_sync import (
     marks_reply,
     message_kept_values,
 )
-from ccweb_store.importer.summary import ImportSummary, KeptValue, Skipped
+from ccweb_store.importer.summary import ImportSummary, KeptValue, MessagesCallback, Skipped
 from ccweb_store.store.uow import Store
 
 #: Files from this size on are streamed: a file read whole takes several times its size.
@@ -65,11 +66,13 @@ async def import_large_session_file(
     summary: ImportSummary,
     unmarked: set[str],
     carried: dict[tuple[str, str], str] | None,
+    on_messages: MessagesCallback | None = None,
 ) -> str | None:
-    """Import ``path`` streamed (see the module docstring) as ``import_session_file`` would;
-    None when it must be imported whole instead (nothing written)."""
+    """Import ``path`` streamed (see the module docstring) as ``import_session_file`` would,
+    telling ``on_messages`` how far it got after each batch; None when it must be imported
+    whole instead (nothing written)."""
     try:
-        legacy = read_streamed_session(path)
+        legacy, count = read_streamed_session(path)
     except NotStreamable:
         return None
     except LegacyFileError as exc:
@@ -86,7 +89,12 @@ async def import_large_session_file(
                     return None
             streamed = _streamed(path, legacy, dry_run=True)
         else:
-            found = await _write(store, path, legacy)
+
+            def progress(done: int) -> None:
+                if on_messages is not None:
+                    on_messages(path, done, count)
+
+            found = await _write(store, path, legacy, progress)
             if found is None:
                 return None
             streamed = found
@@ -118,7 +126,9 @@ def _streamed(path: Path, legacy: LegacySession, *, dry_run: bool) -> _Streamed:
     return streamed
 
 
-async def _write(store: Store, path: Path, legacy: LegacySession) -> _Streamed | None:
+async def _write(
+    store: Store, path: Path, legacy: LegacySession, progress: Callable[[int], None]
+) -> _Streamed | None:
     """Insert the session and its messages in one transaction; None (nothing written) when the
     session is there already or the database refuses a row (two messages sharing an id breaks
     the primary key): the file read whole then says what to do with it."""
@@ -136,6 +146,7 @@ async def _write(store: Store, path: Path, legacy: LegacySession) -> _Streamed |
                 if len(rows) == BATCH:
                     await uow.messages.insert_many(rows, noted=False)
                     rows = []
+                    progress(streamed.messages)
             await uow.messages.insert_many(rows, noted=False)
             uow.messages.note_imported(legacy.id, streamed.messages)
             await uow.commit()

@@ -159,15 +159,19 @@ def _read_session(
     return session
 
 
-def read_streamed_session(path: Path, *, fallback_time: datetime | None = None) -> LegacySession:
-    """The session of a file too large to read whole, without its messages (the file read
-    once, one message at a time, for its other members and the messages' times);
+def read_streamed_session(
+    path: Path, *, fallback_time: datetime | None = None
+) -> tuple[LegacySession, int]:
+    """The session of a file too large to read whole, without its messages, and how many
+    messages it holds (the file read once, one message at a time, for its other members and
+    the messages' times);
     ``read_streamed_messages`` then gives the messages. Raises ``NotStreamable`` when the
     file must be read whole (``json_stream``), ``LegacyFileError`` as ``read_session_file``."""
     document: dict[str, Any] = {}
     earliest: datetime | None = None
     latest: datetime | None = None
     skipped: list[str] = []
+    count = 0
     for member in stream_object(path, "messages", FiniteScreen().decoder()):
         if not isinstance(member, Item):
             document[member[0]] = member[1]  # ``messages`` as an empty list, if it is one
@@ -176,6 +180,7 @@ def read_streamed_session(path: Path, *, fallback_time: datetime | None = None) 
         if not isinstance(raw, dict):
             skipped.append(_skipped_message(member.index, raw))
             continue
+        count += 1
         created_at = message_time(raw)[1]
         if created_at is not None:
             earliest = created_at if earliest is None else min(earliest, created_at)
@@ -187,7 +192,7 @@ def read_streamed_session(path: Path, *, fallback_time: datetime | None = None) 
     except RecursionError:
         raise LegacyFileError(TOO_DEEP_TO_READ) from None
     session.skipped_messages = skipped
-    return session
+    return session, count
 
 
 def read_streamed_messages(path: Path) -> Iterator[LegacyMessage]:

@@ -27,7 +27,7 @@ from ccweb_store.importer.legacy_replies import REPLIES_FILE
 from ccweb_store.importer.legacy_sessions import session_files
 from ccweb_store.importer.reply_sync import import_replies_file
 from ccweb_store.importer.session_sync import import_session_file
-from ccweb_store.importer.summary import ImportSummary, ProgressCallback
+from ccweb_store.importer.summary import ImportSummary, MessagesCallback, ProgressCallback
 from ccweb_store.store.uow import Store
 
 
@@ -42,6 +42,7 @@ async def import_state(
     *,
     dry_run: bool = False,
     on_file: ProgressCallback | None = None,
+    on_messages: MessagesCallback | None = None,
 ) -> ImportSummary:
     """Import ``directory`` (a cc-web state) into ``store``.
 
@@ -54,7 +55,9 @@ async def import_state(
     for path in session_files(directory):
         outcome = None
         if is_large(path):
-            outcome = await import_large_session_file(store, path, summary, unmarked, carried)
+            outcome = await import_large_session_file(
+                store, path, summary, unmarked, carried, on_messages
+            )
         if outcome is None:
             with _cyclic_gc_paused():
                 outcome = await import_session_file(store, path, summary, unmarked, carried)

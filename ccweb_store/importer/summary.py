@@ -102,3 +102,6 @@ class ImportSummary:
 
 #: Called after each file with (path, what happened); the CLI draws progress with it.
 ProgressCallback = Callable[[Path, str], None]
+#: Called while a large file is imported a message at a time, with (path, messages written so
+#: far, messages in the file).
+MessagesCallback = Callable[[Path, int, int], None]
