@@ -8,12 +8,14 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 
 from ccweb_store.domain import events as types
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import events as event_service
 from ccweb_store.services.events import EventsExpired
 from ccweb_store.store.event_feed import Subscription
@@ -184,6 +186,174 @@ async def test_pruning_keeps_what_is_younger_than_the_retention(pair: Store) -> 
     before = len((await event_service.list_events(pair, {}))["events"])
     assert await event_service.prune_events(pair, retention_days=1) == 0
     assert len((await event_service.list_events(pair, {}))["events"]) == before
+
+
+# --- claims: the claim and its event in one statement where each statement commits alone --
+
+
+def no_lease_expires_soon(store: Store) -> None:
+    """No lease can pass within the hour: a claim asks no lease probe first, so a claim
+    without extras runs alone (on PostgreSQL, one statement without a transaction)."""
+    store.no_lease_expires_before = utcnow() + timedelta(hours=1)
+
+
+async def test_a_claim_writes_its_started_event_once_and_tells_the_feed(
+    pair: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ccweb_store.services import runs
+    from ccweb_store.store.postgres.driver import PostgresTransaction
+    from tests.lifecycle_support import ask
+
+    sent = await ask(pair, "conv-a", "conv-b", "hi")
+    before = (await event_service.list_events(pair, {}))["latestId"]
+    told: list[list[dict[str, Any]]] = []
+    monkeypatch.setattr(pair.feed, "poke", lambda written=None: told.append(list(written or [])))
+    begun: list[object] = []
+    begin = PostgresTransaction._begin
+
+    async def counted_begin(self: PostgresTransaction) -> None:
+        begun.append(self)
+        await begin(self)
+
+    monkeypatch.setattr(PostgresTransaction, "_begin", counted_begin)
+    no_lease_expires_soon(pair)
+    claimed = (await runs.claim_run(pair, {"workerId": "w1"}))["run"]
+    assert claimed["id"] == sent["runId"]
+    if pair.dialect == "postgresql":
+        assert begun == []  # one statement, its own transaction: no BEGIN, no COMMIT
+    listed = (await event_service.list_events(pair, {"after": before}))["events"]
+    assert [
+        (e["type"], e.get("conversationId"), e.get("runId"), e.get("requestId")) for e in listed
+    ] == [(types.RUN_STARTED, "conv-b", sent["runId"], sent["requestId"])]
+    assert listed[0]["payload"] == {"kind": "cross_conversation", "workerId": "w1"}
+    assert "peerConversationId" not in listed[0] and "messageId" not in listed[0]
+    assert [[(e["type"], e["run_id"]) for e in written] for written in told] == [
+        [(types.RUN_STARTED, sent["runId"])]
+    ]
+    assert told[0][0]["payload"] == listed[0]["payload"]
+
+
+async def test_a_claim_with_extras_still_commits_its_run_event_and_credential_together(
+    pair: Store,
+) -> None:
+    from ccweb_store.services import runs
+    from tests.lifecycle_support import ask
+
+    sent = await ask(pair, "conv-a", "conv-b", "hi")
+    before = (await event_service.list_events(pair, {}))["latestId"]
+    no_lease_expires_soon(pair)
+    claimed = await runs.claim_run(
+        pair, {"workerId": "w1", "withConversation": True, "mintCredential": {}}
+    )
+    assert claimed["run"]["id"] == sent["runId"]
+    assert claimed["conversation"]["id"] == "conv-b" and claimed["credential"]["token"]
+    listed = (await event_service.list_events(pair, {"after": before}))["events"]
+    assert [(e["type"], e["payload"]) for e in listed] == [
+        (types.RUN_STARTED, {"kind": "cross_conversation", "workerId": "w1"})
+    ]
+
+
+async def test_a_claim_with_nothing_to_claim_writes_no_event_and_wakes_no_process(
+    pair: Store,
+) -> None:
+    from ccweb_store.services import runs
+    from ccweb_store.store.postgres.listen import CHANNEL
+
+    before = (await event_service.list_events(pair, {}))["latestId"]
+    noticed: list[str] = []
+    async with pair.engine.connect() as listener:
+        if pair.dialect == "postgresql":
+            driver = (await listener.get_raw_connection()).driver_connection
+            await driver.add_listener(CHANNEL, lambda *args: noticed.append(args[-1]))
+        no_lease_expires_soon(pair)
+        assert (await runs.claim_run(pair, {"workerId": "w1"}))["run"] is None
+        await asyncio.sleep(0.3)
+        if pair.dialect == "postgresql":
+            async with pair.uow() as uow:  # a commit with an event is heard: the LISTEN works
+                await uow.messages.append("conv-a", "user", "heard")
+                await uow.commit()
+            for _ in range(50):
+                if noticed:
+                    break
+                await asyncio.sleep(0.05)
+            assert len(noticed) == 1
+    after = (await event_service.list_events(pair, {"after": before}))["events"]
+    assert [e["type"] for e in after] == ([types.MESSAGE_APPENDED] if noticed else [])
+
+
+async def test_claimers_at_once_take_each_run_once_one_per_conversation(pair: Store) -> None:
+    """Ten claimers at once over six conversations of two queued runs each: each claimed run
+    went to one claimer, one run per conversation runs, and each claim wrote one event."""
+    from ccweb_store.services import runs
+    from tests.lifecycle_support import make_conversation
+
+    conversations = [f"t-{index}" for index in range(6)]
+    for conversation in conversations:
+        await make_conversation(pair, conversation)
+    async with pair.uow() as uow:
+        for conversation in conversations * 2:
+            await uow.runs.enqueue(conversation, "user_turn")
+        await uow.commit()
+    before = (await event_service.list_events(pair, {}))["latestId"]
+    no_lease_expires_soon(pair)
+    results = await asyncio.gather(
+        *(runs.claim_run(pair, {"workerId": f"w-{n}"}) for n in range(10))
+    )
+    claimed = [result["run"] for result in results if result["run"] is not None]
+    while (late := (await runs.claim_run(pair, {"workerId": "w-late"}))["run"]) is not None:
+        claimed.append(late)  # a claimer that lost every race left its run to the queue
+    assert sorted(run["sessionId"] for run in claimed) == conversations
+    assert len({run["id"] for run in claimed}) == len(conversations)
+    started = (await event_service.list_events(pair, {"after": before, "limit": 100}))["events"]
+    assert sorted((e["runId"], e["payload"]["workerId"]) for e in started) == sorted(
+        (run["id"], run["workerId"]) for run in claimed
+    )
+    assert {e["type"] for e in started} == {types.RUN_STARTED}
+
+
+async def test_event_ids_become_visible_in_commit_order_while_claims_and_sends_run(
+    pair: Store,
+) -> None:
+    """A reader that has seen event N never later finds a smaller id appear, while claims
+    (on PostgreSQL one statement each) and sends (a transaction each) commit at once."""
+    from ccweb_store.services import runs
+    from tests.lifecycle_support import ask, make_conversation
+
+    loops, rounds = 8, 3
+    targets = [f"t-{index}" for index in range(loops * rounds)]
+    for target in targets:
+        await make_conversation(pair, target)
+    no_lease_expires_soon(pair)
+    late: list[int] = []
+    polls = 0
+    done = asyncio.Event()
+
+    async def read() -> None:
+        nonlocal polls
+        known: set[int] = set()
+        while not done.is_set() or polls == 0:
+            async with pair.read_uow() as uow:
+                ids = {row["id"] for row in await uow.events.after(0, 1000)}
+            highest = max(known, default=0)
+            late.extend(sorted(i for i in ids - known if i < highest))
+            known |= ids
+            polls += 1
+            await asyncio.sleep(0)
+
+    async def work(loop: int) -> None:
+        for target in targets[loop::loops]:
+            await ask(pair, "conv-a", target, "go")
+            await runs.claim_run(pair, {"workerId": f"w-{loop}", "kinds": ["cross_conversation"]})
+
+    reader = asyncio.create_task(read())
+    await asyncio.gather(*(work(loop) for loop in range(loops)))
+    done.set()
+    await reader
+    assert late == []
+    listed = (await event_service.list_events(pair, {"limit": 1000}))["events"]
+    started = [e for e in listed if e["type"] == types.RUN_STARTED]
+    assert len({e["runId"] for e in started}) == len(started) == len(targets)
+    assert polls > 1
 
 
 def test_a_subscriber_that_falls_behind_is_marked_and_holds_no_more() -> None:

@@ -192,7 +192,15 @@ async def _claim(
     extras: ClaimExtras | None,
 ) -> tuple[Run, dict[str, Any]] | None:
     """One claim in a unit of work of its own (the claim, its event and its ``extras``
-    commit together); expired leases are requeued (in others) first."""
+    commit together); expired leases are requeued (in others) first.
+
+    A claim alone, with no lease to probe for, is one statement that writes its event too
+    where the database can (``RunLeases.claim``), so it needs no transaction around it
+    (``autocommit``: on PostgreSQL no ``BEGIN`` and ``COMMIT``). The probe and ``extras``
+    run in the claim's transaction."""
+    if extras is None and not _lease_probe_due(store, now):
+        async with store.uow(autocommit=True) as uow:
+            return await _claim_in(uow, worker_id, lease, kinds, now, None)
     async with store.uow() as uow:
         # A probe inside the claim's own transaction instead of a separate pass: expired
         # leases are rare.
@@ -237,12 +245,11 @@ async def _lease_expired(store: Store, uow: UnitOfWork, now: datetime | None) ->
     until then skip the query (``Store.no_lease_expires_before``). A caller that passes its
     own ``now`` (tests, replays) always asks, and forgets what was known.
     """
+    if not _lease_probe_due(store, now):
+        return False
     if now is not None:
         store.no_lease_expires_before = None  # leases set by that clock may be anywhere
     current = now or utcnow()
-    horizon = store.no_lease_expires_before
-    if horizon is not None and current < horizon:
-        return False
     earliest = await uow.runs.earliest_lease_expiry()
     if earliest is not None and earliest < current:
         return True
@@ -250,6 +257,15 @@ async def _lease_expired(store: Store, uow: UnitOfWork, now: datetime | None) ->
         horizon = current + timedelta(seconds=MIN_LEASE_SECONDS)
         store.no_lease_expires_before = horizon if earliest is None else min(earliest, horizon)
     return False
+
+
+def _lease_probe_due(store: Store, now: datetime | None) -> bool:
+    """Whether ``_lease_expired`` asks the database: a caller's own ``now``, or the time
+    past ``Store.no_lease_expires_before``."""
+    if now is not None:
+        return True
+    horizon = store.no_lease_expires_before
+    return horizon is None or utcnow() >= horizon
 
 
 async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:

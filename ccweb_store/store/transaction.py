@@ -59,6 +59,12 @@ class Transaction:
     #: Whether event ids must be drawn under a lock held to the commit, so that they come in
     #: commit order (``repositories.events``): where transactions write at once.
     orders_events = False
+    #: Whether a change writes its own events in the statement that makes it (a data-modifying
+    #: ``WITH`` under the ordering lock, ``events.ordered_insert``) instead of noting them for
+    #: the flush at the commit: where each statement commits by itself (a PostgreSQL unit of
+    #: work without a transaction), so that a change and its events still commit together.
+    #: Only changes that can (``RunLeases.claim``) may run in such a unit of work.
+    events_in_statements = False
     #: What this process's event notices carry, so that its own listener can tell them apart.
     event_origin = ""
 

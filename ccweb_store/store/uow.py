@@ -138,9 +138,12 @@ class UnitOfWork:
         transaction = self._current()
         if transaction.ended:
             raise RuntimeError("this unit of work has already ended; open a new one")
-        written = self._state.events
+        state = self._state
+        written = state.events
+        if state.written_events:
+            written = [*state.written_events, *written]
         await self.events.flush()  # in the transaction, as its last write
-        self._state.locked_sessions = {}  # the transaction's row locks end with it
+        state.locked_sessions = {}  # the transaction's row locks end with it
         await transaction.commit()
         if written and self._on_events is not None:
             self._on_events(written)
@@ -149,6 +152,7 @@ class UnitOfWork:
         """Roll back; the unit of work ends, like leaving the block."""
         self._state.locked_sessions = {}
         self._state.events = []
+        self._state.written_events = []
         await self._current().rollback()
 
 
@@ -205,7 +209,9 @@ class Store:
 
         ``autocommit`` is for a unit of work whose statements need not commit together: on
         PostgreSQL each then commits by itself, which saves the ``BEGIN`` and ``COMMIT``
-        round trips to the server; SQLite's writes commit together as always.
+        round trips to the server, and a change must write its events in its own statement
+        (``Transaction.events_in_statements``: a claim); SQLite's writes commit together as
+        always.
 
         Never open one inside another: on SQLite the inner one would wait for the outer one.
         """

@@ -263,6 +263,7 @@ class PostgresTransaction(Transaction):
         self.connection = connection
         self.driver = driver
         self.atomic = atomic
+        self.events_in_statements = not atomic
         self._transaction: Any = None
         self._first_done = False
         self._released = False

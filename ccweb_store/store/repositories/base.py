@@ -153,6 +153,9 @@ class UnitState:
         self.locked_sessions: dict[str, Any] = {}
         #: The changes made so far, written to the outbox at the commit (``events.py``).
         self.events: list[dict[str, Any]] = []
+        #: The changes whose events their own statements wrote already
+        #: (``Transaction.events_in_statements``): the commit tells the feed of them too.
+        self.written_events: list[dict[str, Any]] = []
 
     def note(
         self,
@@ -165,9 +168,11 @@ class UnitState:
         request_id: str | None = None,
         payload: dict[str, Any] | None = None,
         at: datetime | None = None,
+        written: bool = False,
     ) -> None:
-        """Note a change for the event outbox (``EventRepository.flush`` writes it)."""
-        self.events.append(
+        """Note a change for the event outbox (``EventRepository.flush`` writes it), or, when
+        ``written``, an event the change's own statement wrote already."""
+        (self.written_events if written else self.events).append(
             {
                 "type": event_type,
                 "conversation_id": conversation_id,

@@ -42,22 +42,31 @@ EVENT_COLUMNS = (
 _PLAIN_INSERT = prebuilt(sa.insert(EVENTS))
 
 
-def _ordered_insert() -> sa.Insert:
-    """``INSERT INTO events … SELECT <the values> FROM (SELECT <lock>, <notify>)``: the row can
-    only be made, and its id drawn, once the lock is held."""
+def ordered_insert(rows: sa.Select[Any]) -> sa.Insert:
+    """``INSERT INTO events`` the events ``rows`` selects (a column labelled by each name of
+    ``EVENT_COLUMNS``), where several transactions write at once: each row passes a subquery
+    that first takes the ordering lock and queues the wake-up notice (``pg_notify``), so its
+    id is drawn only once the lock is held. Nothing is locked or noticed when ``rows`` selects
+    none. PostgreSQL evaluates the subquery's volatile functions once per row, in place."""
+    source = rows.subquery("source")
     gate = sa.select(
+        *source.c,
         sa.func.pg_advisory_xact_lock(sa.literal_column(str(ORDER_LOCK_KEY))).label("locked"),
         sa.func.pg_notify(
             sa.literal_column(f"'{CHANNEL}'"), sa.bindparam("origin", type_=sa.String())
         ).label("notified"),
     ).subquery("gate")
-    values = sa.select(
-        *(sa.bindparam(name, type_=EVENTS.c[name].type) for name in EVENT_COLUMNS)
-    ).select_from(gate)
-    return prebuilt(sa.insert(EVENTS).from_select(list(EVENT_COLUMNS), values))
+    values = sa.select(*(gate.c[name] for name in EVENT_COLUMNS))
+    return sa.insert(EVENTS).from_select(list(EVENT_COLUMNS), values)
 
 
-_ORDERED_INSERT = _ordered_insert()
+_ORDERED_INSERT = prebuilt(
+    ordered_insert(
+        sa.select(
+            *(sa.bindparam(name, type_=EVENTS.c[name].type).label(name) for name in EVENT_COLUMNS)
+        )
+    )
+)
 _LATEST_ID = prebuilt(sa.select(sa.func.max(EVENTS.c.id)))
 _OLDEST_ID = prebuilt(sa.select(sa.func.min(EVENTS.c.id)))
 _HAS_ID = prebuilt(sa.select(EVENTS.c.id).where(EVENTS.c.id == sa.bindparam("event_id")))
@@ -77,6 +86,12 @@ class EventRepository(Repository):
         pending = self.state.events
         if not pending:
             return 0
+        if self.transaction.events_in_statements:
+            # Written now, they would commit apart from their changes, which committed already.
+            raise RuntimeError(
+                "a unit of work without a transaction wrote changes whose events it cannot "
+                "write with them; make such changes in a unit of work with a transaction"
+            )
         self.state.events = []
         if self.transaction.orders_events:
             # The notice names this process, whose own listener then leaves it alone: the

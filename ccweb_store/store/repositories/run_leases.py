@@ -17,6 +17,7 @@ from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, RUN_KINDS, validate_choi
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Run
 from ccweb_store.store.repositories.base import RUNS, Repository, constant, one_of, prebuilt
+from ccweb_store.store.repositories.events import EVENTS, ordered_insert
 
 _EARLIEST_LEASE_EXPIRY = prebuilt(
     sa.select(sa.func.min(RUNS.c.lease_expires_at)).where(RUNS.c.status == constant("running"))
@@ -51,6 +52,34 @@ def _claim_oldest_statement(kinds: tuple[str, ...]) -> sa.Update:
     (``ClaimRace``).
     """
     return prebuilt(_set_running_where(RUNS.c.id == oldest_claimable(kinds).scalar_subquery()))
+
+
+@lru_cache(maxsize=16)
+def _claim_oldest_with_event_statement(kinds: tuple[str, ...]) -> sa.Select[Any]:
+    """``_claim_oldest_statement`` and its ``run.started`` event as one statement, for a unit
+    of work whose statements each commit by themselves (``Transaction.events_in_statements``):
+    ``WITH claimed AS (UPDATE runs … RETURNING …), started AS (INSERT INTO events … FROM
+    claimed) SELECT … FROM claimed``. The event takes the ordering lock only when a run was
+    claimed, and holds it until the statement commits (bound besides the claim's values:
+    ``p_event_at``, ``origin``). PostgreSQL only: a data-modifying ``WITH``."""
+    claimed = _claim_oldest_statement(kinds).cte("claimed")
+    started = sa.select(
+        sa.literal(events.RUN_STARTED, EVENTS.c.type.type).label("type"),
+        claimed.c.session_id.label("conversation_id"),
+        sa.cast(sa.null(), EVENTS.c.peer_conversation_id.type).label("peer_conversation_id"),
+        sa.cast(sa.null(), EVENTS.c.message_id.type).label("message_id"),
+        claimed.c.id.label("run_id"),
+        claimed.c.reply_request_id.label("request_id"),
+        sa.bindparam("p_event_at", type_=EVENTS.c.created_at.type).label("created_at"),
+        # What ``RunLeases._note`` writes for a claim: {kind, workerId}.
+        sa.func.jsonb_build_object(
+            sa.literal("kind", sa.Text()),
+            claimed.c.kind,
+            sa.literal("workerId", sa.Text()),
+            claimed.c.worker_id,
+        ).label("payload"),
+    )
+    return prebuilt(sa.select(claimed).add_cte(ordered_insert(started).cte("started")))
 
 
 def oldest_claimable(kinds: tuple[str, ...]) -> sa.Select[Any]:
@@ -116,29 +145,52 @@ class RunLeases(Repository):
     ) -> Run | None:
         """Take the oldest queued run of a session that has no running run, leased to ``worker_id``.
 
-        One statement (``_claim_oldest_statement``). On PostgreSQL a claim that loses a race
-        with another for a run of the same session raises ``ClaimRace``.
+        One statement (``_claim_oldest_statement``), its event noted for the commit; where
+        each statement commits by itself (``Transaction.events_in_statements``), one statement
+        that writes the event too (``_claim_oldest_with_event_statement``). On PostgreSQL a
+        claim that loses a race with another for a run of the same session raises
+        ``ClaimRace``.
         """
         now = now or utcnow()
         for kind in kinds or ():
             validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
         params = self._lease_params(worker_id, lease_seconds, now)
-        statement = _claim_oldest_statement(tuple(kinds or RUN_KINDS))
+        kinds_claimed = tuple(kinds or RUN_KINDS)
+        in_statement = self.transaction.events_in_statements
+        event_at = None
+        statement: sa.Executable
+        if in_statement:
+            event_at = utcnow()
+            params |= {"p_event_at": event_at, "origin": self.transaction.event_origin}
+            statement = _claim_oldest_with_event_statement(kinds_claimed)
+        else:
+            statement = _claim_oldest_statement(kinds_claimed)
         try:
             run = await self._first(Run, statement, params)
         except IntegrityError as exc:
             raise ClaimRace(f"worker {worker_id!r} lost a claim race") from exc
         if run is not None:
-            self._note(events.RUN_STARTED, run, {"kind": run.kind, "workerId": worker_id})
+            payload = {"kind": run.kind, "workerId": worker_id}
+            self._note(events.RUN_STARTED, run, payload, at=event_at, written=in_statement)
         return run
 
-    def _note(self, event_type: str, run: Run, payload: dict[str, Any]) -> None:
+    def _note(
+        self,
+        event_type: str,
+        run: Run,
+        payload: dict[str, Any],
+        *,
+        at: datetime | None = None,
+        written: bool = False,
+    ) -> None:
         self.state.note(
             event_type,
             run.session_id,
             run_id=run.id,
             request_id=run.reply_request_id,
             payload=payload,
+            at=at,
+            written=written,
         )
 
     @staticmethod
