@@ -10,8 +10,6 @@ and the store on ``app.state``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -37,6 +35,7 @@ from ccweb_store.http.payloads import http_error, method_not_allowed
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.services.events import keep_events_pruned
 from ccweb_store.services.runs import sweep_expired_leases
+from ccweb_store.store.background import running
 from ccweb_store.store.db import migrate
 from ccweb_store.store.uow import Store
 
@@ -176,13 +175,8 @@ async def _in_background(
     if interval <= 0:
         yield
         return
-    task = asyncio.create_task(job(store, interval), name=job.__name__)
-    try:
+    async with running(job(store, interval), job.__name__):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def healthz(request: Request) -> JSONResponse:

@@ -33,6 +33,7 @@ from ccweb_store.importer.session_sync import (
     carried_request_id,
     marks_reply,
     message_kept_values,
+    new_message_row,
 )
 from ccweb_store.importer.summary import ImportSummary, KeptValue, MessagesCallback, Skipped
 from ccweb_store.store.uow import Store
@@ -142,7 +143,12 @@ async def _write(
             rows: list[dict[str, Any]] = []
             for message in read_streamed_messages(path):
                 _take(streamed, path, message, dry_run=False)
-                rows.append(_row(legacy.id, streamed.messages, message))
+                message_id = message.wanted_id or message.positional_id(legacy.id)
+                rows.append(
+                    new_message_row(
+                        legacy.id, streamed.messages, message_id, message, message.metadata
+                    )
+                )
                 if len(rows) == BATCH:
                     await uow.messages.insert_many(rows, noted=False)
                     rows = []
@@ -166,15 +172,3 @@ def _take(streamed: _Streamed, path: Path, message: LegacyMessage, *, dry_run: b
             streamed.carried.append((request_id, message.content))
     if message.notes:
         streamed.kept.extend(message_kept_values(path, message))
-
-
-def _row(session_id: str, seq: int, message: LegacyMessage) -> dict[str, Any]:
-    return {
-        "id": message.wanted_id or message.positional_id(session_id),
-        "session_id": session_id,
-        "seq": seq,
-        "role": message.role,
-        "content": message.content,
-        "created_at": message.created_at,
-        "metadata_": message.metadata or None,
-    }

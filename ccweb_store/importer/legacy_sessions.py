@@ -349,22 +349,17 @@ def normalise_message(index: int, raw: dict[str, Any], *, finite: bool = False) 
             kept_in = "metadata.contentBlocks"
         notes = (replaced_note("content", kept_in),)
 
-    # ``message_time``, written out: this runs once per message of every import.
-    time_key = "timestamp" if "timestamp" in raw else "createdAt" if "createdAt" in raw else None
-    created_at = None
+    time_key, created_at, epoch = message_time(raw)
     if time_key is not None:
         stamp = raw[time_key]
-        if is_epoch_milliseconds(stamp):
+        if epoch:
             # The usual epoch milliseconds, which no text of the column gives back exactly, so
             # the source value is kept; an integer in range needs no check of its own.
-            created_at = from_epoch_milliseconds(stamp)
             unchecked = unchecked or created_at is None
             legacy[time_key] = stamp
-        else:
-            created_at = parse_timestamp(stamp)
-            if time_key != "timestamp" or not exact_timestamp(stamp, created_at):
-                legacy[time_key] = stamp
-                unchecked = True
+        elif time_key != "timestamp" or not exact_timestamp(stamp, created_at):
+            legacy[time_key] = stamp
+            unchecked = True
 
     # Most messages hold mapped keys only: count them rather than walk every key.
     mapped = ("metadata" in raw) + ("role" in raw) + ("content" in raw)
@@ -380,16 +375,17 @@ def normalise_message(index: int, raw: dict[str, Any], *, finite: bool = False) 
     return LegacyMessage(index, id_key, wanted_id, role, text, created_at, metadata, notes)
 
 
-def message_time(raw: dict[str, Any]) -> tuple[str | None, datetime | None]:
+def message_time(raw: dict[str, Any]) -> tuple[str | None, datetime | None, bool]:
     """The key holding a source message's time (``timestamp``, else ``createdAt``; None:
-    neither) and the time it gives (None: absent or not a time)."""
+    neither), the time it gives (None: absent or not a time), and whether it is cc-web's
+    usual epoch milliseconds."""
     time_key = "timestamp" if "timestamp" in raw else "createdAt" if "createdAt" in raw else None
     if time_key is None:
-        return None, None
+        return None, None, False
     stamp = raw[time_key]
     if is_epoch_milliseconds(stamp):
-        return time_key, from_epoch_milliseconds(stamp)
-    return time_key, parse_timestamp(stamp)
+        return time_key, from_epoch_milliseconds(stamp), True
+    return time_key, parse_timestamp(stamp), False
 
 
 def _keep_other_keys(

@@ -189,15 +189,7 @@ def plan_session(
         row = by_id.get(message_id)
         if row is None:
             plan.new_messages.append(
-                {
-                    "id": message_id,
-                    "session_id": session_id,
-                    "seq": next_seq,
-                    "role": message.role,
-                    "content": message.content,
-                    "created_at": message.created_at,
-                    "metadata_": metadata or None,
-                }
+                new_message_row(session_id, next_seq, message_id, message, metadata)
             )
             next_seq += 1
             continue
@@ -232,18 +224,23 @@ def _rows_of_new_messages(legacy: LegacySession) -> list[dict[str, Any]]:
             metadata = message.metadata_with_replaced_id()
             message_id = message.positional_id(session_id)
         used.add(message_id)
-        append(
-            {
-                "id": message_id,
-                "session_id": session_id,
-                "seq": seq,
-                "role": message.role,
-                "content": message.content,
-                "created_at": message.created_at,
-                "metadata_": metadata or None,
-            }
-        )
+        append(new_message_row(session_id, seq, message_id, message, metadata))
     return rows
+
+
+def new_message_row(
+    session_id: str, seq: int, message_id: str, message: LegacyMessage, metadata: dict[str, Any]
+) -> dict[str, Any]:
+    """The ``messages`` row of a message the import inserts (attribute names as keys)."""
+    return {
+        "id": message_id,
+        "session_id": session_id,
+        "seq": seq,
+        "role": message.role,
+        "content": message.content,
+        "created_at": message.created_at,
+        "metadata_": metadata or None,
+    }
 
 
 async def _apply(uow: UnitOfWork, session_id: str, plan: SessionPlan) -> None:

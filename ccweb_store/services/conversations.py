@@ -39,13 +39,9 @@ async def list_conversations(
     store: Store, source: Source, args: Mapping[str, Any]
 ) -> dict[str, Any]:
     """``ccweb_list_conversations``: metadata of the newest-active conversations, no text."""
-    limit = bounded_int(args, "limit", DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
-    query = optional_str(args, "query", max_length=MAX_QUERY_CHARS)
-    include_archived = optional_bool(args, "includeArchived")
+    search = session_search(args, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
     async with store.read_uow() as uow:
-        rows, has_more = await uow.sessions.search(
-            limit=limit, query=(query or "").strip() or None, include_archived=include_archived
-        )
+        rows, has_more = await uow.sessions.search(**search)
         ids = [row.id for row in rows]
         running = await uow.runs.running_for_sessions(ids)
         counts = await uow.messages.count(ids)
@@ -64,6 +60,19 @@ async def list_conversations(
             for row in rows
         ],
         "hasMore": has_more,
+    }
+
+
+def session_search(params: Mapping[str, Any], default_limit: int, max_limit: int) -> dict[str, Any]:
+    """What ``limit``, ``query`` (id or title) and ``includeArchived`` of ``params`` ask
+    ``SessionRepository.search`` for (checked before any transaction begins)."""
+    limit = bounded_int(params, "limit", default_limit, max_limit)
+    query = optional_str(params, "query", max_length=MAX_QUERY_CHARS)
+    include_archived = optional_bool(params, "includeArchived")
+    return {
+        "limit": limit,
+        "query": (query or "").strip() or None,
+        "include_archived": include_archived,
     }
 
 

@@ -13,7 +13,6 @@ from typing import Any
 from ccweb_store.domain.arguments import (
     CENTURY_SECONDS,
     bounded_int,
-    optional_bool,
     optional_int,
     optional_str,
     optional_str_list,
@@ -22,7 +21,7 @@ from ccweb_store.domain.arguments import (
 from ccweb_store.domain.ids import MAX_PAGE, validate_session_id
 from ccweb_store.domain.timestamps import iso
 from ccweb_store.services import debugging
-from ccweb_store.services.conversations import MAX_QUERY_CHARS
+from ccweb_store.services.conversations import session_search
 from ccweb_store.services.debugging import ConversationActivity
 from ccweb_store.services.schemas import run_out, session_fields
 from ccweb_store.store.models import Session
@@ -54,13 +53,9 @@ async def list_conversations(store: Store, params: Mapping[str, Any]) -> dict[st
     """``operator.conversations``: conversations, newest activity first (archived ones only
     with ``includeArchived``; ``query`` matches id or title): ``{conversations, count,
     hasMore}``."""
-    limit = bounded_int(params, "limit", DEFAULT_CONVERSATIONS, MAX_PAGE)
-    query = optional_str(params, "query", max_length=MAX_QUERY_CHARS)
-    include_archived = optional_bool(params, "includeArchived")
+    search = session_search(params, DEFAULT_CONVERSATIONS, MAX_PAGE)
     async with store.read_uow() as uow:
-        rows, has_more = await uow.sessions.search(
-            limit=limit, query=(query or "").strip() or None, include_archived=include_archived
-        )
+        rows, has_more = await uow.sessions.search(**search)
     activity = await debugging.activities_of(store, [row.id for row in rows])
     conversations = [conversation_out(row, activity.get(row.id)) for row in rows]
     return {"conversations": conversations, "count": len(conversations), "hasMore": has_more}
