@@ -9,7 +9,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from ccweb_store import __version__
 from ccweb_store.cli import app
+from tests.cli_support import run_cli
 
 
 @pytest.mark.parametrize(
@@ -57,3 +59,9 @@ def test_every_command_shows_an_example_of_itself_in_its_help() -> None:
         result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "400"})
         assert result.exit_code == 0, result.output
         assert f"Example: ccweb-store {' '.join(command)}" in result.output, command
+
+
+def test_version_prints_the_package_version() -> None:
+    result = run_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"ccweb-store {__version__}"

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from ccweb_store import __version__
 from ccweb_store.cli.common import (
     DatabaseUrl,
     database_settings,
@@ -33,6 +34,29 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ccweb-store {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """The command group; its help is the app's."""
+
+
 app.add_typer(replies_app, name="replies")
 app.add_typer(runs_app, name="runs")
 app.add_typer(credentials_app, name="credentials")

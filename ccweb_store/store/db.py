@@ -17,9 +17,9 @@ from ccweb_store.config import database_kind, normalize_database_url
 from ccweb_store.store.postgres.driver import create_postgres_engine
 from ccweb_store.store.sqlite.driver import create_sqlite_engine, sqlite_url_file
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-ALEMBIC_INI = PROJECT_ROOT / "alembic.ini"
-MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
+#: The Alembic scripts travel inside the package, so an installed wheel migrates as a checkout
+#: does; the checkout's top-level ``migrations`` is a link to this folder.
+MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
 #: Where Alembic stamps the schema revision (its default name, which ``migrations/env.py``
 #: keeps).
 VERSION_TABLE = "alembic_version"
@@ -68,11 +68,14 @@ def shown_url(url: str) -> str:
 
 
 def alembic_config(url: str | None = None) -> Any:
-    """An Alembic ``Config`` for this project, usable from any working directory."""
+    """An Alembic ``Config`` for this project, usable from any working directory and from an
+    installed package (no ``alembic.ini`` needed: the settings it holds for the ``alembic``
+    command line are set here)."""
     from alembic.config import Config
 
-    config = Config(str(ALEMBIC_INI))
+    config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("path_separator", "os")
     if url is not None:
         config.attributes["database_url"] = normalize_database_url(url)
     return config
