@@ -17,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from ccweb_store.config import Settings
+from ccweb_store.domain.errors import Conflict
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import runs
 from ccweb_store.store.models import Message, ReplyRequest, Run
@@ -198,7 +199,7 @@ def test_retry_while_the_target_run_still_answers_exits_1_naming_it_and_changes_
         f"ccweb-store: reply request {request_id!r} is still being answered: run "
         f"{target_run.id!r} in the target 'reviewer' is queued. Nothing was changed: retry "
         "after that run ends (its end answers or fails the request), or end it first "
-        "(run.complete with status failed)"
+        f"(`ccweb-store runs cancel {target_run.id}`, or run.cancel)"
     )
     assert on_store(database_url, row_counts) == before
     after = on_store(database_url, lambda store: reply_row(store, request_id))
@@ -474,6 +475,69 @@ def test_requeue_prints_the_run_and_its_attempts(database_url: str) -> None:
     assert result.stdout.strip() == f"run {run.id}: queued again (attempts {run.attempts + 1})"
 
 
+# --- runs cancel ----------------------------------------------------------------------------
+
+
+def test_cancel_ends_a_queued_run_and_fails_its_request_so_retry_asks_again(
+    database_url: str,
+) -> None:
+    request_id = waiting_request(database_url)
+    [target_run] = on_store(database_url, lambda store: runs_of(store, "reviewer"))
+
+    result = ccweb_store(database_url, "runs", "cancel", target_run.id, "--reason", "wrong ask")
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"run {target_run.id}: cancelled (wrong ask)",
+        f"reply request {request_id}: failed",
+    ]
+    [run] = on_store(database_url, lambda store: runs_of(store, "reviewer"))
+    reply = on_store(database_url, lambda store: reply_row(store, request_id))
+    assert (run.status, run.error) == ("cancelled", "wrong ask")
+    assert (reply.status, reply.last_error) == ("failed", "wrong ask")
+    notices = on_store(database_url, lambda store: messages_of(store, "planner"))
+    assert any("wrong ask" in str(message.content) for message in notices)
+    # nothing waits for the cancelled run any more: a retry asks the reviewer again
+    retried = as_json(ccweb_store(database_url, "replies", "retry", request_id, "--json"))
+    assert retried["status"] == "waiting"
+    assert len(on_store(database_url, lambda store: runs_of(store, "reviewer"))) == 2
+
+
+def test_cancel_of_a_running_run_needs_force_and_the_worker_loses_its_lease(
+    database_url: str,
+) -> None:
+    request_id = waiting_request(database_url)
+    claimed = on_store(database_url, lambda store: claim(store, "w-busy"))
+    assert claimed is not None
+
+    refused = ccweb_store(database_url, "runs", "cancel", claimed["id"])
+    assert refused.exit_code == 1
+    assert "is running (worker 'w-busy'); cancel it with force" in refused.stderr
+    assert on_store(database_url, lambda store: reply_row(store, request_id)).status == "waiting"
+
+    forced = as_json(
+        ccweb_store(database_url, "runs", "cancel", claimed["id"], "--force", "--json")
+    )
+    assert forced["run"]["status"] == "cancelled"
+    assert [reply["status"] for reply in forced["replies"]] == ["failed"]
+    with pytest.raises(Conflict) as lost:
+        on_store(
+            database_url,
+            lambda store: runs.heartbeat_run(store, {"runId": claimed["id"], "workerId": "w-busy"}),
+        )
+    assert lost.value.code == "lease_lost"
+
+
+def test_cancel_of_an_ended_run_exits_1(database_url: str) -> None:
+    returned_request(database_url)
+    [run] = on_store(database_url, lambda store: runs_of(store, "reviewer"))
+
+    result = ccweb_store(database_url, "runs", "cancel", run.id, "--force")
+
+    assert result.exit_code == 1
+    assert f"run {run.id!r} already ended (completed); nothing to cancel" in result.stderr
+
+
 # --- unknown ids ----------------------------------------------------------------------------
 
 
@@ -484,6 +548,7 @@ def test_requeue_prints_the_run_and_its_attempts(database_url: str) -> None:
         (["replies", "fail", "req_nope", "--reason", "x"], "reply request 'req_nope' does not"),
         (["replies", "show", "req_nope"], "reply request 'req_nope' does not exist"),
         (["runs", "requeue", "run_nope"], "run 'run_nope' does not exist"),
+        (["runs", "cancel", "run_nope"], "run 'run_nope' does not exist"),
     ],
 )
 def test_an_unknown_id_exits_3(database_url: str, args: list[str], message: str) -> None:

@@ -1,4 +1,5 @@
-"""``ccweb-store runs``: inspect the run queue and put a run whose worker died back in it."""
+"""``ccweb-store runs``: inspect the run queue, put a run whose worker died back in it, and
+cancel a run nobody should wait for."""
 
 from __future__ import annotations
 
@@ -83,3 +84,40 @@ def runs_requeue(
         print_json(run)
     else:
         typer.echo(f"run {run['id']}: {run['status']} again (attempts {run['attempts']})")
+
+
+@runs_app.command("cancel")
+def runs_cancel(
+    run_id: Annotated[str, typer.Argument(help="The run id")],
+    reason: Annotated[
+        str | None,
+        typer.Option(help="Why, recorded as the run's error and told to a waiting source"),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Also end a running run (its worker stops)")
+    ] = False,
+    as_json: AsJson = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """End a queued run (or a running one, with --force) as cancelled.
+
+    The reply request it answered fails as if the run had failed, so its source is told and
+    nobody waits for it; `replies retry` can then ask again. A worker that still holds a
+    forced run loses its lease at its next heartbeat and stops. A run that already ended
+    exits 1.
+
+    Example: ccweb-store runs cancel run_0123 --reason "asked the wrong conversation"
+    """
+    from ccweb_store.services.runs import cancel_run
+
+    params: dict[str, object] = {"runId": run_id, "force": force}
+    if reason is not None:
+        params["reason"] = reason
+    result = with_store(database_url, lambda store: cancel_run(store, params))
+    if as_json:
+        print_json(result)
+        return
+    run = result["run"]
+    typer.echo(f"run {run['id']}: cancelled ({run['error']})")
+    for reply in result["replies"]:
+        typer.echo(f"reply request {reply['requestId']}: {reply['status']}")

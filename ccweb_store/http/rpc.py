@@ -91,6 +91,7 @@ METHODS: dict[str, RpcMethod] = {
     "run.complete": runs.complete_run,
     "run.list": runs.list_runs,
     "run.requeue": runs.requeue_run,
+    "run.cancel": runs.cancel_run,
     "events.list": events.list_events,
     "reply.list": replies.list_replies,
     "reply.get": replies.get_reply,

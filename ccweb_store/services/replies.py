@@ -121,11 +121,9 @@ async def _refuse_while_answering(uow: UnitOfWork, request: ReplyRequest) -> Non
     if not open_runs:
         return
     run = open_runs[0]
-    if run.worker_id is None:
-        held, end = "", "run.complete with status failed"
-    else:
-        held = f", held by worker {run.worker_id!r}"
-        end = f"run.complete with status failed and workerId {run.worker_id!r}"
+    held = "" if run.worker_id is None else f", held by worker {run.worker_id!r}"
+    force = " --force" if run.status == "running" else ""
+    end = f"`ccweb-store runs cancel {run.id}{force}`, or run.cancel"
     raise Conflict(
         f"reply request {request.request_id!r} is still being answered: run {run.id!r} in the "
         f"target {request.target_conversation_id!r} is {run.status}{held}. Nothing was "

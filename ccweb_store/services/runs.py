@@ -453,6 +453,40 @@ async def requeue_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]
     return run_out(run)
 
 
+async def cancel_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.cancel``: end a queued run (or, with ``force``, a running one) as ``cancelled``.
+
+    The reply requests the run carried move as ``run.complete`` with ``status: failed`` moves
+    them (the source is told its request failed, with ``reason``), so nobody waits for a run
+    that will never end. A worker still holding a forced run loses its lease at its next
+    heartbeat and stops. Returns what ``run.complete`` returns."""
+    params = require_mapping(params, "params")
+    run_id = require_str(params, "runId")
+    reason = optional_str(params, "reason") or "cancelled by the operator"
+    force = optional_bool(params, "force")
+    async with store.uow() as uow:
+        current = await uow.runs.require(run_id, for_update=True)
+        if current.status == "running" and not force:
+            raise Conflict(
+                f"run {run_id!r} is running (worker {current.worker_id!r}); cancel it with "
+                "force to stop it, or wait for it to end",
+                code=errors.INVALID_STATE,
+                data={"runId": run_id, "runStatus": current.status},
+            )
+        if current.status not in ("queued", "running"):
+            raise Conflict(
+                f"run {run_id!r} already ended ({current.status}); nothing to cancel",
+                code=errors.INVALID_STATE,
+                data={"runId": run_id, "runStatus": current.status},
+            )
+        run = await uow.runs.finish(run_id, "cancelled", worker_id=current.worker_id, error=reason)
+        if run is None:  # the row is locked above, so it is still open and held as read
+            raise Conflict(f"run {run_id!r} changed while cancelling it; try again")
+        message, replies = await _after_close(uow, run, "failed", output=None, error=reason)
+        await uow.commit()
+    return _completion_out(run, message, replies)
+
+
 async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[str, int]:
     """Requeue running runs whose lease has passed; fail those out of attempts.
 
