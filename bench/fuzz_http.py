@@ -300,6 +300,7 @@ RPC_PARAMS: dict[str, tuple[str, ...]] = {
     "run.complete": ("runId", "workerId", "status", "output", "error"),
     "run.list": ("sessionId", "status", "limit"),
     "run.requeue": ("runId", "workerId"),
+    "run.cancel": ("runId", "reason", "force"),
     "reply.list": ("status", "sessionId", "limit", "cursor"),
     "events.list": ("after", "limit", "types", "conversation"),
     "reply.get": ("requestId",),

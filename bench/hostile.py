@@ -326,6 +326,7 @@ def host_params(
         "run.complete": {"runId": run, "status": "completed", "output": "hostile"},
         "run.list": {"sessionId": source, "limit": 5},
         "run.requeue": {"runId": run},
+        "run.cancel": {"runId": run},
         "reply.list": {"sessionId": source, "limit": 5, "cursor": None},
         "events.list": {"after": 0, "limit": 5, "types": ["run.queued"], "conversation": source},
         "reply.get": {"requestId": request},
