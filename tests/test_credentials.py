@@ -22,59 +22,12 @@ from ccweb_store.services import credentials
 from ccweb_store.services.credentials import Claims, CredentialRefused, read_token, sign
 from ccweb_store.store.models import ServerSecret
 from ccweb_store.store.uow import Store
+from tests.credential_support import OPERATOR, mint, refusal, send_args, tool, tool_payload
 from tests.http_client import app_client, mcp, rpc, rpc_result
 from tests.lifecycle_support import messages_of, row_counts, runs_of, table_row_counts
 
 KEY = b"k" * 32
 CLAIMS = Claims("conv-a", "cred_1", 0, 0)
-OPERATOR = "operator-token-for-tests"
-
-
-def send_args(target: str = "conv-b", mode: str = "one_way") -> dict[str, Any]:
-    return {"targetConversationId": target, "content": "hello", "replyMode": mode}
-
-
-async def mint(client: httpx.AsyncClient, session_id: str = "conv-a", **params: Any) -> str:
-    headers = {"Authorization": f"Bearer {OPERATOR}"}
-    message = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "credential.mint",
-        "params": {"sessionId": session_id, **params},
-    }
-    response = await client.post("/rpc", json=message, headers=headers)
-    token: str = response.json()["result"]["token"]
-    return token
-
-
-async def tool(
-    client: httpx.AsyncClient,
-    name: str,
-    arguments: dict[str, Any],
-    *,
-    query: str = "",
-    headers: dict[str, str] | None = None,
-) -> httpx.Response:
-    return await mcp(
-        client, "tools/call", {"name": name, "arguments": arguments}, query=query, headers=headers
-    )
-
-
-def tool_payload(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    payload: dict[str, Any] = response.json()["result"]["structuredContent"]
-    return payload
-
-
-def refusal(response: httpx.Response, status: int, code: str) -> str:
-    """The message of an HTTP refusal carrying a JSON-RPC error with ``data.code``."""
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["data"]["code"] == code
-    message: str = error["message"]
-    return message
-
-
 # --- the token, as pure logic ---------------------------------------------------------------
 
 

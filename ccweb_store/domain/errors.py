@@ -83,6 +83,7 @@ CREDENTIAL_REQUIRED = "credential_required"
 CREDENTIAL_CONVERSATION_MISMATCH = "credential_conversation_mismatch"
 CREDENTIAL_NOT_FOUND = "credential_not_found"
 CONVERSATION_FORBIDDEN = "conversation_forbidden"
+OUTSIDE_CREDENTIAL_SCOPE = "outside_credential_scope"
 
 # The database, not the request (``DatabaseUnavailable``, ``DatabaseFileMissing``).
 DATABASE_UNAVAILABLE = "database_unavailable"

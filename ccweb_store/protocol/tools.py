@@ -123,8 +123,15 @@ CREATE_CONVERSATION_SCHEMA: dict[str, Any] = {
             "(return_and_continue); false sends one_way.",
         },
         "waitForReply": {"type": "boolean", "description": "Legacy spelling of requestReply."},
-        "agent": {"type": "string", "description": "Agent to run it (e.g. claude, codex)."},
-        "cwd": {"type": "string", "description": "Working directory of the new conversation."},
+        "agent": {
+            "type": "string",
+            "description": "Agent to run it (e.g. claude, codex); with a credential, only yours.",
+        },
+        "cwd": {
+            "type": "string",
+            "description": "Working directory of the new conversation; with a credential, "
+            "yours (the default) or a folder inside it.",
+        },
     },
 }
 

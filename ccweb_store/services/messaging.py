@@ -9,6 +9,7 @@ target: replies come back through ``replies.py`` when the target's run completes
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from ccweb_store.domain import errors
 from ccweb_store.domain.arguments import optional_bool, optional_str, require_mapping, require_str
 from ccweb_store.domain.context import Source, refuse_other_conversation, require_source
-from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
+from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.domain.ids import (
     AGENT_MAX_LENGTH,
     MAX_PAGE,
@@ -98,6 +99,8 @@ async def create_conversation(
 
     ``requestReply`` (or the legacy ``waitForReply``) makes that send ``return_and_continue``;
     otherwise it is ``one_way``. Blank ``content`` creates the conversation without a message.
+    A caller bound by a credential creates inside its own conversation's box: the creator's
+    ``agent``, and its ``cwd`` or a folder inside it (``_confined``).
     """
     args = require_mapping(args)
     title = optional_str(args, "title")
@@ -114,6 +117,11 @@ async def create_conversation(
     title = (title or "").strip() or _title_from(content) or DEFAULT_TITLE
     async with store.uow() as uow:
         source_row = await _require_session(uow, send.source_id, "source") if send else None
+        if source.bound:
+            creator = source_row or await _require_session(
+                uow, require_source(source), "source"
+            )
+            agent, cwd = _confined(creator, agent, cwd)
         target = await uow.sessions.create(title=title, agent=agent, cwd=cwd)
         result: dict[str, Any] = {"ok": True, "conversationId": target.id, "title": target.title}
         if send is not None and source_row is not None:
@@ -207,6 +215,38 @@ def _validate_send(
             code=errors.HOP_LIMIT_EXCEEDED,
         )
     return _Send(source_id=source_id, content=content, reply_mode=mode, hop_count=hop_count)
+
+
+def _confined(creator: Session, agent: str | None, cwd: str | None) -> tuple[str | None, str | None]:
+    """The ``agent`` and ``cwd`` a credential's conversation may give a conversation it
+    creates: its own agent, and its own folder or one inside it (``..`` and symlinks resolved
+    first), defaulting to its own. A credential must not reach another agent profile or
+    another project through the worker, which runs the new conversation's agent in its cwd.
+    """
+    if agent is not None and agent != creator.agent:
+        raise DomainError(
+            f"this conversation's credential creates conversations of its own agent only: "
+            f"{agent!r} is not {creator.agent!r}. Leave agent out",
+            code=errors.OUTSIDE_CREDENTIAL_SCOPE,
+        )
+    if cwd is None or cwd == creator.cwd:
+        return creator.agent, creator.cwd
+    if creator.cwd is None:
+        raise DomainError(
+            "this conversation has no working directory, so its credential cannot choose "
+            "one for a new conversation. Leave cwd out",
+            code=errors.OUTSIDE_CREDENTIAL_SCOPE,
+        )
+    home = os.path.realpath(creator.cwd)
+    wanted = os.path.realpath(os.path.join(home, cwd))
+    if os.path.commonpath([home, wanted]) != home:
+        raise DomainError(
+            f"this conversation's credential creates conversations in its own folder "
+            f"{creator.cwd!r} or a folder inside it: {cwd!r} resolves to {wanted!r}, outside "
+            "it. Leave cwd out, or name a folder inside your own",
+            code=errors.OUTSIDE_CREDENTIAL_SCOPE,
+        )
+    return creator.agent, wanted
 
 
 async def _require_session(uow: UnitOfWork, session_id: str, side: str) -> Session:
