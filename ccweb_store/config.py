@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     max_hops: int = Field(default=4, ge=0)
     max_content_chars: int = Field(default=200_000, ge=1)
     allowed_origins: Annotated[tuple[str, ...], NoDecode] = DEFAULT_ALLOWED_ORIGINS
+    #: Host names requests may name besides loopback, the bind address and the hosts of
+    #: ``allowed_origins`` (``http/hosts.py``); ``*`` allows every host.
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     lease_seconds: int = Field(default=300, ge=1, le=MAX_LEASE_SECONDS)
     max_attempts: int = Field(default=3, ge=1)
@@ -87,7 +90,7 @@ class Settings(BaseSettings):
             self.database_url = data_dir_database_url(self.data_dir)
         return self
 
-    @field_validator("allowed_origins", mode="before")
+    @field_validator("allowed_origins", "allowed_hosts", mode="before")
     @classmethod
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):

@@ -20,7 +20,7 @@ from tests.servers import ROOT, free_port, server_env, start_server
 async def test_healthz_reports_the_database_kind_and_schema_revision(store: Store) -> None:
     app = create_app(store=store, migrate_on_start=False)
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
     ) as client:
         response = await client.get("/healthz")
     assert response.status_code == 200

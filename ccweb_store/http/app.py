@@ -2,7 +2,8 @@
 the operator console (``/`` and ``/console/…``, ``console/pages.py``).
 
 ``create_app`` builds ``Starlette(routes=…, middleware=…, lifespan=…)``: the bearer token
-(``auth.BearerAuth``, when one is set) guards every route but ``/healthz``; the ``Origin``
+(``auth.BearerAuth``, when one is set) guards every route but ``/healthz``, behind the
+``Host`` check (``hosts.HostCheck``) that guards every route; the ``Origin``
 check (``origins.origin_checked``) guards the two JSON-RPC endpoints; every refusal and
 failure is answered as JSON by the exception handlers here. The endpoints find the settings
 and the store on ``app.state``.
@@ -30,6 +31,8 @@ from ccweb_store.http import events, mcp_http, metrics, rpc
 from ccweb_store.http.asgi import Endpoint
 from ccweb_store.http.auth import BearerAuth
 from ccweb_store.http.console import pages as console_pages
+from ccweb_store.http.headers import SECURITY_HEADERS, SecurityHeaders
+from ccweb_store.http.hosts import HostCheck, allowed_hosts
 from ccweb_store.http.origins import origin_checked
 from ccweb_store.http.payloads import http_error, method_not_allowed
 from ccweb_store.protocol import jsonrpc
@@ -93,7 +96,11 @@ def create_app(
         Route("/metrics", metrics.answer_metrics, methods=["GET"]),
         *console_pages.ROUTES,
     ]
-    middleware = [Middleware(metrics.RequestMetrics)]
+    middleware = [  # outermost first: refused hosts are counted in the metrics too
+        Middleware(SecurityHeaders),
+        Middleware(metrics.RequestMetrics),
+        Middleware(HostCheck, allowed=allowed_hosts(settings)),
+    ]
     if settings.token:
         middleware.append(
             Middleware(
@@ -149,10 +156,13 @@ async def internal_error(request: Request, exc: Exception) -> Response:
     the answer: it is not logged here."""
     if not isinstance(exc, ClientDisconnect):
         log.error("internal error answering %s %s", request.method, request.url.path, exc_info=exc)
+    # Starlette sends this answer from outside every middleware: it sets its headers itself.
     if request.url.path in JSON_RPC_PATHS:
-        return http_error(500, jsonrpc.INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE)
+        return http_error(
+            500, jsonrpc.INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE, headers=SECURITY_HEADERS
+        )
     body = {"error": {"code": "internal_error", "message": INTERNAL_ERROR_MESSAGE}}
-    return JSONResponse(body, status_code=500)
+    return JSONResponse(body, status_code=500, headers=SECURITY_HEADERS)
 
 
 def freeze_startup_objects() -> None:

@@ -120,6 +120,8 @@ async def conversation(store: Store, session_id: str, before_seq: int | None) ->
             store, {"sessionId": session_id, "status": list(ACTIVE_RUN_STATUSES), "limit": 50}
         )
     )["runs"]
+    for run in active_runs:  # the runs table names each run's conversation, as the overview's
+        run["sessionTitle"] = session["title"]
     return {
         "latestEventId": latest,
         "session": session,

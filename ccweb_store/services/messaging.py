@@ -118,9 +118,7 @@ async def create_conversation(
     async with store.uow() as uow:
         source_row = await _require_session(uow, send.source_id, "source") if send else None
         if source.bound:
-            creator = source_row or await _require_session(
-                uow, require_source(source), "source"
-            )
+            creator = source_row or await _require_session(uow, require_source(source), "source")
             agent, cwd = _confined(creator, agent, cwd)
         target = await uow.sessions.create(title=title, agent=agent, cwd=cwd)
         result: dict[str, Any] = {"ok": True, "conversationId": target.id, "title": target.title}
@@ -217,7 +215,9 @@ def _validate_send(
     return _Send(source_id=source_id, content=content, reply_mode=mode, hop_count=hop_count)
 
 
-def _confined(creator: Session, agent: str | None, cwd: str | None) -> tuple[str | None, str | None]:
+def _confined(
+    creator: Session, agent: str | None, cwd: str | None
+) -> tuple[str | None, str | None]:
     """The ``agent`` and ``cwd`` a credential's conversation may give a conversation it
     creates: its own agent, and its own folder or one inside it (``..`` and symlinks resolved
     first), defaulting to its own. A credential must not reach another agent profile or

@@ -1,8 +1,9 @@
 """The console's routes: its pages (Jinja2, autoescaped), the login, and its three actions
 (retry and fail a reply request, requeue a run), each read and done through ``services``.
 
-Every answer carries ``SECURITY_HEADERS`` (a strict Content-Security-Policy: scripts and
-styles from this server only, nothing inline, no frames). Actions are form POSTs that pass the
+Every answer carries ``SECURITY_HEADERS`` (``http/headers.py``: a strict
+Content-Security-Policy, scripts and styles from this server only, nothing inline, no
+frames), as every answer of the app does. Actions are form POSTs that pass the
 ``Origin`` check (an ``Origin`` is required: browsers always send one with a POST) and answer
 with a redirect back to the page (POST/redirect/GET). A refusal is the page saying what went
 wrong to a browser (``Accept: text/html``) and ``{"error": {"code", "message"}}`` to anyone
@@ -26,21 +27,11 @@ from ccweb_store.config import Settings
 from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.domain.ids import OPEN_REPLY_STATUSES
 from ccweb_store.http.console import HOME, LOGIN_PATH, STATIC_PREFIX, session
+from ccweb_store.http.headers import SECURITY_HEADERS
 from ccweb_store.http.origins import origin_allowed
 from ccweb_store.services import console, credentials, replies, runs
 from ccweb_store.store.uow import Store
 
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
-SECURITY_HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-    "Cache-Control": "no-store",
-}
 #: The most a login or action form may hold, in bytes.
 MAX_FORM_BYTES = 64 * 1024
 #: How much of a request's text the overview shows.
