@@ -293,6 +293,7 @@ RPC_PARAMS: dict[str, tuple[str, ...]] = {
     "session.archive": ("id", "archived"),
     "message.append": ("sessionId", "role", "content", "metadata", "id"),
     "message.list": ("sessionId", "afterSeq", "limit"),
+    "message.recent": ("sessionId", "beforeSeq", "limit", "role"),
     "run.start": ("sessionId", "kind", "runtimeText", "workerId"),
     "run.enqueue": ("sessionId", "kind", "runtimeText"),
     "run.claim": ("workerId", "leaseSeconds", "kinds"),

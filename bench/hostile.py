@@ -319,6 +319,7 @@ def host_params(
             "metadata": {"k": "v"},
         },
         "message.list": {"sessionId": source, "afterSeq": 0, "limit": 5},
+        "message.recent": {"sessionId": source, "limit": 5, "role": "user"},
         "run.start": {"sessionId": target, "kind": "user_turn", "workerId": worker},
         "run.enqueue": {"sessionId": target, "kind": "user_turn"},
         "run.claim": {"workerId": worker, "leaseSeconds": 3600},

@@ -22,6 +22,7 @@ from ccweb_store.cli.common import (
 from ccweb_store.cli.conversations import conversations_app
 from ccweb_store.cli.credentials import conversation_url, credentials_app
 from ccweb_store.cli.doctor import doctor
+from ccweb_store.cli.messages import messages
 from ccweb_store.cli.mobility import COMMANDS as MOBILITY_COMMANDS
 from ccweb_store.cli.repairs import repair_json
 from ccweb_store.cli.replies import replies_app
@@ -62,6 +63,7 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(credentials_app, name="credentials")
 app.add_typer(conversations_app, name="conversations")
 app.command()(doctor)
+app.command()(messages)
 app.command("conversation-url")(conversation_url)
 app.command("repair-json")(repair_json)
 for _name, _command in MOBILITY_COMMANDS.items():

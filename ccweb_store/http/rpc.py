@@ -84,6 +84,7 @@ METHODS: dict[str, RpcMethod] = {
     "session.archive": conversations.archive_session,
     "message.append": conversations.append_message,
     "message.list": conversations.list_messages,
+    "message.recent": conversations.recent_messages,
     "run.start": runs.start_run,
     "run.enqueue": runs.enqueue_run,
     "run.claim": runs.claim_run,

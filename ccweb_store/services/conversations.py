@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ccweb_store.domain import json_values
+from ccweb_store.domain import errors, json_values
 from ccweb_store.domain.arguments import (
     bounded_int,
     optional_bool,
@@ -21,7 +21,13 @@ from ccweb_store.domain.arguments import (
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
-from ccweb_store.domain.ids import AGENT_MAX_LENGTH, ID_MAX_LENGTH, MAX_PAGE, validate_session_id
+from ccweb_store.domain.ids import (
+    AGENT_MAX_LENGTH,
+    ID_MAX_LENGTH,
+    MAX_PAGE,
+    ROLES,
+    validate_session_id,
+)
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.services.schemas import message_out, session_out
 from ccweb_store.store.uow import Store
@@ -150,6 +156,32 @@ async def append_message(store: Store, params: Mapping[str, Any]) -> dict[str, A
         )
         await uow.commit()
     return message_out(row)
+
+
+async def recent_messages(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``message.recent``: the ``limit`` newest messages before ``beforeSeq`` (none: the
+    newest of all), of ``role`` if given, oldest first; ``{messages, nextBeforeSeq}``, where
+    ``nextBeforeSeq`` asks for the page before (None: no older message)."""
+    session_id = require_str(params, "sessionId")
+    before_seq = optional_int(params, "beforeSeq", minimum=1)
+    limit = bounded_int(params, "limit", DEFAULT_MESSAGE_PAGE, MAX_PAGE)
+    role = optional_str(params, "role")
+    if role is not None and role not in ROLES:
+        raise InvalidInput(
+            f"role {role!r} is not a message role: use one of {', '.join(ROLES)}",
+            code=errors.INVALID_ROLE,
+        )
+    async with store.read_uow() as uow:
+        await uow.sessions.require(session_id)
+        rows = await uow.messages.list_before(
+            session_id, before_seq=before_seq, limit=limit + 1, role=role
+        )
+    older = len(rows) > limit
+    rows = rows[:limit]
+    return {
+        "messages": [message_out(row) for row in reversed(rows)],
+        "nextBeforeSeq": rows[-1].seq if older else None,
+    }
 
 
 async def list_messages(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -221,12 +221,19 @@ class MessageRepository(MessageImport):
         return await self._all(Message, stmt)
 
     async def list_before(
-        self, session_id: str, *, before_seq: int | None = None, limit: int = 100
+        self,
+        session_id: str,
+        *,
+        before_seq: int | None = None,
+        limit: int = 100,
+        role: str | None = None,
     ) -> list[Message]:
-        """Messages with ``seq < before_seq`` (None: all), newest first."""
+        """Messages with ``seq < before_seq`` (None: all), of ``role`` if given, newest first."""
         stmt = sa.select(MESSAGES).where(Message.session_id == session_id)
         if before_seq is not None:
             stmt = stmt.where(Message.seq < before_seq)
+        if role is not None:
+            stmt = stmt.where(Message.role == role)
         return await self._all(Message, stmt.order_by(Message.seq.desc()).limit(limit))
 
     async def count(self, session_ids: Iterable[str]) -> dict[str, int]:

@@ -1,0 +1,119 @@
+"""``ccweb-store messages ID``: read a conversation, newest last, on the database or on a
+running server (``--server``), through the host API's ``message.recent``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ccweb_store.cli.common import AsJson, DatabaseUrl, print_json
+from ccweb_store.cli.conversations import CONVERSATION_NOT_FOUND, ConversationId
+from ccweb_store.cli.remote import ServerUrl, operator_call
+from ccweb_store.cli.tables import print_table
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+#: How many lines of each message the table shows.
+SHOWN_LINES = 4
+SHOWN_CHARS = 400
+
+
+def messages(
+    conversation_id: ConversationId,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many of the newest")] = 20,
+    before: Annotated[
+        int | None,
+        typer.Option(
+            "--before",
+            metavar="SEQ",
+            min=1,
+            help="Older messages: those before this seq (the caption names the next one)",
+            show_default=False,
+        ),
+    ] = None,
+    role: Annotated[
+        str | None,
+        typer.Option(help="Only this role: user, assistant, system, tool", show_default=False),
+    ] = None,
+    as_json: AsJson = False,
+    server: ServerUrl = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """A conversation's messages, newest last: role, time, the first lines of the text and
+    the reply request each belongs to. --json prints the host API's Message shapes
+    (message.recent). Exit 3: no such conversation.
+
+    Example: ccweb-store messages conv_0123 --limit 5 --role assistant
+    """
+    from ccweb_store.services.conversations import recent_messages
+
+    params: dict[str, Any] = {"sessionId": conversation_id, "limit": limit}
+    if before is not None:
+        params["beforeSeq"] = before
+    if role is not None:
+        params["role"] = role
+    result = operator_call(
+        "message.recent",
+        recent_messages,
+        params,
+        server=server,
+        database_url=database_url,
+        not_found=CONVERSATION_NOT_FOUND,
+    )
+    if as_json:
+        print_json(result)
+        return
+    rows = result["messages"]
+    if not rows:
+        typer.echo("No messages" + (f" of role {role}." if role else "."))
+        return
+    caption = f"{len(rows)} message(s), newest last"
+    if result["nextBeforeSeq"] is not None:
+        caption += f"; older ones: --before {result['nextBeforeSeq']}"
+    print_table(_messages_table(conversation_id, rows, caption))
+
+
+def _messages_table(conversation_id: str, rows: list[dict[str, Any]], caption: str) -> Table:
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"Conversation {conversation_id}", caption=caption, box=box.SIMPLE_HEAD)
+    table.add_column("Seq", justify="right", no_wrap=True)
+    table.add_column("Role", no_wrap=True)
+    table.add_column("Time", no_wrap=True)
+    table.add_column("Text", overflow="fold", ratio=1)
+    table.add_column("Reply request", no_wrap=True)
+    for row in rows:
+        table.add_row(
+            str(row["seq"]),
+            row["role"],
+            row["createdAt"].replace("T", " ")[:19],
+            escape(_first_lines(row["content"])),
+            _request_of(row["metadata"]),
+        )
+    return table
+
+
+def _first_lines(text: str) -> str:
+    lines = text.strip().splitlines()
+    shown = "\n".join(lines[:SHOWN_LINES])
+    if len(shown) > SHOWN_CHARS:
+        shown = shown[: SHOWN_CHARS - 1] + "…"
+    elif len(lines) > SHOWN_LINES:
+        shown += f"\n… ({len(lines) - SHOWN_LINES} more lines)"
+    return shown
+
+
+def _request_of(metadata: dict[str, Any]) -> str:
+    """The reply request a message asks (a cross-conversation send) or answers (a delivered
+    reply or failure notice), with which side it is."""
+    cross = metadata.get("crossConversation")
+    if isinstance(cross, dict) and cross.get("replyRequestId"):
+        return f"asks {cross['replyRequestId']}"
+    answered = metadata.get("replyToRequestId")
+    if isinstance(answered, str):
+        return f"answers {answered}"
+    return ""
