@@ -124,7 +124,13 @@ def serve(
         access_log=access_log,
     )
     # The startup line names the database; here only its directory is made, when it is new.
-    prepare_database_home(settings.database_url)
+    try:
+        prepare_database_home(settings.database_url)
+    except OSError as exc:
+        fail(
+            f"cannot create the database's folder: {exc.strerror or exc} ({exc.filename}). "
+            "Set CCWEB_DATA_DIR (or CCWEB_DATABASE_URL) to a folder you can write"
+        )
     serving.serve(settings)
 
 

@@ -46,11 +46,29 @@ Limit = Annotated[int, typer.Option(min=1, help="Print at most this many")]
 
 def load_settings(**overrides: object) -> Settings:
     """Environment settings with the CLI flags that were given laid on top."""
+    from pydantic import ValidationError
+
     given = {key: value for key, value in overrides.items() if value is not None}
     try:
         return Settings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        fail("invalid settings: " + "; ".join(settings_problems(exc)))
     except ValueError as exc:
         fail(f"invalid settings: {exc}")
+
+
+def settings_problems(error: Any) -> list[str]:
+    """Each problem of a settings ``ValidationError`` as one phrase naming its variable (the
+    checks that name it themselves are kept as they are), without pydantic's links."""
+    problems = []
+    for problem in error.errors(include_url=False):
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        if not problem["loc"]:
+            problems.append(message)
+            continue
+        variable = f"CCWEB_{str(problem['loc'][0]).upper()}"
+        problems.append(message if variable in message else f"{variable}: {message}")
+    return problems
 
 
 def database_settings(

@@ -8,6 +8,8 @@ format the line.
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import logging
 import os
 import socket
@@ -20,6 +22,7 @@ from ccweb_store import __version__
 from ccweb_store.cli.common import fail
 from ccweb_store.cli.logs import setup_logging
 from ccweb_store.config import Settings
+from ccweb_store.store.db import shown_url, unreachable
 
 log = logging.getLogger("ccweb_store")
 
@@ -51,6 +54,27 @@ def refusal(settings: Settings) -> str | None:
     return None
 
 
+def port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (in use, or an address this machine does not
+    have), or None: checked before the app starts, so the mistake is one line."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return (
+                    f"port {port} on {host} is in use (another ccweb-store, or another "
+                    "program): stop it, or pick another port with --port or CCWEB_PORT"
+                )
+            return (
+                f"cannot listen on {host}:{port}: {error.strerror or error}. Bind to an "
+                "address of this machine (--host or CCWEB_HOST; default 127.0.0.1)"
+            )
+    return None
+
+
 def startup_line(settings: Settings) -> tuple[str, dict[str, object]]:
     """The one line the server logs once it listens, and its parts (for JSON logs)."""
     database = make_url(settings.database_url).render_as_string(hide_password=True)
@@ -74,10 +98,18 @@ def serve(settings: Settings) -> None:
     from ccweb_store.services.credentials import RedactCredentials
 
     setup_logging(settings.log_level, settings.log_format)
-    problem = refusal(settings)
+    # Each mistake before the server starts is one line on stderr and exit 2 (1: the
+    # database server is not answering), never a traceback.
+    problem = refusal(settings) or port_taken(settings.host, settings.port)
     if problem is not None:
-        log.error("%s", problem)
         fail(problem)
+    reason = asyncio.run(unreachable(settings.database_url))
+    if reason is not None:
+        fail(
+            f"cannot open the database {shown_url(settings.database_url)}: {reason}. Is the "
+            "server running and the URL right (CCWEB_DATABASE_URL or --database-url)?",
+            1,
+        )
     config = uvicorn.Config(
         create_app(settings, freeze_gc_after_startup=True),
         host=settings.host,

@@ -110,6 +110,21 @@ async def _run_alembic(engine: AsyncEngine, verb: str, revision: str) -> None:
         await connection.run_sync(run)
 
 
+async def unreachable(url: str) -> str | None:
+    """Why the database at ``url`` cannot be connected to (a line naming the error), or None
+    when a connection opens: what ``serve`` checks before it listens."""
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(sa.text("SELECT 1"))
+    except (OSError, DBAPIError) as error:
+        cause = error.orig if isinstance(error, DBAPIError) and error.orig else error
+        return f"{type(cause).__name__}: {cause}".strip().rstrip(":")
+    finally:
+        await engine.dispose()
+    return None
+
+
 async def current_revision(connection: AsyncConnection) -> str | None:
     """The schema revision stamped in the database, or None before any migration.
 
