@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -65,3 +66,18 @@ def test_version_prints_the_package_version() -> None:
     result = run_cli("--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"ccweb-store {__version__}"
+
+
+def test_help_flows_as_paragraphs_and_shows_no_type_placeholder_on_flags() -> None:
+    """A docstring's hard line breaks are not kept (the terminal wraps the paragraph), and a
+    flag shows no ``<bool>`` beside it, on every command."""
+    for command in [[], *_commands(typer.main.get_command(app), [])]:
+        result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        assert "<bool>" not in result.output, command
+    doctor = CliRunner().invoke(app, ["doctor", "--help"], env={"COLUMNS": "400"})
+    assert "With --server, the checks run in that server, on its settings and database." in (
+        doctor.output
+    )
+    serve = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "400"})
+    assert re.search(r"--access-log\s+--no-access-log", serve.output)

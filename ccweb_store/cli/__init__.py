@@ -29,6 +29,7 @@ from ccweb_store.cli.replies import replies_app
 from ccweb_store.cli.runs import runs_app
 
 app = typer.Typer(
+    rich_markup_mode="markdown",
     name="ccweb-store",
     help="Durable SQL storage and cross-conversation messaging for cc-web.",
     no_args_is_help=True,
@@ -98,7 +99,7 @@ def serve(
     access_log: Annotated[
         bool | None,
         typer.Option(
-            "--access-log",
+            "--access-log/--no-access-log",
             help="Log one line per request \\[env: CCWEB_ACCESS_LOG]",
             show_default=False,
         ),

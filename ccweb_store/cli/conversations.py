@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 conversations_app = typer.Typer(
-    help="Create, list, show and archive conversations.", no_args_is_help=True
+    rich_markup_mode="markdown",
+    help="Create, list, show and archive conversations.",
+    no_args_is_help=True,
 )
 #: A conversation the command names that does not exist exits 3.
 CONVERSATION_NOT_FOUND = NOT_FOUND_CODES | {"conversation_not_found"}

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 credentials_app = typer.Typer(
+    rich_markup_mode="markdown",
     help="List and revoke conversation credentials (mint one with conversation-url).",
     no_args_is_help=True,
 )

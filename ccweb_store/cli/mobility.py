@@ -258,8 +258,8 @@ def export_json(
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Write the database out in cc-web's JSON layout: sessions/<id>.json and
-    config/cross-conversation-replies.json.
+    """Write the database out in cc-web's JSON layout: `sessions/<id>.json` and
+    `config/cross-conversation-replies.json`.
 
     What import-json brought in comes back with every field it had, unknown keys included
     (docs/export.md lists the few differences); importing an export into an empty database

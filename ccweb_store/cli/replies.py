@@ -37,7 +37,9 @@ if TYPE_CHECKING:
     from ccweb_store.store.models import ReplyRequest
 
 replies_app = typer.Typer(
-    help="Debug and repair cross-conversation reply requests.", no_args_is_help=True
+    rich_markup_mode="markdown",
+    help="Debug and repair cross-conversation reply requests.",
+    no_args_is_help=True,
 )
 
 

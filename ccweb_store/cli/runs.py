@@ -19,7 +19,11 @@ from ccweb_store.cli.common import (
 )
 from ccweb_store.cli.tables import print_table, runs_table
 
-runs_app = typer.Typer(help="Inspect the run queue and recover runs.", no_args_is_help=True)
+runs_app = typer.Typer(
+    help="Inspect the run queue and recover runs.",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
 
 
 @runs_app.command("list")
