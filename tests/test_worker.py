@@ -728,7 +728,9 @@ def test_once_with_nothing_queued_exits_and_a_wrong_token_says_so(bench: Bench) 
     refused = bench.worker("--once", CCWEB_TOKEN="wrong-operator-token-1234")
     code, log = refused.finish()
     assert code == 2
-    assert "refused the operator token" in log and "--token" in log
+    assert "refused this worker: it sent a wrong operator token" in log
+    assert "Start the worker with the server's CCWEB_TOKEN" in log
+    assert "agent" not in log  # the server's words for agents are not passed on
     assert "wrong-operator-token-1234" not in log  # the token itself is not echoed
 
 

@@ -107,7 +107,7 @@ def runs_json_table(runs: list[dict[str, Any]], title: str, caption: str | None 
     table.add_column("Status", no_wrap=True)
     table.add_column("Age", justify="right", no_wrap=True)
     table.add_column("Worker", overflow="fold")
-    table.add_column("Tries", justify="right", no_wrap=True)
+    table.add_column("Attempts", justify="right", no_wrap=True)
     table.add_column("Request", no_wrap=True)
     table.add_column("Error", overflow="fold")
     styles = {"running": "green", "failed": "red", "cancelled": "dim"}

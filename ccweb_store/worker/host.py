@@ -29,6 +29,7 @@ class HostClient:
 
     def __init__(self, base_url: str, token: str | None) -> None:
         self.base_url = base_url.rstrip("/")
+        self.token = token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.AsyncClient(
             base_url=self.base_url, headers=headers, timeout=httpx.Timeout(CALL_TIMEOUT_SECONDS)
@@ -48,9 +49,10 @@ class HostClient:
             "/rpc", json=message, timeout=httpx.Timeout(CALL_TIMEOUT_SECONDS + waits)
         )
         if response.status_code == 401:
+            given = "a wrong operator token" if self.token else "no operator token"
             raise Unusable(
-                f"{self.base_url} refused the operator token ({_error_message(response)}): "
-                "give the server's CCWEB_TOKEN with --token or the CCWEB_TOKEN variable"
+                f"{self.base_url} refused this worker: it sent {given}. Start the worker with "
+                "the server's CCWEB_TOKEN (the CCWEB_TOKEN variable, or --token)"
             )
         try:
             body = response.json()

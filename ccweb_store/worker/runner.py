@@ -358,8 +358,8 @@ class Worker:
         run = job.run
         started = time.monotonic()
         log.info(
-            "run %s claimed: %s of %s (hop %s, attempt %s)",
-            job.id, run["kind"], job.conversation, run["hopCount"], run["attempts"] + 1,
+            "run %s claimed: %s of %s (hop %s, attempts %s)",
+            job.id, run["kind"], job.conversation, run["hopCount"], run["attempts"],
         )  # fmt: skip
         lease = asyncio.get_running_loop().create_task(self._keep_lease(job.id))
         try:
