@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from ccweb_store import __version__
 from ccweb_store.config import Settings
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import ReplyRequest, Run
@@ -119,6 +120,8 @@ def test_doctor_on_a_healthy_database_exits_0(database_url: str) -> None:
 
     payload = as_json(result)
     assert payload["ok"] is True
+    assert payload["version"] == __version__
+    assert f"ccweb-store {__version__}" in ccweb_store(database_url, "doctor").stdout
     statuses = {check["name"]: check["status"] for check in payload["checks"]}
     assert statuses == {
         "database": "ok",

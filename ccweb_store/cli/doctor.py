@@ -61,6 +61,8 @@ def _print_report(result: dict[str, Any]) -> None:
     from ccweb_store.cli.tables import stdout_console
 
     console = stdout_console()
+    if "version" in result:  # a server older than the field leaves it out
+        console.print(f"ccweb-store {escape(result['version'])}", highlight=False)
     for check in result["checks"]:
         console.print(f"{MARKS[check['status']]}  [bold]{check['name']}[/bold]: ", end="")
         console.print(escape(check["summary"]), highlight=False)

@@ -21,6 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ccweb_store import __version__
 from ccweb_store.config import MAKE_TOKEN, Settings
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES
@@ -62,9 +63,10 @@ class Check:
 
 
 def report(checks: list[Check]) -> dict[str, Any]:
-    """``{ok, checks}``: ``ok`` when no check needs action."""
+    """``{ok, version, checks}``: ``ok`` when no check needs action."""
     return {
         "ok": all(check.status != ACTION for check in checks),
+        "version": __version__,
         "checks": [check.as_dict() for check in checks],
     }
 
