@@ -99,7 +99,7 @@ def _exact_entry(entry: str) -> tuple[str, str, int] | None:
     """An allowed origin as the exact check reads it: a loopback entry without a port (the
     defaults) means every port, so no port in particular, and ``*`` no origin at all."""
     parts = exact_origin(entry) if entry != "*" else None
-    if parts is None or (is_loopback_host(parts[1]) and f":{parts[2]}" not in entry):
+    if parts is None or (is_loopback_host(parts[1]) and urlsplit(entry).port is None):
         return None
     return parts
 
