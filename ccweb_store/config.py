@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     #: Host names requests may name besides loopback, the bind address and the hosts of
     #: ``allowed_origins`` (``http/hosts.py``); ``*`` allows every host.
     allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    #: The proxies (IP addresses or networks, ``*`` for any) whose ``X-Forwarded-Proto`` and
+    #: ``X-Forwarded-For`` the server believes: the scheme a console cookie is ``Secure`` by,
+    #: and the client address of the access log. Empty: no proxy is believed.
+    forwarded_allow_ips: Annotated[tuple[str, ...], NoDecode] = ()
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     lease_seconds: int = Field(default=300, ge=1, le=MAX_LEASE_SECONDS)
     max_attempts: int = Field(default=3, ge=1)
@@ -95,6 +99,28 @@ class Settings(BaseSettings):
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip().rstrip("/") for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("forwarded_allow_ips", mode="before")
+    @classmethod
+    def _split_addresses(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _addresses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"CCWEB_FORWARDED_ALLOW_IPS: {entry!r} is not an IP address or network: "
+                    "list the reverse proxy's addresses (e.g. 127.0.0.1,::1), comma-separated"
+                ) from None
         return value
 
     @field_validator("database_url")

@@ -104,6 +104,14 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="Reverse proxies (comma-separated addresses) whose X-Forwarded-Proto and "
+            "X-Forwarded-For are believed \\[env: CCWEB_FORWARDED_ALLOW_IPS]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve /mcp, /rpc, /events, /healthz and /metrics, migrating the database to head first.
 
@@ -123,6 +131,7 @@ def serve(
         log_level=log_level,
         log_format=log_format,
         access_log=access_log,
+        forwarded_allow_ips=forwarded_allow_ips,
     )
     # The startup line names the database; here only its directory is made, when it is new.
     try:

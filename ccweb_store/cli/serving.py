@@ -85,6 +85,7 @@ def startup_line(settings: Settings) -> tuple[str, dict[str, object]]:
         "database": database,
         "listen": address,
         "accessLog": settings.access_log,
+        "forwardedAllowIps": list(settings.forwarded_allow_ips),
         "metricsNeedToken": bool(settings.token) and not settings.metrics_public,
     }
     access = "access log on" if settings.access_log else "access log off (--access-log)"
@@ -117,10 +118,11 @@ def serve(settings: Settings) -> None:
         log_config=None,
         log_level=None,
         access_log=settings.access_log,
-        # Nothing but the access log reads the client's address or scheme, which uvicorn's
-        # proxy-headers middleware would rewrite from X-Forwarded-* on every request (behind
-        # a proxy, the access log shows the proxy's); no answer needs to name the server.
-        proxy_headers=False,
+        # X-Forwarded-Proto and X-Forwarded-For are believed from the listed proxies only:
+        # the scheme then makes the console cookie Secure and is the console's own origin,
+        # and the address is the client's in the access log. No proxy listed, none is.
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
         server_header=False,
     )
     # The access log would show the token of a request to /mcp?credential=….

@@ -3,8 +3,9 @@
 
 Every answer carries ``SECURITY_HEADERS`` (``http/headers.py``: a strict
 Content-Security-Policy, scripts and styles from this server only, nothing inline, no
-frames), as every answer of the app does. Actions are form POSTs that pass the
-``Origin`` check (an ``Origin`` is required: browsers always send one with a POST) and answer
+frames), as every answer of the app does. Actions are form POSTs that pass the exact
+``Origin`` check (``origin_refusal``: an ``Origin`` is required, as browsers always send one
+with a POST, and it must be the console's own or an allowed origin with its port) and answer
 with a redirect back to the page (POST/redirect/GET). A refusal is the page saying what went
 wrong to a browser (``Accept: text/html``) and ``{"error": {"code", "message"}}`` to anyone
 else.
@@ -28,7 +29,7 @@ from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFo
 from ccweb_store.domain.ids import OPEN_REPLY_STATUSES
 from ccweb_store.http.console import HOME, LOGIN_PATH, STATIC_PREFIX, session
 from ccweb_store.http.headers import SECURITY_HEADERS
-from ccweb_store.http.origins import origin_allowed
+from ccweb_store.http.origins import same_origin
 from ccweb_store.services import console, credentials, replies, runs
 from ccweb_store.store.uow import Store
 
@@ -119,15 +120,19 @@ def redirect(location: str, **headers: str) -> RedirectResponse:
 
 
 def origin_refusal(request: Request) -> Response | None:
-    """A 403 unless the request's ``Origin`` is one of ``CCWEB_ALLOWED_ORIGINS``."""
+    """A 403 unless the request's ``Origin`` is the console's own (the scheme, host and port
+    the request came to) or an entry of ``CCWEB_ALLOWED_ORIGINS`` with its exact port."""
     settings: Settings = request.app.state.settings
     origin = request.headers.get("origin")
-    if origin is not None and origin_allowed(origin, settings.allowed_origins):
+    own = f"{request.url.scheme}://{request.url.netloc}"
+    if origin is not None and same_origin(origin, own, settings.allowed_origins):
         return None
     message = "a console action must come from the console's own page: " + (
         "this request has no Origin header"
         if origin is None
-        else f"origin {origin!r} is not allowed; add it to CCWEB_ALLOWED_ORIGINS"
+        else f"origin {origin!r} is not this console ({own}); open the console at {own}, "
+        "or add the origin, with its port, to CCWEB_ALLOWED_ORIGINS (behind a TLS proxy, "
+        "set CCWEB_FORWARDED_ALLOW_IPS to the proxy's address)"
     )
     return refusal(request, 403, "origin_not_allowed", message)
 
