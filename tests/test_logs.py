@@ -113,7 +113,7 @@ def test_the_log_format_flag_and_a_refusal_as_json() -> None:
 def test_a_bad_log_format_is_refused() -> None:
     result = run_cli("serve", "--log-format", "yaml", timeout=30)
     assert result.returncode == 2
-    assert "log_format" in result.stderr and "'text' or 'json'" in result.stderr
+    assert "CCWEB_LOG_FORMAT" in result.stderr and "'text' or 'json'" in result.stderr
 
 
 def test_the_startup_line_masks_the_database_password() -> None:

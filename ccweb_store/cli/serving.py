@@ -14,7 +14,9 @@ import logging
 import os
 import socket
 from pathlib import Path
+from typing import NoReturn
 
+import typer
 import uvicorn
 from sqlalchemy.engine import make_url
 
@@ -52,6 +54,15 @@ def refusal(settings: Settings) -> str | None:
             f"or unset {MULTIPROC_DIR_ENV} to count per process"
         )
     return None
+
+
+def refuse(settings: Settings, problem: str, code: int = 2) -> NoReturn:
+    """Stop before serving: one line on stderr, as a JSON log record with ``--log-format
+    json`` (a log collector reads it like any other), else as the commands' plain line."""
+    if settings.log_format == "json":
+        log.error("%s", problem)
+        raise typer.Exit(code)
+    fail(problem, code)
 
 
 def port_taken(host: str, port: int) -> str | None:
@@ -103,10 +114,11 @@ def serve(settings: Settings) -> None:
     # database server is not answering), never a traceback.
     problem = refusal(settings) or port_taken(settings.host, settings.port)
     if problem is not None:
-        fail(problem)
+        refuse(settings, problem)
     reason = asyncio.run(unreachable(settings.database_url))
     if reason is not None:
-        fail(
+        refuse(
+            settings,
             f"cannot open the database {shown_url(settings.database_url)}: {reason}. Is the "
             "server running and the URL right (CCWEB_DATABASE_URL or --database-url)?",
             1,
