@@ -165,7 +165,7 @@ def test_a_backup_killed_at_any_point_leaves_nothing_at_its_path_and_a_retry_equ
     slow = server_env(**{BACKUP_PAUSE_ENV: "0.02"})
 
     # Killed early, midway and late in the page-by-page copy.
-    for after in (0.0, pages * 0.02 / 2, pages * 0.02 * 0.9):
+    for after in (0.0, pages * 0.02 / 2, pages * 0.02 * 0.7):
         process = subprocess.Popen(
             [*COMMAND, "backup", str(destination), "--database-url", url],
             cwd=ROOT,

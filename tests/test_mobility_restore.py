@@ -240,3 +240,33 @@ def test_a_restore_is_refused_while_mcp_stdio_serves_the_database(tmp_path: Path
     assert refused.returncode == 2, refused.stderr
     assert "open in a ccweb-store server" in refused.stderr
     assert database.is_file() and not list(tmp_path.glob("*before-restore*"))
+
+
+def test_a_restore_replaces_a_damaged_database_and_keeps_it_as_it_was(tmp_path: Path) -> None:
+    database, url, backup = backed_up(tmp_path)
+    database.write_bytes(b"damaged " * 4096)
+
+    result = run_cli("restore", str(backup), "--json", "--database-url", url)
+
+    assert result.returncode == 0, result.stderr
+    assert Path(json.loads(result.stdout)["kept"]).read_bytes() == b"damaged " * 4096
+    with closing(sqlite3.connect(database)) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_a_restore_through_a_symlinked_database_path_replaces_the_file_it_names(
+    tmp_path: Path,
+) -> None:
+    database, _url, backup = backed_up(tmp_path)
+    link = tmp_path / "elsewhere" / "link.db"
+    link.parent.mkdir()
+    link.symlink_to(database)
+    with closing(sqlite3.connect(database)) as connection, connection:
+        connection.execute("UPDATE sessions SET title = 'changed after the backup'")
+
+    result = run_cli("restore", str(backup), "--database-url", sqlite_url(link))
+
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and link.resolve() == database
+    assert "changed after the backup" not in titles(database)
+    assert list(tmp_path.glob("live.db.before-restore-*"))

@@ -34,6 +34,7 @@ from ccweb_store.store.sqlite.files import (
     claiming_unused,
     is_own_file,
     publish_new,
+    resolved,
     settle,
     staging_beside,
     sync_directory,
@@ -111,7 +112,9 @@ class RestoreOutcome:
 
 def restore_sqlite(database: Path, backup: Path, head: str | None) -> RestoreOutcome:
     """Put the backup file ``backup`` in place of the SQLite ``database`` (see the module
-    docstring); ``BackupRefused``, the database untouched, when it may not or must not."""
+    docstring); ``BackupRefused``, the database untouched, when it may not or must not.
+    A database path that is a symlink stays one: the file it names is replaced."""
+    database = resolved(database)
     if is_own_file(backup, database):
         raise BackupRefused(
             f"{backup} is the database itself or one of the files SQLite keeps beside it: "

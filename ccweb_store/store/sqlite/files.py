@@ -196,13 +196,16 @@ def check_restorable(path: Path) -> str | None:
 def settle(database: Path) -> None:
     """Fold ``database``'s ``-wal`` into the file and leave it in ``DELETE`` journal mode, so
     the file alone holds every committed write; ``InUse`` when another connection (of any
-    process) has it open, since SQLite then refuses to leave WAL mode."""
+    process) has it open, since SQLite then refuses to leave WAL mode. A file SQLite cannot
+    read as a database (damaged: what a restore is for) is left as it is."""
     with closing(sqlite3.connect(database, isolation_level=None, timeout=0)) as connection:
         try:
             connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             mode = connection.execute("PRAGMA journal_mode = DELETE").fetchone()
-        except sqlite3.OperationalError as exc:
-            raise InUse(f"SQLite: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            if exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise InUse(f"SQLite: {exc}") from None
+            return
         if mode is None or str(mode[0]).lower() != "delete":
             raise InUse("SQLite could not take the database out of WAL mode")
 
