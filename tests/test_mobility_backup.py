@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from contextlib import closing
 from pathlib import Path
 
-from tests.cli_support import run_cli
+import pytest
+
+from ccweb_store.config import Settings
+from ccweb_store.mobility.copy import schema_tables, table_checksums
+from ccweb_store.store.sqlite.bulk import BACKUP_PAUSE_ENV
+from ccweb_store.store.uow import Store
+from tests.cli_support import COMMAND, run_cli
 from tests.conftest import migrate_url
+from tests.mobility_data import fill_every_kind_of_row
 from tests.servers import ROOT, server_env
 
 #: Appends a message at a time through the store, printing each id once it is committed.
@@ -110,3 +120,101 @@ def test_a_backup_of_postgresql_prints_the_pg_dump_command(
     assert result.stdout.startswith("pg_dump --format=custom")
     assert f"--file={tmp_path / 'dump'}" in result.stdout
     assert "pg_dump" in result.stderr
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite+aiosqlite:///{path}"
+
+
+def row_checksums(path: Path) -> list[tuple[int, str]]:
+    """Each table's (rows, checksum) in the SQLite file at ``path``."""
+
+    async def read() -> list[tuple[int, str]]:
+        store = Store.from_settings(Settings(database_url=sqlite_url(path)))
+        try:
+            return await table_checksums(store, schema_tables())
+        finally:
+            await store.dispose()
+
+    return asyncio.run(read())
+
+
+def staging_files(directory: Path) -> list[Path]:
+    return sorted(directory.glob(".*.tmp*"))
+
+
+def test_a_backup_killed_at_any_point_leaves_nothing_at_its_path_and_a_retry_equals_a_clean_one(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "live.db"
+    url = sqlite_url(database)
+    asyncio.run(migrate_url(url))
+    asyncio.run(fill_every_kind_of_row(url))
+    with closing(sqlite3.connect(database)) as connection, connection:
+        connection.executemany(
+            "INSERT INTO messages (id, session_id, seq, role, content, created_at) "
+            "VALUES (?, 'quiet', ?, 'user', ?, '2025-01-01 00:00:00')",
+            [(f"bulk{n}", 100 + n, "x" * 500) for n in range(400)],
+        )
+    clean = tmp_path / "clean.db"
+    assert run_cli("backup", str(clean), "--database-url", url).returncode == 0
+    pages = clean.stat().st_size // 4096
+    assert pages > 60
+    destination = tmp_path / "backups" / "copy.db"
+    destination.parent.mkdir()
+    slow = server_env(**{BACKUP_PAUSE_ENV: "0.02"})
+
+    # Killed early, midway and late in the page-by-page copy.
+    for after in (0.0, pages * 0.02 / 2, pages * 0.02 * 0.7):
+        process = subprocess.Popen(
+            [*COMMAND, "backup", str(destination), "--database-url", url],
+            cwd=ROOT,
+            env=slow,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not staging_files(destination.parent):
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.01)
+            time.sleep(after)
+            process.send_signal(signal.SIGKILL)
+            assert process.wait(timeout=30) == -signal.SIGKILL
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert not os.path.lexists(destination)
+        assert staging_files(destination.parent)  # what the killed run left, for the retry
+
+    retried = run_cli("backup", str(destination), "--database-url", url)
+
+    assert retried.returncode == 0, retried.stderr
+    assert staging_files(destination.parent) == []
+    assert sorted(p.name for p in destination.parent.iterdir()) == ["copy.db"]
+    with closing(sqlite3.connect(destination)) as copy:
+        assert copy.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert row_checksums(destination) == row_checksums(clean)
+
+
+@pytest.mark.parametrize("name", ["live.db", "live.db-wal", "live.db-shm", "live.db-journal"])
+def test_a_backup_refuses_the_database_and_the_files_sqlite_keeps_beside_it(
+    tmp_path: Path, name: str
+) -> None:
+    database = tmp_path / "live.db"
+    url = sqlite_url(database)
+    asyncio.run(migrate_url(url))
+    before = database.read_bytes()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "link.db").symlink_to(tmp_path / name)
+
+    for destination in (tmp_path / name, elsewhere / "link.db"):
+        result = run_cli("backup", str(destination), "--database-url", url)
+
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert "the database itself or one of the files SQLite keeps beside it" in result.stderr
+    assert database.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "live.db"]

@@ -26,6 +26,7 @@ from ccweb_store.cli.messages import messages
 from ccweb_store.cli.mobility import COMMANDS as MOBILITY_COMMANDS
 from ccweb_store.cli.repairs import repair_json
 from ccweb_store.cli.replies import replies_app
+from ccweb_store.cli.restore import restore
 from ccweb_store.cli.runs import runs_app
 
 app = typer.Typer(
@@ -67,6 +68,7 @@ app.command()(doctor)
 app.command()(messages)
 app.command("conversation-url")(conversation_url)
 app.command("repair-json")(repair_json)
+app.command()(restore)
 for _name, _command in MOBILITY_COMMANDS.items():
     app.command(_name)(_command)
 
@@ -263,6 +265,7 @@ def mcp_stdio(
     """
     from ccweb_store.domain.context import Source
     from ccweb_store.protocol import stdio
+    from ccweb_store.store.db import serving_lock
 
     setup_logging(log_level)
     if credential and not url:
@@ -277,7 +280,8 @@ def mcp_stdio(
         # Started by an agent's client, whose settings may name the wrong place: an empty
         # database made there would answer as if every conversation were gone.
         settings = database_settings(database_url)
-        asyncio.run(stdio.serve_database(settings, source))
+        with serving_lock(settings.database_url):
+            asyncio.run(stdio.serve_database(settings, source))
 
 
 @app.command()

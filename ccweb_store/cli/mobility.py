@@ -188,36 +188,36 @@ def backup(
     """Back up a SQLite database while the server keeps writing, and check the copy.
 
     The copy is SQLite's online backup of one consistent snapshot: every write committed
-    before the backup began is in it. It is opened afterwards and checked (integrity, schema
-    revision, rows per table). Restore: stop the server and put the file in place of the
-    database (docs/database.md). On PostgreSQL this prints the pg_dump command to run
-    instead, and exits 2.
+    before the backup began is in it. It is written under a temporary name beside PATH,
+    opened and checked (integrity, schema revision, rows per table), and only then given
+    the name PATH: a backup killed midway leaves nothing at PATH, and running it again
+    works. PATH may not be the database or a file SQLite keeps beside it (-wal, -shm,
+    -journal). Restore with `ccweb-store restore PATH`. On PostgreSQL this prints the
+    pg_dump command to run instead, and exits 2.
 
     Example: ccweb-store backup /backups/ccweb-2025-01-31.db
     """
-    from ccweb_store.mobility.copy import schema_tables
+    from ccweb_store.mobility.backup import BackupRefused, backup_database
     from ccweb_store.store.postgres.bulk import shell_line
     from ccweb_store.store.uow import Store
 
     settings = load_settings(database_url=database_url)
     if _missing_sqlite_file(settings):
         fail(f"no SQLite database at {_shown(settings)}: name an existing file", 2)
-    if path.exists():
-        fail(f"{path} exists: name a new file (a backup never overwrites one)", 2)
-    if not path.parent.is_dir():
-        fail(f"{path.parent} is not a directory: create it first", 2)
 
     async def work() -> dict[str, object]:
         store = Store.from_settings(settings)
         try:
-            return await store.backup(path, schema_tables())
+            return await backup_database(store, settings.database_url, path)
         finally:
             await store.dispose()
 
     try:
         outcome = _run(work, _shown(settings))
+    except BackupRefused as exc:
+        fail(exc.reason, 2)
     except ValueError as exc:
-        fail(f"the backup at {path} does not check out: {exc}", 1)
+        fail(f"the backup of {_shown(settings)} does not check out, so none was kept: {exc}", 1)
     command = outcome.get("command")
     if isinstance(command, list):
         typer.echo(

@@ -108,6 +108,7 @@ def serve(settings: Settings) -> None:
     """Check ``settings``, set up the logs and run the server until it is stopped."""
     from ccweb_store.http.app import create_app
     from ccweb_store.services.credentials import RedactCredentials
+    from ccweb_store.store.db import serving_lock
 
     setup_logging(settings.log_level, settings.log_format)
     # Each mistake before the server starts is one line on stderr and exit 2 (1: the
@@ -139,7 +140,9 @@ def serve(settings: Settings) -> None:
     )
     # The access log would show the token of a request to /mcp?credential=….
     logging.getLogger("uvicorn.access").addFilter(RedactCredentials())
-    AnnouncingServer(config, *startup_line(settings)).run()
+    # Held until the process ends: `ccweb-store restore` refuses while it is.
+    with serving_lock(settings.database_url):
+        AnnouncingServer(config, *startup_line(settings)).run()
 
 
 class AnnouncingServer(uvicorn.Server):

@@ -5,6 +5,7 @@ Whether an error is the database failing is ``failures``'."""
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ccweb_store.config import database_kind, normalize_database_url
 from ccweb_store.store.postgres.driver import create_postgres_engine
 from ccweb_store.store.sqlite.driver import create_sqlite_engine, sqlite_url_file
+from ccweb_store.store.sqlite.files import holding_in_use
 
 #: The Alembic scripts travel inside the package, so an installed wheel migrates as a checkout
 #: does; the checkout's top-level ``migrations`` is a link to this folder.
@@ -150,6 +152,22 @@ async def current_revision(connection: AsyncConnection) -> str | None:
             "its schema has branched; see `alembic heads` and `alembic history`"
         )
     return str(versions[0]) if versions else None
+
+
+def known_revisions() -> set[str]:
+    """Every revision the migrations directory knows: a database stamped with another one was
+    migrated by a newer ccweb-store."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    return {revision.revision for revision in script.walk_revisions()}
+
+
+def serving_lock(url: str) -> AbstractContextManager[None]:
+    """Held by a process that serves the database of ``url`` for as long as it runs: on a
+    SQLite file, the shared lock that makes ``restore`` refuse (``sqlite.files``)."""
+    path = database_file(url)
+    return nullcontext() if path is None else holding_in_use(path)
 
 
 async def head_revision() -> str | None:

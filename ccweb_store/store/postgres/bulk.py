@@ -98,5 +98,19 @@ def pg_dump_command(url: URL, target: Path) -> list[str]:
     return command
 
 
+def pg_restore_command(url: URL, source: Path) -> list[str]:
+    """The ``pg_restore`` command that replaces the contents of the database of ``url`` with
+    the ``pg_dump --format=custom`` file ``source``, in one transaction."""
+    command = ["pg_restore", "--no-owner", "--clean", "--if-exists", "--single-transaction"]
+    if url.host:
+        command.append(f"--host={url.host}")
+    if url.port:
+        command.append(f"--port={url.port}")
+    if url.username:
+        command.append(f"--username={url.username}")
+    command += [f"--dbname={url.database or ''}", str(source)]
+    return command
+
+
 def shell_line(command: list[str]) -> str:
     return shlex.join(command)

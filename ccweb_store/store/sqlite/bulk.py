@@ -10,7 +10,9 @@ same kind of snapshot, copied page by page while the server keeps writing.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
@@ -66,15 +68,24 @@ ADD_SEQUENCE = sa.text(
 )
 
 
+#: Test-only: seconds to pause after each page a backup copies (the backup then copies a page
+#: per step), so that a test can kill it midway.
+BACKUP_PAUSE_ENV = "CCWEB_TEST_BACKUP_PAUSE_S"
+
+
 def backup_file(source: str, target: Path) -> None:
-    """Copy the database file ``source`` to ``target`` (which must not exist) with SQLite's
-    backup API, in one step: one read transaction, so one consistent snapshot."""
+    """Copy the database file ``source`` over ``target`` (a new file, empty or not there) with
+    SQLite's backup API, in one step: one read transaction, so one consistent snapshot."""
+    pause = float(os.environ.get(BACKUP_PAUSE_ENV) or 0)
     with (
         closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as reader,
         closing(sqlite3.connect(target)) as writer,
     ):
         reader.execute("PRAGMA busy_timeout = 30000")
-        reader.backup(writer, pages=-1)
+        if pause:
+            reader.backup(writer, pages=1, progress=lambda *_: time.sleep(pause))
+        else:
+            reader.backup(writer, pages=-1)
         # The copy is an ordinary file: no WAL beside it to lose when it is moved.
         writer.execute("PRAGMA journal_mode = DELETE").fetchall()
 
