@@ -169,3 +169,47 @@ def test_conversation_url_prints_a_ready_setup_for_each_client(database_url: str
     listed = as_json(ccweb_store(database_url, "credentials", "list", "--json"))
     assert listed["count"] == 3
     assert bad.returncode == 2 and "use one of claude, codex, stdio" in bad.stderr
+
+
+def test_conversation_url_for_the_same_client_again_revokes_the_earlier_credential(
+    database_url: str,
+) -> None:
+    make_conversations(database_url, "planner", "tester")
+    env = server_env(CCWEB_DATABASE_URL=database_url)
+    base = ["conversation-url", "planner", "--base-url", "http://127.0.0.1:8787"]
+    first = run_cli(*base, "--client", "claude", env=env)
+    plain = run_cli(*base, env=env)
+    codex = run_cli(*base, "--client", "codex", env=env)
+    other = run_cli("conversation-url", "tester", "--client", "claude", env=env)
+    assert all(r.returncode == 0 for r in (first, plain, codex, other))
+    assert "earlier" not in first.stderr + plain.stderr + codex.stderr + other.stderr
+    first_token = first.stdout.split("credential=", 1)[1].split("'", 1)[0]
+    first_id = first_token.split(".")[2]
+
+    again = run_cli(*base, "--client", "claude", "--json", env=env)
+    assert again.returncode == 0, again.stderr
+    answer = json.loads(again.stdout)
+    assert [c["id"] for c in answer["revoked"]] == [first_id]
+    assert answer["revoked"][0]["revokedAt"] is not None
+    third = run_cli(*base, "--client", "claude", env=env)
+    assert third.returncode == 0, third.stderr
+    assert (
+        f"revoked 1 earlier credential for this client: {answer['credential']['id']}"
+        in third.stderr
+    )
+
+    async def refusal() -> str:
+        store = Store.from_settings(Settings(database_url=database_url))
+        try:
+            await credentials.authenticate(store, first_token)
+        except credentials.CredentialRefused as refused:
+            return refused.code
+        finally:
+            await store.dispose()
+        return "accepted"
+
+    assert asyncio.run(refusal()) == errors.CREDENTIAL_REVOKED
+    live = as_json(ccweb_store(database_url, "credentials", "list", "--json"))["credentials"]
+    assert sorted((c["sessionId"], c["label"] or "") for c in live) == [
+        ("planner", ""), ("planner", "claude"), ("planner", "codex"), ("tester", "claude"),
+    ]  # fmt: skip

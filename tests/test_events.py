@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import socket
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -13,9 +17,13 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
+from ccweb_store.config import Settings
 from ccweb_store.domain import events as types
 from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.http import events as events_endpoint
+from ccweb_store.http.app import create_app
 from ccweb_store.services import events as event_service
 from ccweb_store.services.events import EventsExpired
 from ccweb_store.store.event_feed import Subscription
@@ -454,6 +462,68 @@ async def test_a_credential_sees_only_its_conversation_and_its_replies(
         assert "conv-b" in (data.get("conversationId"), data.get("peerConversationId"))
     assert refused.status_code == 403
     assert refused.json()["error"]["code"] == "conversation_forbidden"
+
+
+def test_a_stream_whose_client_stopped_reading_is_cut_with_one_warning_line(
+    database_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real uvicorn with small socket buffers, and a client that asks for every event and
+    reads none: the stream is cut at the send timeout with one warning naming the client, and
+    neither the app nor uvicorn logs an error or a traceback."""
+
+    async def write_events() -> None:
+        store = Store.from_settings(Settings(database_url=database_url))
+        try:
+            async with store.uow() as uow:  # one session.created event each
+                for number in range(1500):
+                    await uow.sessions.create(f"conv-{number}", title="t" * 200)
+                await uow.commit()
+        finally:
+            await store.dispose()
+
+    asyncio.run(write_events())
+    monkeypatch.setattr(events_endpoint, "SEND_TIMEOUT_S", 0.5)
+    caplog.set_level(logging.INFO)
+    app = create_app(Settings(database_url=database_url, events_heartbeat_seconds=0.2))
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # inherited by connections
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    reader = socket.socket()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader.connect(("127.0.0.1", port))
+        request = f"GET /events?after=0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+        reader.sendall(request.encode())
+        host, client_port = reader.getsockname()
+
+        def cut() -> list[logging.LogRecord]:
+            return [r for r in caplog.records if "events stream to" in r.getMessage()]
+
+        while not cut() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # Reading now lets the server flush what it holds and close: it has logged all.
+        reader.settimeout(20)
+        while reader.recv(65536):
+            pass
+    finally:
+        reader.close()
+        server.should_exit = True
+        thread.join(30)
+    (warning,) = cut()
+    assert warning.levelno == logging.WARNING and warning.exc_info is None
+    assert f"events stream to {host}:{client_port} cut: the client read nothing for 0.5s" in (
+        warning.getMessage()
+    )
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
 
 
 async def test_events_refusals_are_json(database_url: str) -> None:

@@ -89,7 +89,11 @@ def conversation_url(
         ),
     ] = None,
     label: Annotated[
-        str | None, typer.Option(help="A note shown by `credentials list`", show_default=False)
+        str | None,
+        typer.Option(
+            help="A note shown by `credentials list` (with --client, the client's name by default)",
+            show_default=False,
+        ),
     ] = None,
     hop_count: Annotated[
         int, typer.Option("--hop-count", min=0, help="Least hop count of the sends made with it")
@@ -123,6 +127,10 @@ def conversation_url(
     never CCWEB_TOKEN. The URL is printed once: keep it like a password. Revoke it with
     `ccweb-store credentials revoke ID`.
 
+    With --client, the credential is labelled with the client's name (or --label), and the
+    conversation's earlier live credentials of that label are revoked: running it again for
+    the same client replaces its credential instead of adding one.
+
     Example: ccweb-store conversation-url conv_0123 --client claude --expires-in 30d
     """
     from ccweb_store.services.credentials import mint_credential
@@ -130,6 +138,8 @@ def conversation_url(
     if client is not None and client not in CLIENTS:
         fail(f"--client {client!r}: use one of {', '.join(CLIENTS)}")
     params: dict[str, Any] = {"sessionId": conversation_id, "hopCount": hop_count}
+    if client is not None and label is None:
+        label = client  # the client's credential: minting its setup again replaces it
     if label is not None:
         params["label"] = label
     expires_in_seconds = duration_option(expires_in, "--expires-in")
@@ -141,7 +151,10 @@ def conversation_url(
             )
     if base_url is None:
         base_url = server_url(load_settings())
-    minted = with_store(database_url, lambda store: mint_credential(store, params))
+    minted = with_store(
+        database_url,
+        lambda store: mint_credential(store, params, replace_label=client is not None),
+    )
     url = mcp_url(base_url, minted["token"])
     credential = minted["credential"]
     setup = client_setup(client, base_url, url, minted["token"]) if client else None
@@ -155,6 +168,10 @@ def conversation_url(
         f"revoke it with: ccweb-store credentials revoke {credential['id']}",
         err=True,
     )
+    if revoked := minted.get("revoked"):
+        ids = ", ".join(earlier["id"] for earlier in revoked)
+        plural = "credential" if len(revoked) == 1 else "credentials"
+        typer.echo(f"revoked {len(revoked)} earlier {plural} for this client: {ids}", err=True)
 
 
 def _credentials_table(rows: list[dict[str, Any]]) -> Table:

@@ -117,6 +117,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.store = store
+    events.quiet_cut_streams()
     return app
 
 

@@ -7,8 +7,9 @@ line goes out as a heartbeat when nothing else did (``CCWEB_EVENTS_HEARTBEAT_SEC
 
 Two events end a stream early, each carrying what to do: ``cut`` (the client fell behind; it
 resumes after ``resumeAfter``) and ``error`` (``events_expired``: the resume point is older
-than the retention; read the state afresh). Refusals before the stream starts are JSON, as
-everywhere: ``{"error": {"code", "message"}}``.
+than the retention; read the state afresh). A client that stops reading is cut without one
+(``EventStream``): one warning line, and it resumes from its last event. Refusals before the
+stream starts are JSON, as everywhere: ``{"error": {"code", "message"}}``.
 
 The operator token sees every event; a conversation credential (``?credential=`` or
 ``Authorization: Bearer ccw1.…``) only its conversation's.
@@ -16,15 +17,18 @@ The operator token sees every event; a conversation credential (``?credential=``
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from typing import Any
 from weakref import WeakKeyDictionary
 
 import orjson
 from sse_starlette.event import ServerSentEvent
-from sse_starlette.sse import EventSourceResponse
+from sse_starlette.sse import EventSourceResponse, SendTimeoutError
 from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 from ccweb_store.config import Settings
 from ccweb_store.domain import errors
@@ -47,6 +51,60 @@ from ccweb_store.store.uow import Store
 SEND_TIMEOUT_S = 30.0
 #: What a client's ``EventSource`` waits before reconnecting, in milliseconds.
 RETRY_MS = 1000
+
+log = logging.getLogger(__name__)
+
+
+class EventStream(EventSourceResponse):
+    """The SSE answer of ``GET /events``. A stream given up because its client stopped
+    reading is an everyday event on a busy server, not a fault: it ends with one warning line
+    naming the client, instead of the exception escaping to the error handler and to the ASGI
+    server (two tracebacks per stream)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except* SendTimeoutError:
+            _cut_for_not_reading.set(True)
+            log.warning(
+                "events stream to %s cut: the client read nothing for %gs (the send timeout); "
+                "it resumes from its last event when it reconnects",
+                client_address(scope),
+                self.send_timeout,
+            )
+
+
+def client_address(scope: Scope) -> str:
+    """``host:port`` of the client, as the ASGI server saw it (``unknown`` if it did not say)."""
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "unknown"
+
+
+#: Set in the task of a request whose stream ``EventStream`` cut for not reading: the ASGI
+#: server runs the app in that task and logs right after it returns, in the same context.
+_cut_for_not_reading: ContextVar[bool] = ContextVar("cut_for_not_reading", default=False)
+
+#: What uvicorn logs (as an error) about a response the app left unfinished.
+UNFINISHED_RESPONSE = "ASGI callable returned without completing response."
+
+
+class QuietCutStreams(logging.Filter):
+    """Drops the ASGI server's "returned without completing response" error for a stream
+    ``EventStream`` cut and logged already: a client that reads nothing cannot be sent the
+    end of the response either, and one line about it is enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == UNFINISHED_RESPONSE and _cut_for_not_reading.get())
+
+
+_QUIET_CUT_STREAMS = QuietCutStreams()
+
+
+def quiet_cut_streams() -> None:
+    """Install ``QuietCutStreams`` on uvicorn's error log (once)."""
+    logger = logging.getLogger("uvicorn.error")
+    if _QUIET_CUT_STREAMS not in logger.filters:
+        logger.addFilter(_QUIET_CUT_STREAMS)
 
 
 def refusal(status: int, code: str, message: str) -> JSONResponse:
@@ -75,7 +133,7 @@ async def answer_events(incoming: Incoming) -> Answer:
     except DomainError as exc:
         status = 403 if exc.code == errors.CONVERSATION_FORBIDDEN else 400
         return refusal(status, exc.code, exc.message)
-    return EventSourceResponse(
+    return EventStream(
         _stream(store, after, chosen, settings.events_heartbeat_seconds),
         ping=settings.events_heartbeat_seconds,
         send_timeout=SEND_TIMEOUT_S,

@@ -269,11 +269,18 @@ async def mint_in(uow: UnitOfWork, key: bytes, run: Run, options: MintOptions) -
     return {"credential": credential_out(row), "token": token_of(key, row)}
 
 
-async def mint_credential(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def mint_credential(
+    store: Store, params: Mapping[str, Any], *, replace_label: bool = False
+) -> dict[str, Any]:
     """``credential.mint``: a new credential of ``sessionId`` and its token.
 
     ``expiresInSeconds`` (none: it never expires), ``label``, ``hopCount`` (the least hop count
     of the sends made with it; a worker passes its run's). The token is shown only here.
+
+    With ``replace_label`` (``conversation-url --client``), the live credentials of the
+    conversation with the same label are revoked in the same transaction, so minting a
+    client's setup again leaves one credential for it (one without a label replaces none); the
+    answer's ``revoked`` lists them.
     """
     params = require_mapping(params, "params")
     session_id = validate_session_id(require_str(params, "sessionId"))
@@ -284,11 +291,17 @@ async def mint_credential(store: Store, params: Mapping[str, Any]) -> dict[str, 
     key = await signing_key(store)
     async with store.uow() as uow:
         await uow.sessions.require(session_id)
+        replaced: list[ConversationCredential] = []
+        if replace_label and options.label is not None:
+            replaced = await uow.credentials.revoke_labelled(session_id, options.label, utcnow())
         row = await uow.credentials.add(
             session_id, label=options.label, hop_count=hop_count, expires_at=options.expires_at
         )
         await uow.commit()
-    return {"credential": credential_out(row), "token": token_of(key, row)}
+    minted: dict[str, Any] = {"credential": credential_out(row), "token": token_of(key, row)}
+    if replace_label:
+        minted["revoked"] = [credential_out(old) for old in replaced]
+    return minted
 
 
 async def list_credentials(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -67,6 +67,24 @@ class CredentialRepository(Repository):
             ConversationCredential, _REVOKE_CREDENTIAL, {"credential_id": credential_id, "p_at": at}
         )
 
+    async def revoke_labelled(
+        self, session_id: str, label: str, at: datetime
+    ) -> list[ConversationCredential]:
+        """Revoke every credential of ``session_id`` called ``label`` that is still live at
+        ``at`` (neither revoked nor expired); the rows this call revoked."""
+        stmt = (
+            sa.update(CREDENTIALS)
+            .where(
+                CREDENTIALS.c.session_id == session_id,
+                CREDENTIALS.c.label == label,
+                CREDENTIALS.c.revoked_at.is_(None),
+                sa.or_(CREDENTIALS.c.expires_at.is_(None), CREDENTIALS.c.expires_at > at),
+            )
+            .values(revoked_at=at)
+            .returning(*CREDENTIALS.c)
+        )
+        return await self._all(ConversationCredential, stmt)
+
     async def list_recent(
         self, *, session_id: str | None, active_at: datetime | None, limit: int
     ) -> list[ConversationCredential]:
