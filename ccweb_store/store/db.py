@@ -139,3 +139,12 @@ async def head_revision() -> str | None:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+async def known_revisions() -> set[str]:
+    """Every revision the migrations directory knows: a database stamped with another one was
+    migrated by a newer ccweb-store."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    return {revision.revision for revision in script.walk_revisions()}
