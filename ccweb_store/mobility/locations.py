@@ -31,7 +31,7 @@ def shown_url(url: str) -> str:
     everything before its host left out)."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
+    except (ArgumentError, ValueError):
         scheme, _, rest = url.partition("://")
         return f"{scheme}://{rest.rpartition('@')[2]}" if rest else url
 
@@ -54,11 +54,12 @@ def checked_url(url: str, flag: str, *, must_exist: bool) -> str:
     shown = shown_url(url)
     try:
         kind = database_kind(url)
-        normalized = normalize_database_url(url)
-        parsed = make_url(normalized)
     except ValueError as exc:
         raise BadDatabaseUrl(f"{flag} {shown}: {exc}") from None
-    except ArgumentError:
+    normalized = normalize_database_url(url)
+    try:
+        parsed = make_url(normalized)
+    except (ArgumentError, ValueError):
         raise BadDatabaseUrl(f"{flag} {shown} is not a database URL: {_FORMS}") from None
     driver = parsed.get_driver_name()
     if driver != DRIVERS[kind]:
