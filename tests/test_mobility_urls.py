@@ -144,3 +144,14 @@ def test_checked_url_names_the_async_driver_and_shown_url_hides_a_password(
     assert "pw" not in shown_url("nonsense://u:pw@h:port:port/db")
     with pytest.raises(BadDatabaseUrl, match="is not a database URL"):
         checked_url("postgresql://u:pw@h:port:port/db", "--to", must_exist=False)
+
+
+def test_import_json_and_migrate_read_a_bad_url_the_same_way(tmp_path: Path) -> None:
+    (tmp_path / "state" / "sessions").mkdir(parents=True)
+    for args in (("import-json", str(tmp_path / "state")), ("migrate",)):
+        for url, says in (
+            ("mysql://ccweb:s3cret@db.example/ccweb", "unsupported database URL scheme 'mysql'"),
+            ("garbage", "unsupported database URL scheme 'garbage'"),
+        ):
+            line = one_line(run_cli(*args, "--database-url", url), 2)
+            assert says in line and "s3cret" not in line

@@ -47,10 +47,10 @@ def credential_free_url(url: URL) -> str:
     return bare.render_as_string(hide_password=True)
 
 
-def checked_url(url: str, flag: str, *, must_exist: bool) -> str:
+def usable_url(url: str, flag: str) -> str:
     """``url`` with its async driver named, or ``BadDatabaseUrl`` naming ``flag`` when its
-    scheme or driver is not one ccweb-store uses, it does not parse, or it names a SQLite file
-    that is not there (``must_exist``) or could not be created (its folder is missing)."""
+    scheme or driver is not one ccweb-store uses, it does not parse, or (PostgreSQL) it names
+    no database. Nothing is looked at on disk or on a server."""
     shown = shown_url(url)
     try:
         kind = database_kind(url)
@@ -66,13 +66,19 @@ def checked_url(url: str, flag: str, *, must_exist: bool) -> str:
         raise BadDatabaseUrl(
             f"{flag} {shown}: ccweb-store does not connect through {driver!r}: {_FORMS}"
         )
-    if kind == "postgresql":
-        if not parsed.database:
-            raise BadDatabaseUrl(f"{flag} {shown} names no database: {_FORMS}")
-        return normalized
+    if kind == "postgresql" and not parsed.database:
+        raise BadDatabaseUrl(f"{flag} {shown} names no database: {_FORMS}")
+    return normalized
+
+
+def checked_url(url: str, flag: str, *, must_exist: bool) -> str:
+    """``usable_url``, and for a SQLite file also ``BadDatabaseUrl`` when it is not there
+    (``must_exist``), is a folder, or could not be created (its folder is missing)."""
+    normalized = usable_url(url, flag)
+    shown = shown_url(url)
     path = database_file(normalized)
     if path is None:
-        if must_exist:
+        if must_exist and database_kind(normalized) == "sqlite":
             raise BadDatabaseUrl(f"{flag} {shown} is not a SQLite file: name an existing file")
         return normalized
     if path.is_dir():
