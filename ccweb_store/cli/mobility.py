@@ -130,7 +130,8 @@ def copy(
     consistent snapshot, so the server may keep writing to it (what it writes after the start
     is not copied). At the end every table's row count and checksum are compared; a
     difference exits 1. An interrupted copy (Ctrl-C, kill) is finished by running the same
-    command again with --resume.
+    command again with --resume; a target holding any other rows (another database's copy, a
+    finished copy) is refused and left as it was.
 
     Example: ccweb-store copy --from sqlite+aiosqlite:///./ccweb.db
     --to postgresql+asyncpg://ccweb@db.example/ccweb
