@@ -47,7 +47,9 @@ def _missing_sqlite_file(settings: Settings) -> bool:
     database of ccweb-store's can have exits 2 in one line."""
     from sqlalchemy.engine import make_url
 
-    url = _database_url(settings.database_url, "--database-url", must_exist=False)
+    url = _database_url(
+        settings.database_url, "--database-url (or CCWEB_DATABASE_URL)", must_exist=False
+    )
     if make_url(url).get_backend_name() != "sqlite":
         return False
     path = make_url(url).database

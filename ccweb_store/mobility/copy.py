@@ -11,6 +11,13 @@ identity column's sequence, SQLite's ``sqlite_sequence``) are set past the highe
 source handed out. Last, each table's row count and order-independent checksum
 (``checksums``) are compared between the snapshot and the target; any difference fails the
 copy.
+
+Each database keeps its own identity (``database_identity``, a random id) and copy marker
+(``copy_marker``); neither is copied. Before its first row the copy marks the target as
+receiving the source's copy (the source's id and URL, ``in progress``) and, once verified,
+closes the marker (``done``). So ``resume`` continues only an interrupted copy of the same
+source, any other target that holds rows is refused before anything is written to it, and
+two URLs reaching one database are caught by their id (SQLite files also by resolved path).
 """
 
 from __future__ import annotations
