@@ -168,6 +168,7 @@ def test_the_source_url_in_the_marker_carries_no_credentials(
 def test_the_same_sqlite_file_however_spelled_is_refused(tmp_path: Path) -> None:
     source = small_source(tmp_path / "source.db")
     (tmp_path / "link.db").symlink_to(tmp_path / "source.db")
+    (tmp_path / "sub").mkdir()
     before = every_checksum(source)
 
     for spelled in (
@@ -175,7 +176,6 @@ def test_the_same_sqlite_file_however_spelled_is_refused(tmp_path: Path) -> None
         sqlite_url(tmp_path / "sub" / ".." / "source.db"),
         sqlite_url(tmp_path / "link.db"),
     ):
-        (tmp_path / "sub").mkdir(exist_ok=True)
         refused = copy_cli(source, spelled, "--resume")
         assert refused.returncode == 2, refused.stderr
         assert "same database" in refused.stderr
