@@ -55,7 +55,7 @@ from bench.scratch_databases import create_database, drop_database  # noqa: E402
 from bench.user_inputs import WORDS  # noqa: E402
 from ccweb_store.config import Settings  # noqa: E402
 from ccweb_store.domain.context import Source  # noqa: E402
-from ccweb_store.mobility.copy import copy_database, schema_tables  # noqa: E402
+from ccweb_store.mobility.copy import copied_tables, copy_database  # noqa: E402
 from ccweb_store.mobility.export import export_state  # noqa: E402
 from ccweb_store.services.conversations import list_messages  # noqa: E402
 from ccweb_store.services.user_inputs import list_user_inputs  # noqa: E402
@@ -203,12 +203,12 @@ async def postgres_copy_of_the_same_rows(loaded_url: str, empty_url: str) -> flo
     target = await asyncpg.connect(dsn(empty_url))
     try:
         dumps = {}
-        for table in schema_tables():
+        for table in copied_tables():
             buffer = io.BytesIO()
             await source.copy_from_table(table.name, output=buffer, format="binary")
             dumps[table.name] = buffer.getvalue()
         start = time.perf_counter()
-        for table in schema_tables():
+        for table in copied_tables():
             async with target.transaction():
                 await target.copy_to_table(
                     table.name, source=io.BytesIO(dumps[table.name]), format="binary"

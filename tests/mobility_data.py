@@ -103,15 +103,18 @@ async def issued_event_ids(database_url: str) -> int:
 
 
 async def raw_rows(database_url: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every table's rows, JSON columns as their parsed value or SQL NULL kept apart from
-    JSON null, sorted: equal for two databases that hold the same rows."""
+    """Every copied table's rows (all but each database's own identity and copy marker),
+    JSON columns as their parsed value or SQL NULL kept apart from JSON null, sorted: equal
+    for two databases that hold the same rows."""
     import json
+
+    from ccweb_store.mobility.copy import copied_tables
 
     store = Store.from_settings(Settings(database_url=database_url))
     tables: dict[str, list[tuple[Any, ...]]] = {}
     try:
         async with store.snapshot() as connection:
-            for table in Base.metadata.sorted_tables:
+            for table in copied_tables():
                 columns = [
                     sa.cast(c, sa.Text()) if isinstance(c.type, sa.JSON) else c
                     for c in table.columns

@@ -15,7 +15,12 @@ import pytest
 import sqlalchemy as sa
 
 from ccweb_store.config import Settings
-from ccweb_store.mobility.copy import CopyRefused, copy_database, schema_tables, table_checksums
+from ccweb_store.mobility.copy import (
+    CopyRefused,
+    copied_tables,
+    copy_database,
+    table_checksums,
+)
 from ccweb_store.store.db import create_engine
 from ccweb_store.store.uow import Store
 from tests.cli_support import COMMAND, run_cli
@@ -77,7 +82,7 @@ def test_a_copy_to_postgresql_and_back_keeps_every_row_and_every_api_answer(
     for report in (there, back):
         assert report["ok"] is True
         assert all(table["ok"] for table in report["tables"])
-        assert {t["table"] for t in report["tables"]} == {t.name for t in schema_tables()}
+        assert {t["table"] for t in report["tables"]} == {t.name for t in copied_tables()}
     counts = {t["table"]: t["rows"] for t in there["tables"]}
     assert counts["messages"] > 0 and counts["conversation_credentials"] == 2
     assert counts["server_secrets"] == 1 and counts["reply_requests"] == 5
@@ -178,6 +183,16 @@ def test_a_copy_killed_midway_and_resumed_equals_a_clean_copy(
     assert asyncio.run(raw_rows(database_url)) == asyncio.run(raw_rows(clean))
 
 
+async def execute(url: str, *statements: str) -> None:
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as connection:
+            for statement in statements:
+                await connection.execute(sa.text(statement))
+    finally:
+        await engine.dispose()
+
+
 def test_a_resume_from_a_source_changed_since_fails_its_verification(
     tmp_path: Path, database_url: str
 ) -> None:
@@ -197,6 +212,8 @@ def test_a_resume_from_a_source_changed_since_fails_its_verification(
             await engine.dispose()
 
     asyncio.run(change_a_copied_message())
+    # As if the copy had been killed after its last row, before it closed its marker.
+    asyncio.run(execute(database_url, "UPDATE copy_marker SET state = 'in progress'"))
     result = copy_cli(source, database_url, "--resume", "--json")
 
     assert result.returncode == 1

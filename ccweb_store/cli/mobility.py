@@ -27,18 +27,32 @@ PLAIN_PROGRESS_EVERY_S = 2.0
 
 
 def _shown(settings: Settings) -> str:
-    from sqlalchemy.engine import make_url
+    from ccweb_store.mobility.locations import shown_url
 
-    return make_url(settings.database_url).render_as_string(hide_password=True)
+    return shown_url(settings.database_url)
+
+
+def _database_url(url: str, flag: str, *, must_exist: bool) -> str:
+    """``url`` checked (``mobility.locations.checked_url``); a bad one exits 2 in one line."""
+    from ccweb_store.mobility.locations import BadDatabaseUrl, checked_url
+
+    try:
+        return checked_url(url, flag, must_exist=must_exist)
+    except BadDatabaseUrl as exc:
+        fail(exc.reason, 2)
 
 
 def _missing_sqlite_file(settings: Settings) -> bool:
-    """A SQLite file that is not there (connecting would create an empty one)."""
+    """A SQLite file that is not there (connecting would create an empty one); a URL no
+    database of ccweb-store's can have exits 2 in one line."""
     from sqlalchemy.engine import make_url
 
-    if settings.database_kind != "sqlite":
+    url = _database_url(
+        settings.database_url, "--database-url (or CCWEB_DATABASE_URL)", must_exist=False
+    )
+    if make_url(url).get_backend_name() != "sqlite":
         return False
-    path = make_url(settings.database_url).database
+    path = make_url(url).database
     return not path or path == ":memory:" or not Path(str(path)).is_file()
 
 
@@ -118,20 +132,17 @@ def copy(
     consistent snapshot, so the server may keep writing to it (what it writes after the start
     is not copied). At the end every table's row count and checksum are compared; a
     difference exits 1. An interrupted copy (Ctrl-C, kill) is finished by running the same
-    command again with --resume.
+    command again with --resume; a target holding any other rows (another database's copy, a
+    finished copy) is refused and left as it was.
 
     Example: ccweb-store copy --from sqlite+aiosqlite:///./ccweb.db
     --to postgresql+asyncpg://ccweb@db.example/ccweb
     """
-    from ccweb_store.mobility.copy import CopyRefused, copy_database
+    from ccweb_store.mobility.copy import CopyRefused, DatabaseUnreachable, copy_database
     from ccweb_store.store.uow import Store
 
-    source = load_settings(database_url=source_url)
-    target = load_settings(database_url=target_url)
-    if _missing_sqlite_file(source):
-        fail(f"--from: no SQLite database at {_shown(source)}: name an existing file", 2)
-    if source.database_url == target.database_url:
-        fail("--from and --to name the same database: copy into another one", 2)
+    source = load_settings(database_url=_database_url(source_url, "--from", must_exist=True))
+    target = load_settings(database_url=_database_url(target_url, "--to", must_exist=False))
 
     async def work() -> CopyReport:
         reading, writing = Store.from_settings(source), Store.from_settings(target)
@@ -148,6 +159,8 @@ def copy(
         report = _run(work, _shown(source), _shown(target))
     except CopyRefused as exc:
         fail(exc.reason, 2)
+    except DatabaseUnreachable as exc:
+        fail(exc.reason, 1)
     if as_json:
         print_json({"from": _shown(source), "to": _shown(target), **report.as_json()})
     else:

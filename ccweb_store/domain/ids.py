@@ -24,6 +24,8 @@ RUN_STATUSES = ("queued", "running", "completed", "failed", "cancelled")
 #: A run in one of these makes its conversation busy: a send to it is refused (``target_busy``).
 ACTIVE_RUN_STATUSES = ("queued", "running")
 FINISHED_RUN_STATUSES = ("completed", "failed", "cancelled")
+#: The state of the copy a database holds (``copy_marker``): being written, or finished.
+COPY_STATES = ("in progress", "done")
 
 #: A whole conversation id (``\A…\Z``: ``$`` would also match before a trailing newline, so
 #: ``"abc\n"`` would pass); use it with ``fullmatch``.

@@ -11,6 +11,13 @@ identity column's sequence, SQLite's ``sqlite_sequence``) are set past the highe
 source handed out. Last, each table's row count and order-independent checksum
 (``checksums``) are compared between the snapshot and the target; any difference fails the
 copy.
+
+Each database keeps its own identity (``database_identity``, a random id) and copy marker
+(``copy_marker``); neither is copied. Before its first row the copy marks the target as
+receiving the source's copy (the source's id and URL, ``in progress``) and, once verified,
+closes the marker (``done``). So ``resume`` continues only an interrupted copy of the same
+source, any other target that holds rows is refused before anything is written to it, and
+two URLs reaching one database are caught by their id (SQLite files also by resolved path).
 """
 
 from __future__ import annotations
@@ -22,11 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
 
 from ccweb_store.mobility.checksums import TableChecksum
+from ccweb_store.mobility.locations import credential_free_url, same_sqlite_file
 from ccweb_store.store.bulk import copy_select, is_json
-from ccweb_store.store.db import current_revision, head_revision, migrate
-from ccweb_store.store.models import Base
+from ccweb_store.store.db import current_revision, head_revision, known_revisions, migrate
+from ccweb_store.store.models import Base, CopyMarker, DatabaseIdentity
+from ccweb_store.store.repositories.identity import IN_PROGRESS
 from ccweb_store.store.uow import Store
 
 #: Rows per batch: each is one read from the source and one transaction on the target.
@@ -36,8 +46,21 @@ BATCH_ROWS = 5000
 Progress = Callable[[str, int, int], None]
 
 
+#: Tables each database keeps its own of, never copied: its identity and its copy marker.
+OWN_TABLES = frozenset({DatabaseIdentity.__tablename__, CopyMarker.__tablename__})
+_ELSEWHERE = "copy into another database"
+
+
 class CopyRefused(Exception):
     """The copy cannot start; ``reason`` says why and what to do."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DatabaseUnreachable(Exception):
+    """The source or the target cannot be connected to or read; ``reason`` names it."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -103,6 +126,12 @@ def schema_tables() -> list[sa.Table]:
     return list(Base.metadata.sorted_tables)
 
 
+def copied_tables() -> list[sa.Table]:
+    """The tables ``copy`` copies, parents first: all but the database's own identity and
+    copy marker, which each database keeps its own of."""
+    return [table for table in schema_tables() if table.name not in OWN_TABLES]
+
+
 async def copy_database(
     source: Store,
     target: Store,
@@ -114,19 +143,54 @@ async def copy_database(
 ) -> CopyReport:
     """Copy every table of ``source`` into ``target`` (migrated to head first) and verify it.
 
-    ``CopyRefused`` when the source is not at the schema's head revision, or the target holds
-    rows and ``resume`` is not set.
+    ``CopyRefused`` when either database is at another schema revision than this
+    ccweb-store's (the target may also be new), both are one database, or the target holds
+    rows and is not an interrupted copy of this source being resumed (``resume``).
+    ``DatabaseUnreachable`` when either cannot be connected to. The target is marked (its
+    ``copy_marker``) as receiving this source's copy before any row is written, and the
+    marker closed once the copy is verified.
     """
-    tables = list(tables) if tables is not None else schema_tables()
-    await _check_source(source)
-    await migrate(target.engine)
-    counts = await _row_counts(target, tables)
-    if any(counts.values()) and not resume:
-        held = ", ".join(f"{name} ({rows} rows)" for name, rows in counts.items() if rows)
+    tables = list(tables) if tables is not None else copied_tables()
+    source_shown, target_shown = _shown(source), _shown(target)
+    head = await head_revision()
+    known = known_revisions()
+    revision = await _revision(source, "--from", source_shown)
+    _check_revision(revision, head, known, "--from", source_shown, new_allowed=False)
+    if same_sqlite_file(source.engine.url, target.engine.url):
         raise CopyRefused(
-            f"the target database is not empty: {held}. Copy into an empty database, or add "
-            "--resume to finish an interrupted copy into this one"
+            f"--from and --to name the same database, the SQLite file of {source_shown}: "
+            f"{_ELSEWHERE}"
         )
+    target_revision = await _revision(target, "--to", target_shown)
+    _check_revision(target_revision, head, known, "--to", target_shown, new_allowed=True)
+    source_id = await _database_id(source)
+    async with source.read_uow() as uow:
+        unfinished = await uow.identity.copy_marker()
+    if unfinished is not None and unfinished.state == IN_PROGRESS:
+        raise CopyRefused(
+            f"--from {source_shown} holds an unfinished copy of {unfinished.source_url}: "
+            "finish that copy first (copy --resume into it)"
+        )
+    marker: CopyMarker | None = None
+    counts: dict[str, int] = {}
+    if target_revision is not None:
+        async with target.read_uow() as uow:
+            target_id = await uow.identity.database_id()
+            marker = await uow.identity.copy_marker()
+        if target_id == source_id:
+            raise CopyRefused(
+                f"--from {source_shown} and --to {target_shown} reach the same database "
+                f"(its id is {source_id}): {_ELSEWHERE}"
+            )
+        counts = await _row_counts(target, tables)
+        if any(counts.values()):
+            _check_resumable(resume, marker, source_id, source_shown, counts)
+    await migrate(target.engine)
+    await _database_id(target)
+    if not any(counts.values()):
+        async with target.uow() as uow:
+            await uow.identity.start_copy(source_id, credential_free_url(source.engine.url))
+            await uow.commit()
     report = CopyReport(resumed=resume)
     started = time.perf_counter()
     async with source.snapshot() as reading:
@@ -156,18 +220,106 @@ async def copy_database(
     ):
         table_report.target_rows, table_report.target_checksum = rows, digest
     report.verify_seconds = time.perf_counter() - started
+    if report.ok:
+        async with target.uow() as uow:
+            await uow.identity.finish_copy()
+            await uow.commit()
     return report
 
 
-async def _check_source(source: Store) -> None:
-    async with source.engine.connect() as connection:
-        revision = await current_revision(connection)
-    head = await head_revision()
-    if revision != head:
+def _shown(store: Store) -> str:
+    return store.engine.url.render_as_string(hide_password=True)
+
+
+async def _revision(store: Store, flag: str, shown: str) -> str | None:
+    """The schema revision of ``store``'s database; ``DatabaseUnreachable`` naming ``flag``
+    when it cannot be read."""
+    try:
+        async with store.engine.connect() as connection:
+            return await current_revision(connection)
+    except (SQLAlchemyError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DatabaseUnreachable(
+            f"cannot use {flag} {shown}: {reason}. Check that it is reachable and that you "
+            "may read (and write) it"
+        ) from exc
+
+
+def _check_revision(
+    revision: str | None,
+    head: str | None,
+    known: set[str],
+    flag: str,
+    shown: str,
+    *,
+    new_allowed: bool,
+) -> None:
+    """``CopyRefused`` unless ``revision`` is the head (or, ``new_allowed``, no schema yet):
+    a newer one asks for a newer ccweb-store, an older one (or none) for a migration."""
+    if revision == head or (revision is None and new_allowed):
+        return
+    if revision is not None and revision not in known:
         raise CopyRefused(
-            f"the source database is at schema revision {revision or 'none'}, this ccweb-store "
-            f"copies revision {head}: migrate it first (ccweb-store migrate --database-url FROM)"
+            f"{flag} {shown} is at schema revision {revision}, newer than this ccweb-store "
+            f"knows (its newest is {head}): upgrade ccweb-store, then copy again"
         )
+    where = "FROM" if flag == "--from" else "TO"
+    if revision is None:
+        raise CopyRefused(
+            f"{flag} {shown} holds no ccweb-store schema: migrate it first "
+            f"(ccweb-store migrate --database-url {where}), or name the right database"
+        )
+    advice = "" if flag == "--from" else ", or copy into an empty database"
+    raise CopyRefused(
+        f"{flag} {shown} is at schema revision {revision}, older than this ccweb-store's "
+        f"{head}: migrate it first (ccweb-store migrate --database-url {where}){advice}"
+    )
+
+
+async def _database_id(store: Store) -> str:
+    """The database's own id, made when it has none."""
+    async with store.read_uow() as uow:
+        found = await uow.identity.database_id()
+    if found is not None:
+        return found
+    async with store.uow() as uow:
+        found = await uow.identity.database_id()
+        if found is None:
+            found = await uow.identity.make_database_id()
+        await uow.commit()
+    return found
+
+
+def _check_resumable(
+    resume: bool,
+    marker: CopyMarker | None,
+    source_id: str,
+    source_shown: str,
+    counts: dict[str, int],
+) -> None:
+    """``CopyRefused`` unless the target, which holds rows, is a copy of this source in
+    progress and ``resume`` says to finish it."""
+    held = ", ".join(f"{name} ({rows} rows)" for name, rows in counts.items() if rows)
+    interrupted = (
+        marker is not None and marker.source_id == source_id and marker.state == IN_PROGRESS
+    )
+    if interrupted and resume:
+        return
+    if interrupted:
+        raise CopyRefused(
+            f"the target database is not empty: {held}. It holds an interrupted copy of "
+            f"{source_shown}: add --resume to finish it, or copy into an empty database"
+        )
+    if marker is None:
+        what = "rows no copy wrote"
+    elif marker.source_id != source_id:
+        what = f"a copy of another database ({marker.source_url})"
+    else:
+        what = f"a finished copy of {source_shown}: there is nothing to resume"
+    raise CopyRefused(
+        f"the target database is not empty: {held}; it holds {what}. It is left as it was: "
+        "copy into an empty database"
+    )
 
 
 async def _row_counts(store: Store, tables: Sequence[sa.Table]) -> dict[str, int]:

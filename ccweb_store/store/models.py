@@ -20,6 +20,7 @@ from sqlalchemy.sql.visitors import InternalTraversal
 
 from ccweb_store.domain.ids import (
     AGENT_MAX_LENGTH,
+    COPY_STATES,
     ID_MAX_LENGTH,
     REPLY_STATUSES,
     ROLES,
@@ -245,6 +246,34 @@ class Event(Base):
     request_id: Mapped[str | None] = mapped_column(sa.String(128))
     created_at: Mapped[datetime] = mapped_column(nullable=False)
     payload: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+
+
+class DatabaseIdentity(Base):
+    """This database's own random id (one row, made with its schema by migration 0010): two
+    URLs that reach one database read the same id. ``copy`` does not copy it, so a copy is a
+    database with an id of its own."""
+
+    __tablename__ = "database_identity"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(server_default=NOW)
+
+
+class CopyMarker(Base):
+    """The copy ``copy`` wrote, or is writing, into this database (one row, ``name`` =
+    'copy'): the source's identity and URL (without credentials) and whether it finished.
+    ``copy --resume`` continues only a copy that is in progress from the same source. Not
+    copied itself."""
+
+    __tablename__ = "copy_marker"
+    __table_args__ = (sa.CheckConstraint(_one_of("state", COPY_STATES), name="state"),)
+
+    name: Mapped[str] = mapped_column(sa.String(16), primary_key=True)
+    source_id: Mapped[str] = mapped_column(sa.String(36), nullable=False)
+    source_url: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    state: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    started_at: Mapped[datetime] = mapped_column(nullable=False)
+    finished_at: Mapped[datetime | None]
 
 
 # --- the expression index on metadata.replyToRequestId (migration 0006) ---------------------

@@ -36,6 +36,7 @@ from ccweb_store.store.postgres.driver import PostgresDatabase
 from ccweb_store.store.repositories import (
     CredentialRepository,
     EventRepository,
+    IdentityRepository,
     JsonColumnRepository,
     MessageRepository,
     ReplyRepository,
@@ -65,6 +66,7 @@ class UnitOfWork:
     secrets: SecretRepository
     json_columns: JsonColumnRepository
     events: EventRepository
+    identity: IdentityRepository
 
     def __init__(
         self,
@@ -94,6 +96,7 @@ class UnitOfWork:
         self.secrets = SecretRepository(state)
         self.json_columns = JsonColumnRepository(state)
         self.events = EventRepository(state)
+        self.identity = IdentityRepository(state)
         return self
 
     async def __aexit__(

@@ -8,6 +8,7 @@ won, so two writers can never both move the same row.
 from ccweb_store.store.repositories.base import UnitState, decode_cursor, encode_cursor
 from ccweb_store.store.repositories.credentials import CredentialRepository, SecretRepository
 from ccweb_store.store.repositories.events import EventRepository
+from ccweb_store.store.repositories.identity import IdentityRepository
 from ccweb_store.store.repositories.json_columns import JsonColumnRepository
 from ccweb_store.store.repositories.messages import (
     LATEST_NONBLANK_BY_ROLE,
@@ -23,6 +24,7 @@ __all__ = [
     "LATEST_NONBLANK_BY_ROLE",
     "CredentialRepository",
     "EventRepository",
+    "IdentityRepository",
     "JsonColumnRepository",
     "MessageRepository",
     "MessageText",

@@ -1,0 +1,102 @@
+"""Database URLs as the data tools (``copy``, ``backup``, ``export-json``) take them: checked
+before anything connects, so a mistake is one line naming the URL (never its password) and
+saying what to do, and shown without credentials.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from ccweb_store.config import database_kind, normalize_database_url
+from ccweb_store.store.db import database_file
+
+#: The drivers ccweb-store connects through, by engine family.
+DRIVERS = {"sqlite": "aiosqlite", "postgresql": "asyncpg"}
+_FORMS = "use sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DB"
+
+
+class BadDatabaseUrl(Exception):
+    """A URL that names no database ccweb-store can use; ``reason`` says why and what to do."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed: its password masked (or, when it does not parse,
+    everything before its host left out)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://{rest.rpartition('@')[2]}" if rest else url
+
+
+def credential_free_url(url: URL) -> str:
+    """``url`` without user name or password; a SQLite file as its resolved path."""
+    database = url.database
+    if url.get_backend_name() == "sqlite" and database and database != ":memory:":
+        database = os.path.realpath(database)
+    bare = URL.create(
+        url.drivername, host=url.host, port=url.port, database=database, query=url.query
+    )
+    return bare.render_as_string(hide_password=True)
+
+
+def usable_url(url: str, flag: str) -> str:
+    """``url`` with its async driver named, or ``BadDatabaseUrl`` naming ``flag`` when its
+    scheme or driver is not one ccweb-store uses, it does not parse, or (PostgreSQL) it names
+    no database. Nothing is looked at on disk or on a server."""
+    shown = shown_url(url)
+    try:
+        kind = database_kind(url)
+    except ValueError as exc:
+        raise BadDatabaseUrl(f"{flag} {shown}: {exc}") from None
+    normalized = normalize_database_url(url)
+    try:
+        parsed = make_url(normalized)
+    except (ArgumentError, ValueError):
+        raise BadDatabaseUrl(f"{flag} {shown} is not a database URL: {_FORMS}") from None
+    driver = parsed.get_driver_name()
+    if driver != DRIVERS[kind]:
+        raise BadDatabaseUrl(
+            f"{flag} {shown}: ccweb-store does not connect through {driver!r}: {_FORMS}"
+        )
+    if kind == "postgresql" and not parsed.database:
+        raise BadDatabaseUrl(f"{flag} {shown} names no database: {_FORMS}")
+    return normalized
+
+
+def checked_url(url: str, flag: str, *, must_exist: bool) -> str:
+    """``usable_url``, and for a SQLite file also ``BadDatabaseUrl`` when it is not there
+    (``must_exist``), is a folder, or could not be created (its folder is missing)."""
+    normalized = usable_url(url, flag)
+    shown = shown_url(url)
+    path = database_file(normalized)
+    if path is None:
+        if must_exist and database_kind(normalized) == "sqlite":
+            raise BadDatabaseUrl(f"{flag} {shown} is not a SQLite file: name an existing file")
+        return normalized
+    if path.is_dir():
+        raise BadDatabaseUrl(f"{flag} {shown} is a folder: name a SQLite file")
+    if must_exist and not path.is_file():
+        raise BadDatabaseUrl(f"{flag}: no SQLite database at {shown}: name an existing file")
+    if not path.parent.is_dir():
+        raise BadDatabaseUrl(
+            f"{flag} {shown}: the folder {path.parent} does not exist: create it first"
+        )
+    return normalized
+
+
+def same_sqlite_file(first: URL, second: URL) -> bool:
+    """Whether two SQLite URLs name one file, however spelled (``/./``, ``..``, symlinks)."""
+    paths = []
+    for url in (first, second):
+        if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+            return False
+        paths.append(os.path.realpath(url.database))
+    return paths[0] == paths[1]
