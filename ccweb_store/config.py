@@ -123,13 +123,6 @@ class Settings(BaseSettings):
                 ) from None
         return value
 
-    @field_validator("database_url")
-    @classmethod
-    def _supported_database(cls, value: str) -> str:
-        if value.strip():
-            database_kind(value)  # an unsupported scheme is refused here, once
-        return value
-
     @field_validator("token", "credential_secret", mode="before")
     @classmethod
     def _empty_is_none(cls, value: object) -> object:

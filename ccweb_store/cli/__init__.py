@@ -16,6 +16,7 @@ from ccweb_store.cli.common import (
     duration_option,
     fail,
     load_settings,
+    require_usable_url,
     server_url,
     setup_logging,
 )
@@ -125,15 +126,17 @@ def serve(
     from ccweb_store.cli import serving
     from ccweb_store.store.db import prepare_database_home
 
-    settings = load_settings(
-        host=host,
-        port=port,
-        database_url=database_url,
-        token=token,
-        log_level=log_level,
-        log_format=log_format,
-        access_log=access_log,
-        forwarded_allow_ips=forwarded_allow_ips,
+    settings = require_usable_url(
+        load_settings(
+            host=host,
+            port=port,
+            database_url=database_url,
+            token=token,
+            log_level=log_level,
+            log_format=log_format,
+            access_log=access_log,
+            forwarded_allow_ips=forwarded_allow_ips,
+        )
     )
     # The startup line names the database; here only its directory is made, when it is new.
     try:

@@ -71,6 +71,18 @@ def settings_problems(error: Any) -> list[str]:
     return problems
 
 
+def require_usable_url(settings: Settings) -> Settings:
+    """``settings``, or exit 2 with one line naming the database URL (password masked) when
+    ccweb-store cannot use it (``mobility.locations.usable_url``)."""
+    from ccweb_store.mobility.locations import BadDatabaseUrl, usable_url
+
+    try:
+        usable_url(settings.database_url, "--database-url (or CCWEB_DATABASE_URL)")
+    except BadDatabaseUrl as exc:
+        fail(exc.reason, 2)
+    return settings
+
+
 def database_settings(
     database_url: str | None, *, create: bool = False, required: bool = True
 ) -> Settings:
@@ -78,14 +90,9 @@ def database_settings(
     and unless ``create`` (``serve``, ``migrate``, ``import-json``) refuses to go on when the
     SQLite file is not there, rather than create an empty one where the user did not mean
     (``required=False``: the command copes with no database without creating one)."""
-    from ccweb_store.mobility.locations import BadDatabaseUrl, usable_url
     from ccweb_store.store.db import missing_database, prepare_database_home, shown_url
 
-    settings = load_settings(database_url=database_url)
-    try:
-        usable_url(settings.database_url, "--database-url (or CCWEB_DATABASE_URL)")
-    except BadDatabaseUrl as exc:
-        fail(exc.reason, 2)
+    settings = require_usable_url(load_settings(database_url=database_url))
     where = " (the data directory, CCWEB_DATA_DIR)" if settings.database_in_data_dir else ""
     typer.echo(f"ccweb-store: database {shown_url(settings.database_url)}{where}", err=True)
     if create:
