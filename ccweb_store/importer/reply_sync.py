@@ -33,17 +33,17 @@ async def import_replies_file(
     summary: ImportSummary,
     unmarked: set[str],
     carried: dict[tuple[str, str], str] | None = None,
-) -> str:
-    """Import the reply states of ``path``. A dry run recovers original requests from the
-    messages the sessions' import would have written too (``carried``), so that its counts
-    are the real import's."""
+) -> None:
+    """Import the reply states of ``path``, counting each in ``summary.replies``. A dry run
+    recovers original requests from the messages the sessions' import would have written too
+    (``carried``), so that its counts are the real import's."""
     carried = carried or {}
     try:
         replies, skipped = read_replies_file(path)
     except LegacyFileError as exc:
         summary.replies.skipped += 1
         summary.skipped.append(Skipped(str(path), exc.reason))
-        return "skipped"
+        return
     for reason in skipped:
         summary.replies.skipped += 1
         summary.skipped.append(Skipped(str(path), reason))
@@ -65,11 +65,10 @@ async def import_replies_file(
     except SQLAlchemyError as exc:
         summary.replies.skipped += len(replies)
         summary.skipped.append(Skipped.refused(path, exc))
-        return "skipped"
+        return
     for reply in replies:
         record = f"{reply.label} (request {reply.request_id})"
         summary.kept_as_text.extend(KeptValue(str(path), record, *note) for note in reply.notes)
-    return "imported"
 
 
 def _count_reply(summary: ImportSummary, outcome: str, *, recovered: bool) -> None:
