@@ -58,21 +58,22 @@ async def import_state(
     summary = ImportSummary(dry_run=dry_run)
     unmarked: set[str] = set()
     carried: dict[tuple[str, str], str] = {}
+    titles: dict[str, str] = {}
     for path in session_files(directory):
         outcome = None
         if is_large(path):
             outcome = await import_large_session_file(
-                store, path, summary, unmarked, carried, on_messages
+                store, path, summary, unmarked, carried, on_messages, titles
             )
         if outcome is None:
             with _cyclic_gc_paused():
-                outcome = await import_session_file(store, path, summary, unmarked, carried)
+                outcome = await import_session_file(store, path, summary, unmarked, carried, titles)
         if on_file is not None:
             on_file(path, said_of_file(outcome, dry_run=dry_run))
     replies_path = directory / REPLIES_FILE
     if replies_path.is_file():
         before = summary.replies.as_dict()
-        await import_replies_file(store, replies_path, summary, unmarked, carried)
+        await import_replies_file(store, replies_path, summary, unmarked, carried, titles)
         if on_file is not None:
             on_file(replies_path, said_of_replies(before, summary))
     return summary
