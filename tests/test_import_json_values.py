@@ -215,8 +215,12 @@ async def test_a_poisoned_state_imports_with_every_bad_value_kept_as_text_and_re
         "replyText": "done\x00",
         "hopCount": 2**40,
         "trace": POISON_REPLY["trace"],
-        "$absent": ["createdAt", "sourceAutoRun"],
+        "$absent": ["createdAt", "sourceAutoRun", "sourceTitle", "targetTitle"],
     }
+    # The entry had no titles: its conversations' are filled in (U+FFFD where poison's NUL was).
+    assert [(r["sourceTitle"], r["targetTitle"]) for r in replies["replies"]] == [
+        ("Fine", "nul\ufffdtitle")
+    ]
 
 
 def test_the_command_reports_each_kept_value_and_a_dry_run_reports_the_same(

@@ -119,7 +119,11 @@ async def test_an_import_run_again_leaves_settled_failures_as_they_are(
     assert summary.replies.as_dict() == {"imported": 0, "updated": 0, "unchanged": 2, "skipped": 0}
     again = await reply_row(store, "req-answered-late")
     assert again.returned_at == first.returned_at == first.created_at
-    assert again.extra == {"$absent": ["hopCount", "sourceAutoRun", "returnedAt"]}
+    # The entries had no titles: their conversations' are filled in, and listed as absent.
+    assert (again.source_title, again.target_title) == ("Planner", "Tester")
+    assert again.extra == {
+        "$absent": ["hopCount", "sourceAutoRun", "returnedAt", "sourceTitle", "targetTitle"]
+    }
 
 
 async def test_a_request_the_file_moves_to_failed_is_settled_too(

@@ -325,8 +325,10 @@ def test_every_reply_entry_can_be_rebuilt_from_its_row(
         "lastError": None,
         "hopCount": "2",
         "sourceAutoRun": 1,
+        ABSENT_KEY: ["targetTitle"],
     }
     assert (replies["req-ready"]["source_title"], replies["req-ready"]["hop_count"]) == ("42", 0)
+    assert replies["req-ready"]["target_title"] == "Beta"  # its target's, from beta.json
     assert replies["req-orphan"]["extra"] == {ABSENT_KEY: ["hopCount"]}
 
 

@@ -256,7 +256,8 @@ def export_json(
     directory: Annotated[
         Path,
         typer.Argument(
-            help="Where to write sessions/*.json and config/ (created; files there are replaced)",
+            help="Where to write sessions/*.json and config/ (created; a folder already "
+            "holding them is refused unless --merge)",
             show_default=False,
         ),
     ],
@@ -268,6 +269,14 @@ def export_json(
             help="Only this conversation, and the replies it sent or received",
         ),
     ] = None,
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge",
+            help="Update a folder that already holds a cc-web state: replace the files "
+            "exported, keep the reply entries this export does not cover",
+        ),
+    ] = False,
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -278,11 +287,18 @@ def export_json(
     (docs/export.md lists the few differences); importing an export into an empty database
     gives the same conversations, messages and replies. Runs and credentials have no place in
     cc-web's layout and are not written. The database is read on one snapshot, so the server
-    may keep running.
+    may keep running. A folder that already holds sessions/ or the reply file is refused
+    unless --merge; every file is written to a temporary name and renamed into place, so a
+    killed export leaves each file whole.
 
-    Example: ccweb-store export-json ./cc-web-state --conversation my-chat
+    Example: ccweb-store export-json ./cc-web-state --conversation my-chat --merge
     """
-    from ccweb_store.mobility.export import ExportSummary, export_state
+    from ccweb_store.mobility.export import (
+        ExportRefused,
+        ExportSummary,
+        export_state,
+        holds_ccweb_layout,
+    )
     from ccweb_store.store.uow import Store
 
     settings = load_settings(database_url=database_url)
@@ -298,6 +314,13 @@ def export_json(
             validate_session_id(conversation)
         except InvalidInput as exc:
             fail(f"--conversation: {exc.message}", 2)
+    if not merge and holds_ccweb_layout(directory):
+        fail(
+            f"{directory} already holds a cc-web state (sessions/ or "
+            "config/cross-conversation-replies.json): export into an empty folder, or add "
+            "--merge to update it",
+            2,
+        )
 
     async def work() -> ExportSummary:
         store = Store.from_settings(settings)
@@ -306,11 +329,14 @@ def export_json(
                 async with store.read_uow() as uow:
                     if await uow.sessions.get(conversation) is None:
                         fail(f"no conversation {conversation!r} in {_shown(settings)}", 3)
-            return await export_state(store, directory, conversation=conversation)
+            return await export_state(store, directory, conversation=conversation, merge=merge)
         finally:
             await store.dispose()
 
-    summary = _run(work, _shown(settings))
+    try:
+        summary = _run(work, _shown(settings))
+    except ExportRefused as exc:
+        fail(exc.reason, 2)
     if as_json:
         print_json({"directory": str(directory), **summary.as_json()})
         return

@@ -34,6 +34,7 @@ from ccweb_store.importer.session_sync import (
     marks_reply,
     message_kept_values,
     new_message_row,
+    note_title,
 )
 from ccweb_store.importer.summary import ImportSummary, KeptValue, MessagesCallback, Skipped
 from ccweb_store.store.uow import Store
@@ -68,6 +69,7 @@ async def import_large_session_file(
     unmarked: set[str],
     carried: dict[tuple[str, str], str] | None,
     on_messages: MessagesCallback | None = None,
+    titles: dict[str, str] | None = None,
 ) -> str | None:
     """Import ``path`` streamed (see the module docstring) as ``import_session_file`` would,
     telling ``on_messages`` how far it got after each batch; None when it must be imported
@@ -110,6 +112,7 @@ async def import_large_session_file(
     if summary.dry_run and carried is not None:
         for request_id, content in streamed.carried:
             carried.setdefault((legacy.id, request_id), content)
+    note_title(titles, legacy)
     summary.sessions.imported += 1
     summary.messages.imported += streamed.messages
     summary.kept_as_text.extend(

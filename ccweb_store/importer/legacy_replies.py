@@ -7,7 +7,8 @@ Reply entry (``DIR/config/cross-conversation-replies.json``) → ``reply_request
   non-integer ``hopCount``, a non-string id or title). ``extra["$absent"]`` lists the mapped
   fields the entry did not have although their column holds a value: a column default
   (``createdAt``, ``hopCount``, ``sourceAutoRun``), an ``originalRequest`` recovered from the
-  target conversation, the ``returnedAt`` the importer gives a settled failure. ``$`` marks the
+  target conversation, the ``returnedAt`` the importer gives a settled failure, a
+  ``sourceTitle``/``targetTitle`` taken from the conversation. ``$`` marks the
   importer's own keys: an entry key that begins with ``$`` is stored with one more ``$`` in
   front. An entry of a file keyed by request id is read with its key as ``requestId``.
 
@@ -70,7 +71,7 @@ REPLY_STATUS_ALIASES = {"pending": "waiting"}
 #: Fields whose NOT NULL column gets its default when the entry lacks them.
 REPLY_DEFAULTED_FIELDS = ("createdAt", "hopCount", "sourceAutoRun")
 #: Fields the importer may fill when the entry lacks them.
-REPLY_FILLED_FIELDS = ("originalRequest", "returnedAt")
+REPLY_FILLED_FIELDS = ("originalRequest", "returnedAt", "sourceTitle", "targetTitle")
 #: The key of ``reply_requests.extra`` listing mapped fields the entry did not have.
 ABSENT_KEY = "$absent"
 #: What ``reply_requests.hop_count`` holds (a 32-bit integer on PostgreSQL).

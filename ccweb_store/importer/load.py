@@ -27,7 +27,13 @@ from ccweb_store.importer.legacy_replies import REPLIES_FILE
 from ccweb_store.importer.legacy_sessions import session_files
 from ccweb_store.importer.reply_sync import import_replies_file
 from ccweb_store.importer.session_sync import import_session_file
-from ccweb_store.importer.summary import ImportSummary, MessagesCallback, ProgressCallback
+from ccweb_store.importer.summary import (
+    DRY_RUN_WORDS,
+    ImportSummary,
+    MessagesCallback,
+    ProgressCallback,
+    said_of_file,
+)
 from ccweb_store.store.uow import Store
 
 
@@ -52,23 +58,39 @@ async def import_state(
     summary = ImportSummary(dry_run=dry_run)
     unmarked: set[str] = set()
     carried: dict[tuple[str, str], str] = {}
+    titles: dict[str, str] = {}
     for path in session_files(directory):
         outcome = None
         if is_large(path):
             outcome = await import_large_session_file(
-                store, path, summary, unmarked, carried, on_messages
+                store, path, summary, unmarked, carried, on_messages, titles
             )
         if outcome is None:
             with _cyclic_gc_paused():
-                outcome = await import_session_file(store, path, summary, unmarked, carried)
+                outcome = await import_session_file(store, path, summary, unmarked, carried, titles)
         if on_file is not None:
-            on_file(path, outcome)
+            on_file(path, said_of_file(outcome, dry_run=dry_run))
     replies_path = directory / REPLIES_FILE
     if replies_path.is_file():
-        outcome = await import_replies_file(store, replies_path, summary, unmarked, carried)
+        before = summary.replies.as_dict()
+        await import_replies_file(store, replies_path, summary, unmarked, carried, titles)
         if on_file is not None:
-            on_file(replies_path, outcome)
+            on_file(replies_path, said_of_replies(before, summary))
     return summary
+
+
+def said_of_replies(before: dict[str, int], summary: ImportSummary) -> str:
+    """The progress line's words for the reply file: what became of its entries, counted as
+    the summary counts them (``2 imported, 1 unchanged``; in a dry run ``2 would be
+    imported, 1 unchanged``; a file that cannot be read: ``1 skipped``)."""
+    after = summary.replies.as_dict()
+    parts = []
+    for kind in ("imported", "updated", "unchanged", "skipped"):
+        count = after[kind] - before[kind]
+        if count:
+            verb = f"would be {kind}" if summary.dry_run and kind in DRY_RUN_WORDS else kind
+            parts.append(f"{count} {verb}")
+    return ", ".join(parts) or "no reply states"
 
 
 @contextmanager

@@ -2,6 +2,10 @@
 (``waiting`` → ``ready`` → ``returned``, ``waiting|ready`` → ``failed`` → ``ready|returned``),
 never back; a failure that comes from the file is settled (``returned_at`` set, see
 ``_settles_failure``), so its source gets no failure notice long after the fact.
+
+An entry without ``sourceTitle`` or ``targetTitle`` (common in cc-web's files) gets the title
+of its conversation: from the session file of the same import, else from the database
+(``_fill_titles``); ``extra["$absent"]`` lists the field, so the export leaves it out again.
 """
 
 from __future__ import annotations
@@ -33,17 +37,20 @@ async def import_replies_file(
     summary: ImportSummary,
     unmarked: set[str],
     carried: dict[tuple[str, str], str] | None = None,
-) -> str:
-    """Import the reply states of ``path``. A dry run recovers original requests from the
-    messages the sessions' import would have written too (``carried``), so that its counts
-    are the real import's."""
+    titles: dict[str, str] | None = None,
+) -> None:
+    """Import the reply states of ``path``, counting each in ``summary.replies``. A dry run
+    recovers original requests from the messages the sessions' import would have written too
+    (``carried``), so that its counts are the real import's. ``titles``: the conversations'
+    titles of the session files this import read, by id."""
     carried = carried or {}
+    titles = titles or {}
     try:
         replies, skipped = read_replies_file(path)
     except LegacyFileError as exc:
         summary.replies.skipped += 1
         summary.skipped.append(Skipped(str(path), exc.reason))
-        return "skipped"
+        return
     for reason in skipped:
         summary.replies.skipped += 1
         summary.skipped.append(Skipped(str(path), reason))
@@ -57,19 +64,18 @@ async def import_replies_file(
                 _count_reply(summary, "imported", recovered=recovered)
         elif summary.dry_run:
             async with store.read_uow() as uow:
-                await _sync_replies(uow, replies, summary, unmarked, carried)
+                await _sync_replies(uow, replies, summary, unmarked, carried, titles)
         else:
             async with store.uow() as uow:
-                await _sync_replies(uow, replies, summary, unmarked, carried)
+                await _sync_replies(uow, replies, summary, unmarked, carried, titles)
                 await uow.commit()
     except SQLAlchemyError as exc:
         summary.replies.skipped += len(replies)
         summary.skipped.append(Skipped.refused(path, exc))
-        return "skipped"
+        return
     for reply in replies:
         record = f"{reply.label} (request {reply.request_id})"
         summary.kept_as_text.extend(KeptValue(str(path), record, *note) for note in reply.notes)
-    return "imported"
 
 
 def _count_reply(summary: ImportSummary, outcome: str, *, recovered: bool) -> None:
@@ -83,13 +89,16 @@ async def _sync_replies(
     summary: ImportSummary,
     unmarked: set[str],
     carried: dict[tuple[str, str], str],
+    titles: dict[str, str],
 ) -> None:
     """Insert new reply states and move existing ones forward (writes only outside dry runs)."""
     existing = await uow.replies.get_many([reply.request_id for reply in replies])
+    titles = await _known_titles(uow, replies, existing, titles)
     new_rows: list[dict[str, Any]] = []
     for reply in replies:
         values = dict(reply.columns)
         row = existing.get(reply.request_id)
+        _fill_titles(values, row, titles)
         recovered = False
         if values.get("original_request") is None and (row is None or row.original_request is None):
             recovered_text = await _recover_original_request(uow, values, unmarked, carried)
@@ -117,6 +126,47 @@ async def _sync_replies(
             _count_reply(summary, "unchanged", recovered=False)
     if not summary.dry_run:
         await uow.replies.insert_many(new_rows)
+
+
+#: The title columns of a reply, each with the column of the conversation it names.
+TITLE_COLUMNS = (
+    ("source_title", "source_conversation_id"),
+    ("target_title", "target_conversation_id"),
+)
+
+
+def _missing_titles(values: dict[str, Any], row: ReplyRequest | None) -> list[tuple[str, str]]:
+    """(title column, conversation id) of each title neither the entry nor the stored row has."""
+    return [
+        (title, values[conversation])
+        for title, conversation in TITLE_COLUMNS
+        if values.get(title) is None and (row is None or getattr(row, title) is None)
+    ]
+
+
+async def _known_titles(
+    uow: UnitOfWork,
+    replies: list[LegacyReply],
+    existing: dict[str, ReplyRequest],
+    titles: dict[str, str],
+) -> dict[str, str]:
+    """``titles`` (the session files' of this import) and, for the other conversations whose
+    title an entry lacks, the database's."""
+    wanted = {
+        conversation
+        for reply in replies
+        for _, conversation in _missing_titles(reply.columns, existing.get(reply.request_id))
+        if conversation not in titles
+    }
+    return {**await uow.sessions.titles(wanted), **titles} if wanted else titles
+
+
+def _fill_titles(values: dict[str, Any], row: ReplyRequest | None, titles: dict[str, str]) -> None:
+    """Give an entry lacking ``sourceTitle``/``targetTitle`` its conversation's title (only
+    where the stored row has none either)."""
+    for title, conversation in _missing_titles(values, row):
+        if conversation in titles:
+            values[title] = titles[conversation]
 
 
 async def _recover_original_request(

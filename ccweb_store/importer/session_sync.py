@@ -48,11 +48,13 @@ async def import_session_file(
     summary: ImportSummary,
     unmarked: set[str],
     carried: dict[tuple[str, str], str] | None = None,
+    titles: dict[str, str] | None = None,
 ) -> str:
     """Import one session file; a session it inserted whose messages carry no reply request
     is added to ``unmarked`` (see ``reply_sync``). In a dry run, ``carried`` gets the text of
     each message that carries a reply request, by (session id, request id): the messages the
-    import would write, from which it would recover a request's original text."""
+    import would write, from which it would recover a request's original text. ``titles``
+    gets the session's title (``note_title``), for the reply entries that lack it."""
     try:
         legacy = read_session_file(path)
     except LegacyFileError as exc:
@@ -81,12 +83,19 @@ async def import_session_file(
     if summary.dry_run and carried is not None:
         for request_id, content in carried_requests(legacy):
             carried.setdefault((legacy.id, request_id), content)
+    note_title(titles, legacy)
     setattr(summary.sessions, plan.outcome, getattr(summary.sessions, plan.outcome) + 1)
     summary.messages.imported += len(plan.new_messages)
     summary.messages.updated += len(plan.changed_messages)
     summary.messages.unchanged += plan.unchanged_messages
     _note_kept_values(summary, path, legacy)
     return plan.outcome
+
+
+def note_title(titles: dict[str, str] | None, legacy: LegacySession) -> None:
+    """Keep the title of a session the import read (not a blank one) in ``titles``."""
+    if titles is not None and legacy.title is not None and legacy.title.strip():
+        titles[legacy.id] = legacy.title
 
 
 def _note_kept_values(summary: ImportSummary, path: Path, legacy: LegacySession) -> None:

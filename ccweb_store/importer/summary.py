@@ -100,6 +100,17 @@ class ImportSummary:
         }
 
 
+#: What a progress line says of a session file, by its outcome, in a dry run.
+DRY_RUN_WORDS = {"imported": "would import", "updated": "would update"}
+
+
+def said_of_file(outcome: str, *, dry_run: bool) -> str:
+    """What a progress line says of a session file: its outcome (``imported``, ``updated``,
+    ``unchanged``, ``skipped``, the word the summary counts it under), in a dry run
+    ``would import`` or ``would update`` since nothing was written."""
+    return DRY_RUN_WORDS.get(outcome, outcome) if dry_run else outcome
+
+
 #: Called after each file with (path, what happened); the CLI draws progress with it.
 ProgressCallback = Callable[[Path, str], None]
 #: Called while a large file is imported a message at a time, with (path, messages written so

@@ -13,16 +13,28 @@ docs/export.md lists what differs between an imported state and its export.
 
 Everything is read on one snapshot (``Store.snapshot``); a session's messages are read and
 written a batch at a time, so memory does not grow with the size of a conversation.
+
+Every file is written to a temporary name beside it (``.<name>.<random>.tmp``, which the
+importer's ``sessions/*.json`` never matches) and renamed into place (``os.replace``), so an
+export killed at any moment leaves each file whole: the old one or the new one. A folder that
+already holds a cc-web layout is the CLI's to refuse (``holds_ccweb_layout``); with ``merge``
+the reply file's entries this export does not cover are kept (``merged_replies``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+import os
+import stat
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import orjson
 import sqlalchemy as sa
@@ -36,10 +48,85 @@ from ccweb_store.store.uow import Store
 
 #: Messages read and written per batch.
 BATCH_ROWS = 2000
+#: Tests only: N, to pause at the N-th point of the export (counting each part of a file
+#: written to its temporary file and each rename), saying so on stderr, so that a test can
+#: kill the export there.
+PAUSE_ENV = "CCWEB_TEST_EXPORT_PAUSE_AT"
+#: How long the test hook pauses.
+PAUSE_SECONDS = 60.0
 
 SESSIONS = Session.__table__
 MESSAGES = Message.__table__
 REPLIES = ReplyRequest.__table__
+
+
+class ExportRefused(Exception):
+    """The export cannot go on without destroying something; ``reason`` says what to do."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def holds_ccweb_layout(directory: Path) -> bool:
+    """Whether ``directory`` already holds a cc-web state (``sessions/`` or the reply file),
+    which an export would change."""
+    return (directory / SESSIONS_DIR).exists() or (directory / REPLIES_FILE).exists()
+
+
+def existing_replies(directory: Path) -> list[Any]:
+    """The entries of the reply file in ``directory`` (none when there is no file), in any
+    of the shapes ``import-json`` reads: a list, ``{"replies": […]}`` or an object keyed by
+    request id (read with the key as ``requestId``); ``ExportRefused`` when it is not one."""
+    path = directory / REPLIES_FILE
+    if not path.exists():
+        return []
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ExportRefused(
+            f"cannot merge into {path}: it cannot be read as JSON ({str(exc).splitlines()[0]}); "
+            "move it away or export into another folder"
+        ) from None
+    if isinstance(document, dict) and isinstance(document.get("replies"), list | dict):
+        document = document["replies"]
+    if isinstance(document, list):
+        return document
+    if isinstance(document, dict):
+        return [
+            {"requestId": key, **entry}
+            if isinstance(entry, dict) and "requestId" not in entry
+            else entry
+            for key, entry in document.items()
+        ]
+    raise ExportRefused(
+        f"cannot merge into {path}: it is not a list or an object of reply states; "
+        "move it away or export into another folder"
+    )
+
+
+def merged_replies(
+    existing: list[Any], exported: list[dict[str, Any]], conversation: str | None
+) -> list[Any]:
+    """The reply file of a ``--merge`` export: the ``existing`` entries the export does not
+    cover, in their order, then the ``exported`` ones. An entry is covered when its
+    ``requestId`` is one the export writes or (with ``conversation``) its
+    ``sourceConversationId`` or ``targetConversationId`` is ``conversation``: the export holds
+    the database's word on it, and an entry of that conversation the database no longer holds
+    is gone."""
+    written = {entry["requestId"] for entry in exported}
+
+    def covered(entry: Any) -> bool:
+        if not isinstance(entry, dict):
+            return False
+        if entry.get("requestId") in written:
+            return True
+        return conversation is not None and conversation in (
+            entry.get("sourceConversationId"),
+            entry.get("targetConversationId"),
+        )
+
+    return [entry for entry in existing if not covered(entry)] + exported
 
 
 @dataclass
@@ -142,12 +229,18 @@ async def export_state(
     directory: Path,
     *,
     conversation: str | None = None,
+    merge: bool = False,
     on_session: Callable[[str, int], None] | None = None,
     batch_rows: int = BATCH_ROWS,
 ) -> ExportSummary:
     """Write the database's sessions and replies under ``directory`` in cc-web's layout (only
-    ``conversation`` and the replies it sent or received, when given)."""
+    ``conversation`` and the replies it sent or received, when given), each file atomically.
+    With ``merge`` the reply file keeps the entries this export does not cover
+    (``merged_replies``; ``ExportRefused``, before anything is written, when it cannot be
+    read); without, it holds this export's entries only."""
     summary = ExportSummary()
+    existing = existing_replies(directory) if merge else []
+    pause = _Pause.from_environment()
     sessions_dir = directory / SESSIONS_DIR
     sessions_dir.mkdir(parents=True, exist_ok=True)
     (directory / REPLIES_FILE).parent.mkdir(parents=True, exist_ok=True)
@@ -165,24 +258,85 @@ async def export_state(
         session_rows = (await reading.execute(sessions)).all()
         for session in session_rows:
             path = sessions_dir / f"{session.id}.json"
-            with path.open("wb") as out:
+            with _replaced(path, pause) as out:
                 written = await _write_session(reading, session, out, batch_rows)
             summary.sessions += 1
             summary.messages += written
             if on_session is not None:
                 on_session(session.id, written)
         entries = [reply_entry(row) for row in (await reading.execute(replies)).all()]
-    (directory / REPLIES_FILE).write_bytes(_json_bytes(entries))
+    document = merged_replies(existing, entries, conversation) if merge else entries
+    with _replaced(directory / REPLIES_FILE, pause) as out:
+        out.write(_json_bytes(document))
     summary.replies = len(entries)
     return summary
 
 
-async def _write_session(reading: Any, session: Any, out: IO[bytes], batch_rows: int) -> int:
+class Writable(Protocol):
+    """Where a file's bytes go: its temporary file, or the test hook's pausing writer."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
+class _Pause:
+    """The test hook of ``PAUSE_ENV``: counts the points an export passes and pauses at one."""
+
+    def __init__(self, at: int) -> None:
+        self.at, self.passed = at, 0
+
+    @classmethod
+    def from_environment(cls) -> _Pause | None:
+        wanted = os.environ.get(PAUSE_ENV, "")
+        return cls(int(wanted)) if wanted.isdigit() else None
+
+    def point(self, what: str) -> None:
+        self.passed += 1
+        if self.passed == self.at:
+            print(f"export paused at point {self.passed}: {what}", file=sys.stderr, flush=True)
+            time.sleep(PAUSE_SECONDS)
+
+
+class _PausingWriter:
+    """A binary file whose every write is a point of the test hook (``PAUSE_ENV``)."""
+
+    def __init__(self, out: IO[bytes], path: Path, pause: _Pause) -> None:
+        self._out, self._path, self._pause = out, path, pause
+
+    def write(self, data: bytes) -> int:
+        written = self._out.write(data)
+        self._out.flush()
+        self._pause.point(f"writing {self._path}")
+        return written
+
+
+@contextmanager
+def _replaced(path: Path, pause: _Pause | None = None) -> Iterator[Writable]:
+    """A file to write ``path``'s new content to: a temporary file beside it (private, or
+    with the mode of the file it replaces), renamed over ``path`` once complete (removed
+    instead if writing it failed)."""
+    descriptor, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+    )
+    try:
+        if path.exists():
+            os.chmod(descriptor, stat.S_IMODE(path.stat().st_mode))
+        with os.fdopen(descriptor, "wb") as out:
+            yield out if pause is None else _PausingWriter(out, path, pause)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    if pause is not None:
+        pause.point(f"replaced {path}")
+
+
+async def _write_session(reading: Any, session: Any, out: Writable, batch_rows: int) -> int:
     """Stream one session file: its keys, then its messages a batch at a time."""
-    out.write(b"{")
+    header = [b"{"]
     for key, value in session_fields(session).items():
-        out.write(_json_bytes(key) + b":" + _json_bytes(value) + b",")
-    out.write(b'"messages":[')
+        header.append(_json_bytes(key) + b":" + _json_bytes(value) + b",")
+    header.append(b'"messages":[')
+    out.write(b"".join(header))
     stmt = sa.select(MESSAGES).where(MESSAGES.c.session_id == session.id).order_by(MESSAGES.c.seq)
     result = await reading.stream(stmt.execution_options(yield_per=batch_rows))
     written = 0

@@ -40,7 +40,7 @@ from ccweb_store.domain.errors import Conflict, NotFound
 from ccweb_store.domain.ids import MAX_PAGE, validate_session_id
 from ccweb_store.domain.prompts import RETURN_AND_CONTINUE, target_prompt
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.services.reply_delivery import deliver_reply
+from ccweb_store.services.reply_delivery import conversation_title, deliver_reply
 from ccweb_store.services.schemas import reply_out
 from ccweb_store.store.models import ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
@@ -169,7 +169,9 @@ async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
         "cross_conversation",
         runtime_text=target_prompt(
             source_id=request.source_conversation_id,
-            source_title=request.source_title,
+            source_title=await conversation_title(
+                uow, request.source_title, request.source_conversation_id
+            ),
             content=content if content is not None else "(the original message is unavailable)",
             reply_mode=RETURN_AND_CONTINUE,
             request_id=request.request_id,

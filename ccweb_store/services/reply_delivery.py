@@ -32,6 +32,18 @@ from ccweb_store.store.models import ReplyRequest
 from ccweb_store.store.uow import UnitOfWork
 
 
+async def conversation_title(
+    uow: UnitOfWork, recorded: str | None, conversation_id: str
+) -> str | None:
+    """The title a prompt names a conversation by: the one the request recorded, else the
+    conversation's current one (a request imported without titles, or sent while the
+    conversation had none)."""
+    if recorded is not None and recorded.strip():
+        return recorded
+    session = await uow.sessions.get(conversation_id)
+    return session.title if session is not None else None
+
+
 async def deliver_reply(
     uow: UnitOfWork, request: ReplyRequest, *, delivered_by_run_id: str | None = None
 ) -> bool:
@@ -78,7 +90,9 @@ async def deliver_reply(
         notice = failure_notice(
             request_id=request.request_id,
             target_id=request.target_conversation_id,
-            target_title=request.target_title,
+            target_title=await conversation_title(
+                uow, request.target_title, request.target_conversation_id
+            ),
             original_request=request.original_request,
             error=request.last_error,
         )
@@ -201,7 +215,9 @@ async def _send_reply(
         auto_run_text=source_auto_run_prompt(
             request_id=request.request_id,
             target_id=request.target_conversation_id,
-            target_title=request.target_title,
+            target_title=await conversation_title(
+                uow, request.target_title, request.target_conversation_id
+            ),
             original_request=request.original_request,
             reply_text=request.reply_text or "",
         ),

@@ -207,6 +207,20 @@ class SessionRepository(Repository):
                 locked[row.id] = row
         return {sid: locked[sid] for sid in ids if sid in locked}
 
+    async def titles(self, session_ids: Iterable[str], *, chunk: int = 500) -> dict[str, str]:
+        """The titles of those of ``session_ids`` that exist and have one (not blank), by id."""
+        ids = sorted(set(session_ids))
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), chunk):
+            stmt = sa.select(SESSIONS.c.id, SESSIONS.c.title).where(
+                SESSIONS.c.id.in_(ids[start : start + chunk]),
+                SESSIONS.c.title.is_not(None),
+            )
+            for session_id, title in await self._execute(stmt):
+                if title.strip():
+                    found[session_id] = title
+        return found
+
     async def send_parties(self, source_id: str, target_id: str) -> SendParties:
         """The source and target of a send, and whether the target is busy; on PostgreSQL
         their rows stay locked until the transaction ends (SQLite's writer holds the whole
