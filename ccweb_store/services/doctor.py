@@ -4,6 +4,7 @@ each with the command that fixes what it finds.
 - the database answers and its schema is at the newest revision;
 - the operator token suits the bind address (none on a non-loopback bind, a short or
   repetitive one);
+- a SQLite database file (and its ``-wal``/``-shm``) is readable by its owner only;
 - no running run's lease has expired (the server's sweeper requeues them; none runs?);
 - no ``waiting`` request is left without a queued or running run naming it: no run will
   ever answer it (an imported request, a run cancelled by hand);
@@ -15,6 +16,8 @@ needs the operator); the report is ``ok`` when no check needs action. It only re
 
 from __future__ import annotations
 
+import shlex
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +30,7 @@ from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.services.json_repair import repair_json
-from ccweb_store.store.db import head_revision
+from ccweb_store.store.db import database_file, head_revision
 from ccweb_store.store.models import ReplyRequest, Run
 from ccweb_store.store.uow import Store
 
@@ -88,7 +91,11 @@ def missing_database_report(path: str, settings: Settings) -> dict[str, Any]:
 
 async def run_doctor(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     """``operator.doctor``: every check, on this store and its settings."""
-    checks = [await database_check(store), token_check(store.settings)]
+    checks = [
+        await database_check(store),
+        token_check(store.settings),
+        file_permissions_check(store.settings),
+    ]
     if checks[0].status == ACTION:
         checks.append(
             Check("data", WARNING, "not checked: the database cannot be read", "fix it first")
@@ -147,6 +154,31 @@ def token_check(settings: Settings) -> Check:
             make,
         )
     return Check("token", OK, f"CCWEB_TOKEN set ({len(token)} characters) for {host}")
+
+
+def file_permissions_check(settings: Settings) -> Check:
+    """A SQLite database and its ``-wal``/``-shm`` files: readable or writable by their owner
+    only (they hold every conversation). Nothing to check on PostgreSQL."""
+    path = database_file(settings.database_url)
+    if path is None:
+        return Check("files", OK, "the database is not a file of this machine")
+    shared = []
+    for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            mode = stat.S_IMODE(candidate.stat().st_mode)
+        except OSError:
+            continue
+        if mode & 0o077:
+            shared.append((candidate, mode))
+    if not shared:
+        return Check("files", OK, f"{path} is readable by its owner only")
+    return Check(
+        "files",
+        WARNING,
+        "the database is readable by other users of this machine",
+        "chmod 600 " + " ".join(shlex.quote(str(candidate)) for candidate, _ in shared),
+        [f"{candidate}: mode {mode:04o}" for candidate, mode in shared],
+    )
 
 
 async def expired_leases_check(store: Store) -> Check:

@@ -56,10 +56,17 @@ def missing_database(url: str) -> Path | None:
 
 
 def prepare_database_home(url: str) -> None:
-    """Make the directory a SQLite file will be created in (``serve``, ``migrate``)."""
+    """Make the directory a SQLite file will be created in (``serve``, ``migrate``): a new
+    one is private (``0700``) whatever the umask, as the database in it is the users'
+    conversations; an existing one is left as it is."""
     path = database_file(url)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if path is None or path.parent.exists():
+        return
+    try:
+        path.parent.mkdir(parents=True, mode=0o700)
+    except FileExistsError:
+        return
+    path.parent.chmod(0o700)
 
 
 def shown_url(url: str) -> str:

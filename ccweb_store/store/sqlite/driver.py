@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import sqlite3
 import weakref
@@ -77,6 +78,7 @@ def create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Async
             # Before SQLite opens the path: it would create an empty file where the store's
             # was deleted, or read another file moved there with the store's WAL.
             watch.check()
+            create_private_file(watch.path)
             # A file SQLite cannot open is refused here, with SQLite's own error, before a
             # driver thread starts: aiosqlite leaves the thread of a failed connect to stop
             # on its own, answering an event loop that may be gone by then.
@@ -113,6 +115,17 @@ def create_sqlite_engine(url: str, busy_timeout_ms: int, **kwargs: Any) -> Async
 
     _file_watches[engine.sync_engine] = watch
     return engine
+
+
+def create_private_file(path: str) -> None:
+    """Create the database file ``0600`` when it is not there yet, before SQLite would create
+    it with the umask's permissions (often readable by every local user). SQLite gives the
+    ``-wal`` and ``-shm`` files it makes beside it the database file's permissions."""
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError:
+        return  # there already, or not creatable: SQLite opens it or says why
+    os.close(descriptor)
 
 
 #: The watch on each engine's file, made with the engine (its connect events use it).
