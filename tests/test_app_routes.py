@@ -1,7 +1,8 @@
 """``POST /rpc`` and ``POST /mcp`` as Starlette routes, called as an ASGI server calls the app:
 each request gets the status it is owed; with a token set, a request without it (or with a
 wrong one) is refused, and one with it gets exactly the answer a server without a token
-gives; every JSON answer carries the headers Starlette's ``JSONResponse`` writes."""
+gives; every JSON answer carries the headers Starlette's ``JSONResponse`` writes, then the
+security headers every answer carries."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 
 from ccweb_store.config import Settings
 from ccweb_store.http.app import create_app
+from ccweb_store.http.headers import SECURITY_HEADERS
 from ccweb_store.http.payloads import JSONResponse
+from ccweb_store.http.throttle import LoginThrottle
 from ccweb_store.store.uow import Store
 from tests.http_client import asgi_scope
 
@@ -115,13 +118,21 @@ async def test_the_json_rpc_routes_answer_what_each_request_is_owed_with_or_with
     token = "sekrit-busy-route-token"
     base = {**store.settings.model_dump(), "max_body_bytes": 4096}
     open_app = create_app(Settings(**{**base, "token": None}), store=store, migrate_on_start=False)
-    guarded = create_app(Settings(**{**base, "token": token}), store=store, migrate_on_start=False)
+    # Every request below sends a wrong token too: more than the login throttle's default.
+    guarded = create_app(
+        Settings(**{**base, "token": token}),
+        store=store,
+        migrate_on_start=False,
+        login_throttle=LoginThrottle(limit=1000),
+    )
     for path, body, headers, query, owed in REQUESTS:
         request = (path, body, headers, query)
         status, raw_headers, answer = await _asgi(open_app, *request)
         assert status == owed, request
         if status == 200 and (b"content-type", b"application/json") in raw_headers:
-            assert raw_headers == JSONResponse(orjson.loads(answer), status).raw_headers
+            written = JSONResponse(orjson.loads(answer), status).raw_headers
+            security = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+            assert raw_headers == written + security
         for wrong in ({}, {"authorization": "Bearer wrong"}):
             refused = await _asgi(guarded, path, body, {**headers, **wrong}, query)
             assert refused[0] == 401, request

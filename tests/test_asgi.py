@@ -13,6 +13,7 @@ from starlette.requests import ClientDisconnect
 from ccweb_store.config import Settings
 from ccweb_store.http.app import create_app
 from ccweb_store.http.asgi import CACHED_QUERY_BYTES, parse_query
+from ccweb_store.http.headers import SECURITY_HEADERS
 from ccweb_store.http.payloads import JSONResponse
 from ccweb_store.store.uow import Store
 from tests.http_client import asgi_scope
@@ -54,11 +55,14 @@ async def exchange(
     return sent[0]["status"], sent[0]["headers"], body
 
 
-async def test_a_json_answer_carries_the_headers_starlette_writes(store: Store) -> None:
+async def test_a_json_answer_carries_the_headers_starlette_writes_then_security_ones(
+    store: Store,
+) -> None:
     for path, body in (("/mcp", PING), ("/rpc", b'{"jsonrpc":"2.0","id":7,"method":"tools.list"}')):
         status, headers, answer = await exchange(store, path, [body], JSON)
         assert status == 200
-        assert headers == JSONResponse(orjson.loads(answer)).raw_headers
+        security = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+        assert headers == JSONResponse(orjson.loads(answer)).raw_headers + security
 
 
 async def test_a_body_sent_in_chunks_is_read_whole(store: Store) -> None:

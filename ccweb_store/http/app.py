@@ -2,7 +2,8 @@
 the operator console (``/`` and ``/console/…``, ``console/pages.py``).
 
 ``create_app`` builds ``Starlette(routes=…, middleware=…, lifespan=…)``: the bearer token
-(``auth.BearerAuth``, when one is set) guards every route but ``/healthz``, behind the
+(``auth.BearerAuth``, when one is set, with the login throttle) guards every route but
+``/healthz``, behind the
 ``Host`` check (``hosts.HostCheck``) that guards every route; the ``Origin``
 check (``origins.origin_checked``) guards the two JSON-RPC endpoints; every refusal and
 failure is answered as JSON by the exception handlers here. The endpoints find the settings
@@ -35,6 +36,7 @@ from ccweb_store.http.headers import SECURITY_HEADERS, SecurityHeaders
 from ccweb_store.http.hosts import HostCheck, allowed_hosts
 from ccweb_store.http.origins import origin_checked
 from ccweb_store.http.payloads import http_error, method_not_allowed
+from ccweb_store.http.throttle import LoginThrottle
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.services.events import keep_events_pruned
 from ccweb_store.services.runs import sweep_expired_leases
@@ -56,9 +58,11 @@ def create_app(
     store: Store | None = None,
     migrate_on_start: bool = True,
     freeze_gc_after_startup: bool = False,
+    login_throttle: LoginThrottle | None = None,
 ) -> Starlette:
     """Build the app. Pass ``store`` to share an engine (tests); otherwise one is made when
-    the app starts, and disposed of when it stops.
+    the app starts, and disposed of when it stops. ``login_throttle`` counts wrong operator
+    tokens (a shorter window or limit in tests); by default 10 a minute per address.
 
     ``freeze_gc_after_startup`` is for the process that is the server (``serve``): see
     ``freeze_startup_objects``.
@@ -101,12 +105,14 @@ def create_app(
         Middleware(metrics.RequestMetrics),
         Middleware(HostCheck, allowed=allowed_hosts(settings)),
     ]
+    throttle = login_throttle or LoginThrottle()
     if settings.token:
         middleware.append(
             Middleware(
                 BearerAuth,
                 token=settings.token,
                 open_paths=BearerAuth.OPEN_PATHS | metrics.public_paths(settings),
+                throttle=throttle,
             )
         )
     app = Starlette(
@@ -117,6 +123,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.store = store
+    app.state.login_throttle = throttle
     events.quiet_cut_streams()
     return app
 

@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ccweb_store.http.console import LOGIN_PATH, STATIC_PREFIX, is_console_path, session
 from ccweb_store.http.payloads import http_error
+from ccweb_store.http.throttle import LoginThrottle, client_address, throttled_message
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.services import credentials
 
@@ -28,7 +29,8 @@ class BearerAuth:
     ``/rpc`` nor the console. The console's login cookie (``console/session.py``) stands for
     the operator token on the console's paths and ``/events``. A refusal is a 401 whose body
     is a JSON-RPC error saying which token to send; a browser asking for a console page
-    without a login is sent to the login form instead.
+    without a login is sent to the login form instead. Wrong operator tokens are counted per
+    client address (``throttle.LoginThrottle``): past the limit, a token is answered 429.
     """
 
     #: The login form and the console's script and style sheet are open too.
@@ -38,12 +40,19 @@ class BearerAuth:
     #: Where a conversation credential is let through (the endpoint checks it).
     CREDENTIAL_PATHS = frozenset({"/mcp", "/events"})
 
-    def __init__(self, app: ASGIApp, token: str, open_paths: frozenset[str] = OPEN_PATHS) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str,
+        open_paths: frozenset[str] = OPEN_PATHS,
+        throttle: LoginThrottle | None = None,
+    ) -> None:
         self.app = app
         self.token = token
         self.expected = token.encode()
         #: The paths that need no token (``/metrics`` too when ``CCWEB_METRICS_PUBLIC``).
         self.open_paths = open_paths
+        self.throttle = throttle or LoginThrottle()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"] if scope["type"] == "http" else ""
@@ -54,10 +63,26 @@ class BearerAuth:
         given = headers.get("authorization", "")
         scheme, _, value = given.partition(" ")
         bearer = value.strip() if scheme.lower() == "bearer" else ""
+        operator_attempt = bool(bearer) and not credentials.looks_like_token(bearer)
+        address = client_address(scope.get("client"))
+        if operator_attempt:
+            wait = self.throttle.retry_after(address)
+            if wait is not None:
+                response = http_error(
+                    429,
+                    jsonrpc.UNAUTHORIZED,
+                    throttled_message(wait),
+                    {"retryAfter": wait},
+                    headers={"Retry-After": str(wait)},
+                )
+                await response(scope, receive, send)
+                return
         if bearer and hmac.compare_digest(bearer.encode("latin-1"), self.expected):
             scope[OPERATOR_SCOPE_KEY] = True
             await self.app(scope, receive, send)
             return
+        if operator_attempt:
+            self.throttle.failed(address)
         console = is_console_path(path)
         if not given and (console or path in self.COOKIE_PATHS):
             cookie = session.cookie_of(headers)

@@ -6,9 +6,10 @@ Content-Security-Policy, scripts and styles from this server only, nothing inlin
 frames), as every answer of the app does. Actions are form POSTs that pass the exact
 ``Origin`` check (``origin_refusal``: an ``Origin`` is required, as browsers always send one
 with a POST, and it must be the console's own or an allowed origin with its port) and answer
-with a redirect back to the page (POST/redirect/GET). A refusal is the page saying what went
-wrong to a browser (``Accept: text/html``) and ``{"error": {"code", "message"}}`` to anyone
-else.
+with a redirect back to the page (POST/redirect/GET). Wrong tokens typed into the login form
+count towards the login throttle (``throttle.LoginThrottle``). A refusal is the page saying
+what went wrong to a browser (``Accept: text/html``) and ``{"error": {"code", "message"}}``
+to anyone else.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ccweb_store.domain.ids import OPEN_REPLY_STATUSES
 from ccweb_store.http.console import HOME, LOGIN_PATH, STATIC_PREFIX, session
 from ccweb_store.http.headers import SECURITY_HEADERS
 from ccweb_store.http.origins import same_origin
+from ccweb_store.http.throttle import LoginThrottle, client_address, throttled_message
 from ccweb_store.services import console, credentials, replies, runs
 from ccweb_store.store.uow import Store
 
@@ -97,12 +99,24 @@ def render(request: Request, name: str, *, status: int = 200, **context: Any) ->
     return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
 
 
-def refusal(request: Request, status: int, code: str, message: str) -> Response:
+def refusal(
+    request: Request,
+    status: int,
+    code: str,
+    message: str,
+    *,
+    headers: dict[str, str] | None = None,
+) -> Response:
     """A refusal: the problem page to a browser, JSON to anyone else."""
     if "text/html" in request.headers.get("accept", ""):
-        return render(request, "problem.html", status=status, code=code, message=message)
-    body = {"error": {"code": code, "message": message}}
-    return JSONResponse(body, status_code=status, headers=SECURITY_HEADERS)
+        response: Response = render(
+            request, "problem.html", status=status, code=code, message=message
+        )
+    else:
+        body = {"error": {"code": code, "message": message}}
+        response = JSONResponse(body, status_code=status, headers=SECURITY_HEADERS)
+    response.headers.update(headers or {})
+    return response
 
 
 def domain_refusal(request: Request, exc: DomainError) -> Response:
@@ -248,10 +262,23 @@ async def login(request: Request) -> Response:
     except DomainError as exc:
         return domain_refusal(request, exc)
     given = form.get("token", "").strip()
+    throttle: LoginThrottle = request.app.state.login_throttle
+    address = client_address(request.scope.get("client"))
+    wait = throttle.retry_after(address) if given else None
+    if wait is not None:
+        return refusal(
+            request,
+            429,
+            "too_many_attempts",
+            throttled_message(wait),
+            headers={"Retry-After": str(wait)},
+        )
     if given and hmac.compare_digest(given.encode(), settings.token.encode()):
         secure = request.url.scheme == "https"
         cookie = session.set_cookie_header(session.cookie_value(settings.token), secure=secure)
         return redirect(HOME, **{"Set-Cookie": cookie})
+    if given:
+        throttle.failed(address)
     if credentials.looks_like_token(given):
         message = (
             "a conversation credential does not open the console: type the operator token "
