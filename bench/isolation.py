@@ -6,7 +6,9 @@ a foreign Origin is refused.
    method and MCP method (each tool too) by POST, with no token and with wrong ones (another
    token, another scheme, the token with a character more, no scheme, a forged conversation
    credential in the header or the query). Each must be a 401 JSON-RPC error naming the fix
-   (a forged credential on ``/mcp``, which checks credentials itself: any 4xx error), except
+   (or, once the wrong tokens pass the login throttle's limit, a 429 with ``Retry-After``
+   naming it; a forged credential on ``/mcp``, which checks credentials itself: any 4xx
+   error), except
    ``GET /healthz``, which must tell only status, database kind, schema revision and version.
    No answer may hold a marker, the token or the database's location.
 2. Starts ``ccweb-store serve`` (and ``python server.py``) on non-loopback hosts without a
@@ -188,8 +190,12 @@ def _credential_to_mcp(path: str, headers: dict[str, str], query: str) -> bool:
 
 
 def _is_unauthorized(method: str, status: int, headers: dict[str, str], body: bytes) -> bool:
-    """A 401 asking for a bearer token, with a JSON-RPC error saying what to send."""
-    if status != 401 or not headers.get("www-authenticate", "").startswith("Bearer"):
+    """A 401 asking for a bearer token, or the login throttle's 429 saying when to try again,
+    with a JSON-RPC error saying what to send."""
+    if status == 429:
+        if not headers.get("retry-after", "").isdigit():
+            return False
+    elif status != 401 or not headers.get("www-authenticate", "").startswith("Bearer"):
         return False
     if method == "HEAD":
         return not body
@@ -280,9 +286,10 @@ def check_backend(name: str, database_url: str) -> Report:
 
         async def against_server() -> tuple[Tally, Tally]:
             await seed(server.port, token)
-            return await without_token(server.port, token, database_url), await foreign_origins(
-                server.port, token
-            )
+            # The foreign Origins first: they send the right token, which the login throttle
+            # refuses (429) for a minute once the wrong ones below have passed its limit.
+            origins = await foreign_origins(server.port, token)
+            return await without_token(server.port, token, database_url), origins
 
         tokenless, origins = asyncio.run(against_server())
     finally:
