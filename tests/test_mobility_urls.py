@@ -4,6 +4,7 @@ with advice that fits the case, and no traceback."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from ccweb_store.mobility.locations import BadDatabaseUrl, checked_url, shown_ur
 from ccweb_store.store.db import create_engine
 from tests.cli_support import run_cli
 from tests.conftest import migrate_url
+from tests.servers import server_env
 from tests.test_mobility_copy import copy_cli, sqlite_url
 from tests.test_mobility_copy_marker import every_checksum, small_source
 
@@ -155,3 +157,19 @@ def test_import_json_and_migrate_read_a_bad_url_the_same_way(tmp_path: Path) -> 
         ):
             line = one_line(run_cli(*args, "--database-url", url), 2)
             assert says in line and "s3cret" not in line
+
+
+def test_copy_without_from_copies_the_database_in_the_data_directory(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    small_source(home / "ccweb.db")
+    target = sqlite_url(tmp_path / "copy.db")
+    env = server_env(CCWEB_DATA_DIR=str(home))
+    env.pop("CCWEB_DATABASE_URL", None)
+
+    result = run_cli("copy", "--to", target, "--json", env=env, timeout=120)
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert str(home / "ccweb.db") in report["from"]
+    assert report["ok"] is True

@@ -103,10 +103,6 @@ def _copy_progress(verb: str) -> Iterator[Progress]:
 
 
 def copy(
-    source_url: Annotated[
-        str,
-        typer.Option("--from", metavar="URL", help="The database to copy", show_default=False),
-    ],
     target_url: Annotated[
         str,
         typer.Option(
@@ -116,6 +112,16 @@ def copy(
             show_default=False,
         ),
     ],
+    source_url: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="URL",
+            help="The database to copy \\[default: CCWEB_DATABASE_URL, or ccweb.db in the "
+            "data directory]",
+            show_default=False,
+        ),
+    ] = None,
     resume: Annotated[
         bool,
         typer.Option("--resume", help="Finish an interrupted copy into this target"),
@@ -135,12 +141,14 @@ def copy(
     command again with --resume; a target holding any other rows (another database's copy, a
     finished copy) is refused and left as it was.
 
-    Example: ccweb-store copy --from sqlite+aiosqlite:///./ccweb.db
-    --to postgresql+asyncpg://ccweb@db.example/ccweb
+    Example: ccweb-store copy --to postgresql+asyncpg://ccweb@db.example/ccweb
+    (from the database in the data directory)
     """
     from ccweb_store.mobility.copy import CopyRefused, DatabaseUnreachable, copy_database
     from ccweb_store.store.uow import Store
 
+    if source_url is None:  # the database every other command opens by default
+        source_url = load_settings().database_url
     source = load_settings(database_url=_database_url(source_url, "--from", must_exist=True))
     target = load_settings(database_url=_database_url(target_url, "--to", must_exist=False))
 
