@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     event_retention_days: float = Field(default=7.0, gt=0)
     #: Seconds between heartbeat comments on an idle ``GET /events`` stream.
     events_heartbeat_seconds: float = Field(default=15.0, gt=0)
+    #: Open ``GET /events`` streams one conversation credential may hold at once in one server
+    #: process (the operator's are not counted); past it, 429 ``too_many_streams``.
+    max_streams_per_credential: int = Field(default=8, ge=1)
     log_level: str = "info"
     #: ``text`` (one line per record) or ``json`` (one JSON object per line), for ``serve``.
     log_format: Literal["text", "json"] = "text"

@@ -12,15 +12,21 @@ than the retention; read the state afresh). A client that stops reading is cut w
 stream starts are JSON, as everywhere: ``{"error": {"code", "message"}}``.
 
 The operator token sees every event; a conversation credential (``?credential=`` or
-``Authorization: Bearer ccw1.…``) only its conversation's.
+``Authorization: Bearer ccw1.…``) only its conversation's. A credential's stream ends with it:
+before each batch and at each heartbeat the stream checks that the credential still holds
+(``credentials.confirm_still_holds``), and once it does not, sends an ``error`` event
+(``credential_revoked``, ``credential_expired``) instead of the batch and closes. One
+credential holds at most ``CCWEB_MAX_STREAMS_PER_CREDENTIAL`` open streams in one process
+(``StreamSlots``); the operator's are not counted.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections import Counter, OrderedDict
+from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -41,6 +47,7 @@ from ccweb_store.services.events import (
     Cut,
     EventFilter,
     EventsExpired,
+    StillAllowed,
     event_filter,
     follow,
 )
@@ -107,8 +114,15 @@ def quiet_cut_streams() -> None:
         logger.addFilter(_QUIET_CUT_STREAMS)
 
 
-def refusal(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+#: The code of the 429 answer to a credential that holds its most open streams already.
+TOO_MANY_STREAMS = "too_many_streams"
+
+
+def refusal(
+    status: int, code: str, message: str, data: dict[str, Any] | None = None
+) -> JSONResponse:
+    body = {"code": code, "message": message, **(data or {})}
+    return JSONResponse({"error": body}, status_code=status)
 
 
 async def answer_events(incoming: Incoming) -> Answer:
@@ -117,14 +131,14 @@ async def answer_events(incoming: Incoming) -> Answer:
     settings: Settings = incoming.state.settings
     try:
         token = presented_token(incoming)
-        bound_to = None
+        binding = None
         if token is not None:
-            bound_to = (await credentials.authenticate(store, token)).conversation_id
+            binding = await credentials.authenticate(store, token)
         after = _resume_point(incoming)
         chosen = event_filter(
             types_param(incoming.query.get("types")),
             incoming.query.get("conversation") or None,
-            bound_to,
+            binding.conversation_id if binding is not None else None,
         )
     except SourceError as exc:
         return refusal(400, errors.INVALID_ARGUMENTS, str(exc))
@@ -133,12 +147,81 @@ async def answer_events(incoming: Incoming) -> Answer:
     except DomainError as exc:
         status = 403 if exc.code == errors.CONVERSATION_FORBIDDEN else 400
         return refusal(status, exc.code, exc.message)
-    return EventStream(
-        _stream(store, after, chosen, settings.events_heartbeat_seconds),
-        ping=settings.events_heartbeat_seconds,
-        send_timeout=SEND_TIMEOUT_S,
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    options: dict[str, Any] = {
+        "ping": settings.events_heartbeat_seconds,
+        "send_timeout": SEND_TIMEOUT_S,
+        "headers": {"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    }
+    heartbeat_s = settings.events_heartbeat_seconds
+    if binding is None:  # the operator: every event, no slot counted
+        return EventStream(_stream(store, after, chosen, heartbeat_s), **options)
+    # Nothing is awaited from taking a slot to calling the response, whose end gives it back.
+    limit = settings.max_streams_per_credential
+    slots = _SLOTS.setdefault(store, StreamSlots())
+    if not slots.take(binding.credential_id, limit):
+        return refusal(
+            429,
+            TOO_MANY_STREAMS,
+            f"conversation credential {binding.credential_id} already holds {limit} open "
+            "/events streams, the most one credential may hold in this server process "
+            "(CCWEB_MAX_STREAMS_PER_CREDENTIAL): close one of them before opening another "
+            "(one stream carries every event of the conversation)",
+            {"limit": limit, "setting": "CCWEB_MAX_STREAMS_PER_CREDENTIAL"},
+        )
+    held = binding
+
+    async def still_allowed() -> None:
+        await credentials.confirm_still_holds(store, held)
+
+    stream = _stream(store, after, chosen, heartbeat_s, still_allowed)
+    return SlotHoldingStream(
+        stream, release=partial(slots.give_back, held.credential_id), **options
     )
+
+
+class StreamSlots:
+    """The open ``/events`` streams of each conversation credential in this process."""
+
+    def __init__(self) -> None:
+        self.open: Counter[str] = Counter()
+
+    def take(self, credential_id: str, limit: int) -> bool:
+        """Count one more stream of ``credential_id``, unless it holds ``limit`` already."""
+        if self.open[credential_id] >= limit:
+            return False
+        self.open[credential_id] += 1
+        return True
+
+    def give_back(self, credential_id: str) -> None:
+        """One stream of ``credential_id`` ended."""
+        self.open[credential_id] -= 1
+        if self.open[credential_id] <= 0:
+            del self.open[credential_id]
+
+
+#: The stream slots of each store's credentials (a store is one database in one process).
+_SLOTS: WeakKeyDictionary[Store, StreamSlots] = WeakKeyDictionary()
+
+
+class SlotHoldingStream(EventStream):
+    """An event stream that gives its credential's slot back when it ends, however it ends
+    (closed by the server, the client gone, a failed send, a ``HEAD`` that never streamed)."""
+
+    def __init__(
+        self,
+        content: AsyncIterator[ServerSentEvent | bytes],
+        *,
+        release: Callable[[], None],
+        **options: Any,
+    ) -> None:
+        super().__init__(content, **options)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
 
 
 def types_param(raw: str | None) -> list[str] | None:
@@ -166,12 +249,18 @@ def _resume_point(incoming: Incoming) -> int | None:
 
 
 async def _stream(
-    store: Store, after: int | None, chosen: EventFilter, heartbeat_s: float
+    store: Store,
+    after: int | None,
+    chosen: EventFilter,
+    heartbeat_s: float,
+    still_allowed: StillAllowed | None = None,
 ) -> AsyncIterator[ServerSentEvent | bytes]:
     frames = _FRAMES.setdefault(store, OrderedDict())
     yield ServerSentEvent(comment="ccweb-store events", retry=RETRY_MS)
     try:
-        async for item in follow(store, after, chosen, heartbeat_s=heartbeat_s):
+        async for item in follow(
+            store, after, chosen, heartbeat_s=heartbeat_s, still_allowed=still_allowed
+        ):
             if item is None:
                 continue  # the response's own ping keeps the connection alive
             if isinstance(item, Cut):
@@ -190,6 +279,8 @@ async def _stream(
     except EventsExpired as exc:
         body = {"code": exc.code, "message": exc.message, **(exc.data or {})}
         yield _event("error", body)
+    except CredentialRefused as exc:  # revoked or expired while the stream was open
+        yield _event("error", {"code": exc.code, "message": exc.message})
 
 
 #: The encoded frame of each recent event of a store, shared by the streams that send it.

@@ -134,6 +134,8 @@ class Binding:
     conversation_id: str
     credential_id: str
     hop_count: int
+    #: Unix seconds; 0: never. Kept so that an open stream ends at expiry without a read.
+    expires_at: int = 0
 
 
 async def authenticate(store: Store, token: str, *, now: float | None = None) -> Binding:
@@ -150,29 +152,40 @@ async def authenticate(store: Store, token: str, *, now: float | None = None) ->
             "with `ccweb-store conversation-url <conversation>`"
         )
     claims = read_token(key, token)
+    binding = Binding(
+        claims.conversation_id, claims.credential_id, claims.hop_count, claims.expires_at
+    )
+    await confirm_still_holds(store, binding, now=now)
+    return binding
+
+
+async def confirm_still_holds(store: Store, binding: Binding, *, now: float | None = None) -> None:
+    """Raise ``CredentialRefused`` unless ``binding``'s credential still holds: not past its
+    expiry (read from the token, no database access), and its row present and not revoked
+    (one primary-key read). An open ``GET /events`` stream asks before every batch it sends
+    and at every heartbeat, so it ends with its credential."""
     current = time.time() if now is None else now
-    if claims.expires_at and claims.expires_at <= current:
+    if binding.expires_at and binding.expires_at <= current:
         raise CredentialRefused(
-            f"conversation credential {claims.credential_id} expired at "
-            f"{_iso_seconds(claims.expires_at)}; mint a new one with "
-            f"`ccweb-store conversation-url {claims.conversation_id}`",
+            f"conversation credential {binding.credential_id} expired at "
+            f"{_iso_seconds(binding.expires_at)}; mint a new one with "
+            f"`ccweb-store conversation-url {binding.conversation_id}`",
             code=errors.CREDENTIAL_EXPIRED,
         )
     async with store.read_uow() as uow:
-        row = await uow.credentials.get(claims.credential_id)
-    if row is None or row.session_id != claims.conversation_id:
+        row = await uow.credentials.get(binding.credential_id)
+    if row is None or row.session_id != binding.conversation_id:
         raise CredentialRefused(
-            f"unknown conversation credential {claims.credential_id}: it is not in this "
+            f"unknown conversation credential {binding.credential_id}: it is not in this "
             "server's database (deleted with its conversation, or minted elsewhere); mint a "
-            f"new one with `ccweb-store conversation-url {claims.conversation_id}`"
+            f"new one with `ccweb-store conversation-url {binding.conversation_id}`"
         )
     if row.revoked_at is not None:
         raise CredentialRefused(
-            f"conversation credential {claims.credential_id} was revoked; ask the operator "
-            f"for a new one (`ccweb-store conversation-url {claims.conversation_id}`)",
+            f"conversation credential {binding.credential_id} was revoked; ask the operator "
+            f"for a new one (`ccweb-store conversation-url {binding.conversation_id}`)",
             code=errors.CREDENTIAL_REVOKED,
         )
-    return Binding(claims.conversation_id, claims.credential_id, claims.hop_count)
 
 
 def _iso_seconds(epoch: int) -> str:

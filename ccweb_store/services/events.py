@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -171,12 +171,26 @@ class Cut:
     reason: str
 
 
+#: Awaited by ``follow`` before each batch it gives and at each heartbeat; raises to end it.
+StillAllowed = Callable[[], Awaitable[None]]
+
+
 async def follow(
-    store: Store, after: int | None, chosen: EventFilter, *, heartbeat_s: float
+    store: Store,
+    after: int | None,
+    chosen: EventFilter,
+    *,
+    heartbeat_s: float,
+    still_allowed: StillAllowed | None = None,
 ) -> AsyncIterator[list[dict[str, Any]] | Cut | None]:
     """Batches of events (as ``event_out``) after ``after`` (None: from now on) as they
     commit, a ``None`` after ``heartbeat_s`` without one, and a ``Cut`` before it stops
-    early. Raises ``EventsExpired`` first when ``after`` cannot be resumed."""
+    early. Raises ``EventsExpired`` first when ``after`` cannot be resumed.
+
+    ``still_allowed`` (a credential's reader: ``credentials.confirm_still_holds``) is awaited
+    after each batch is read and before it is given, and at each heartbeat; what it raises
+    ends the follow without that batch, so nothing committed after a revocation goes out.
+    """
     async with store.feed.subscribe(
         chosen.accepts, conversation=chosen.conversation
     ) as subscription:
@@ -188,6 +202,8 @@ async def follow(
             async with store.read_uow() as uow:
                 rows = await read_after(uow, cursor, MAX_PAGE, chosen)
             if rows:
+                if still_allowed is not None:
+                    await still_allowed()
                 cursor = int(rows[-1]["id"])
                 yield [event_out(row) for row in rows]
             if len(rows) < MAX_PAGE:
@@ -196,6 +212,8 @@ async def follow(
             batch = [
                 row for row in await subscription.next_batch(heartbeat_s) if row["id"] > cursor
             ]
+            if still_allowed is not None and (batch or not subscription.overflowed):
+                await still_allowed()
             if batch:
                 cursor = int(batch[-1]["id"])
                 yield [event_out(row) for row in batch]
