@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -20,10 +21,33 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVE = [sys.executable, "-m", "ccweb_store", "serve"]
 
 
+# Each pytest-xdist worker (gw0, gw1, …; a serial run is worker 0) hands out ports from a block
+# of its own, below Linux's ephemeral range (32768-60999): two workers never pick the same port,
+# and no outgoing connection's source port can take one between the pick and the server's bind.
+FIRST_PORT = 10000
+PORTS_PER_WORKER = 2500
+WORKER_BLOCKS = 8
+
+
+def worker_index() -> int:
+    """This process's pytest-xdist worker number; 0 outside xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(name.removeprefix("gw"))
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free port from this worker's block (picked at random, so two runs side by side on one
+    machine seldom try the same one)."""
+    first = FIRST_PORT + (worker_index() % WORKER_BLOCKS) * PORTS_PER_WORKER
+    for _ in range(PORTS_PER_WORKER):
+        port = first + random.randrange(PORTS_PER_WORKER)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise AssertionError(f"no free port in {first}-{first + PORTS_PER_WORKER - 1}")
 
 
 def server_env(**values: str) -> dict[str, str]:
