@@ -1,9 +1,11 @@
 """Backends for the integration tests: a fresh SQLite file per test, and PostgreSQL.
 
 Every integration test that takes ``database_url`` (or ``store``) runs once per backend.
-PostgreSQL runs when ``CCWEB_TEST_POSTGRES_URL`` names a server (e.g.
-``postgresql+asyncpg://root@127.0.0.1:5432/test``); the suite then creates a database of its
-own, migrates it with Alembic, truncates it between tests and drops it at the end.
+SQLite: each test gets a copy of one file migrated once per run. PostgreSQL runs when
+``CCWEB_TEST_POSTGRES_URL`` names a server (e.g. ``postgresql+asyncpg://root@127.0.0.1:5432/test``);
+the suite then creates a database of its own, migrates it with Alembic, empties it before each
+test and drops it at the end. Under pytest-xdist each worker has its own of both, its own
+scratch data directory and (``tests/servers.py``) its own ports.
 """
 
 from __future__ import annotations

@@ -21,33 +21,35 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVE = [sys.executable, "-m", "ccweb_store", "serve"]
 
 
-# Each pytest-xdist worker (gw0, gw1, …; a serial run is worker 0) hands out ports from a block
-# of its own, below Linux's ephemeral range (32768-60999): two workers never pick the same port,
-# and no outgoing connection's source port can take one between the pick and the server's bind.
+# The ports below Linux's ephemeral range (32768-60999), split evenly among the pytest-xdist
+# workers (gw0, gw1, …; a serial run is one worker with all of them): two workers never pick the
+# same port, and no outgoing connection's source port takes one between the pick and the bind.
 FIRST_PORT = 10000
-PORTS_PER_WORKER = 2500
-WORKER_BLOCKS = 8
+END_PORT = 32768
+_ports = random.Random()
 
 
-def worker_index() -> int:
-    """This process's pytest-xdist worker number; 0 outside xdist."""
-    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return int(name.removeprefix("gw"))
+def worker_ports() -> range:
+    """The ports this process may hand out: its pytest-xdist worker's share."""
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), index + 1)
+    size = (END_PORT - FIRST_PORT) // count
+    return range(FIRST_PORT + index * size, FIRST_PORT + (index + 1) * size)
 
 
 def free_port() -> int:
-    """A free port from this worker's block (picked at random, so two runs side by side on one
+    """A free port from this worker's share, picked at random (two runs side by side on one
     machine seldom try the same one)."""
-    first = FIRST_PORT + (worker_index() % WORKER_BLOCKS) * PORTS_PER_WORKER
-    for _ in range(PORTS_PER_WORKER):
-        port = first + random.randrange(PORTS_PER_WORKER)
+    ports = worker_ports()
+    for _ in range(len(ports)):
+        port = _ports.choice(ports)
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
         return port
-    raise AssertionError(f"no free port in {first}-{first + PORTS_PER_WORKER - 1}")
+    raise AssertionError(f"no free port in {ports.start}-{ports.stop - 1}")
 
 
 def server_env(**values: str) -> dict[str, str]:
