@@ -1,9 +1,11 @@
 """Backends for the integration tests: a fresh SQLite file per test, and PostgreSQL.
 
 Every integration test that takes ``database_url`` (or ``store``) runs once per backend.
-PostgreSQL runs when ``CCWEB_TEST_POSTGRES_URL`` names a server (e.g.
-``postgresql+asyncpg://root@127.0.0.1:5432/test``); the suite then creates a database of its
-own, migrates it with Alembic, truncates it between tests and drops it at the end.
+SQLite: each test gets a copy of one file migrated once per run. PostgreSQL runs when
+``CCWEB_TEST_POSTGRES_URL`` names a server (e.g. ``postgresql+asyncpg://root@127.0.0.1:5432/test``);
+the suite then creates a database of its own, migrates it with Alembic, empties it before each
+test and drops it at the end. Under pytest-xdist each worker has its own of both, its own
+scratch data directory and (``tests/servers.py``) its own ports.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
 from sqlalchemy.engine import make_url
 
@@ -120,11 +121,16 @@ async def migrate_url(url: str, revision: str = "head") -> None:
 
 
 async def truncate_all(url: str) -> None:
-    tables = ", ".join(table.name for table in Base.metadata.sorted_tables)
+    """Empty every table of the schema, keeping ``alembic_version``.
+
+    ``DELETE`` children first, in one transaction: on the few rows a test leaves it is much
+    cheaper than ``TRUNCATE``, which makes new files for every table and index.
+    """
     engine = create_engine(url)
     try:
         async with engine.begin() as connection:
-            await connection.execute(sa.text(f"TRUNCATE {tables} CASCADE"))
+            for table in reversed(Base.metadata.sorted_tables):
+                await connection.execute(table.delete())
     finally:
         await engine.dispose()
 
@@ -150,6 +156,21 @@ def migrated_postgres_url() -> Iterator[str]:
         drop_postgres_database(server, url)
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One SQLite file migrated to head for the whole run (per xdist worker), which each test
+    copies: a copy costs far less than running every migration again."""
+    path = tmp_path_factory.mktemp("template") / "ccweb.db"
+    asyncio.run(migrate_url(f"sqlite+aiosqlite:///{path}"))
+    return path
+
+
+def copy_migrated_sqlite(template: Path, path: Path) -> str:
+    """A migrated, empty SQLite database at ``path``; its URL."""
+    shutil.copyfile(template, path)
+    return f"sqlite+aiosqlite:///{path}"
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """The backend a test runs on: ``sqlite`` or ``postgres``."""
@@ -163,9 +184,8 @@ def backend(request: pytest.FixtureRequest) -> str:
 def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     """A migrated, empty database for this test."""
     if backend == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'ccweb.db'}"
-        asyncio.run(migrate_url(url))
-        return url
+        template: Path = request.getfixturevalue("migrated_sqlite_template")
+        return copy_migrated_sqlite(template, tmp_path / "ccweb.db")
     url: str = request.getfixturevalue("migrated_postgres_url")
     asyncio.run(truncate_all(url))
     return url
@@ -187,8 +207,15 @@ def empty_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def fresh_database_url(empty_database_url: str) -> str:
+def fresh_database_url(
+    empty_database_url: str, backend: str, request: pytest.FixtureRequest
+) -> str:
     """A second migrated, empty database (for a clean import or copy to compare with)."""
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("migrated_sqlite_template")
+        path = make_url(empty_database_url).database
+        assert path is not None
+        return copy_migrated_sqlite(template, Path(path))
     asyncio.run(migrate_url(empty_database_url))
     return empty_database_url
 

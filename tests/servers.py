@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -20,10 +21,35 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVE = [sys.executable, "-m", "ccweb_store", "serve"]
 
 
+# The ports below Linux's ephemeral range (32768-60999), split evenly among the pytest-xdist
+# workers (gw0, gw1, …; a serial run is one worker with all of them): two workers never pick the
+# same port, and no outgoing connection's source port takes one between the pick and the bind.
+FIRST_PORT = 10000
+END_PORT = 32768
+_ports = random.Random()
+
+
+def worker_ports() -> range:
+    """The ports this process may hand out: its pytest-xdist worker's share."""
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), index + 1)
+    size = (END_PORT - FIRST_PORT) // count
+    return range(FIRST_PORT + index * size, FIRST_PORT + (index + 1) * size)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free port from this worker's share, picked at random (two runs side by side on one
+    machine seldom try the same one)."""
+    ports = worker_ports()
+    for _ in range(len(ports)):
+        port = _ports.choice(ports)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise AssertionError(f"no free port in {ports.start}-{ports.stop - 1}")
 
 
 def server_env(**values: str) -> dict[str, str]:

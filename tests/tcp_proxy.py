@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from tests.servers import free_port
 
 
 class TcpProxy:
@@ -22,7 +23,7 @@ class TcpProxy:
 
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
-        self.port = _free_port()
+        self.port = free_port()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
@@ -128,12 +129,6 @@ async def _answer_starting_up(reader: asyncio.StreamReader, writer: asyncio.Stre
         writer.write(b"E" + (len(message) + 4).to_bytes(4, "big") + message)
         await writer.drain()
     writer.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -21,6 +21,10 @@ from mcp.shared.exceptions import MCPError
 
 from tests.servers import server_env, serving
 
+# The tests share one server process (the module's fixture): under pytest-xdist's
+# --dist loadgroup they run on one worker, which starts it once.
+pytestmark = pytest.mark.xdist_group("mcp_client_server")
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "client-test-token"
 PUBLIC = {

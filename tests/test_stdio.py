@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sqlite3
 import subprocess
 from contextlib import closing
@@ -14,7 +13,7 @@ from typing import Any
 from ccweb_store.protocol.stdio import mcp_url, routing_headers_for
 from tests.cli_support import run_cli
 from tests.conftest import migrate_url
-from tests.servers import server_env, serving
+from tests.servers import free_port, server_env, serving
 
 
 def _run(args: list[str], lines: list[str], database_url: str) -> subprocess.CompletedProcess[str]:
@@ -79,9 +78,7 @@ def test_stdio_refuses_a_negative_hop_count(database_url: str) -> None:
 
 
 def test_a_bridge_to_an_unreachable_server_answers_with_an_error(tmp_path: Path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens on it
     completed = _run(
         ["--source-session", "me", "--url", f"http://127.0.0.1:{port}"],
         [_request("ping", id=7), json.dumps({"jsonrpc": "2.0", "method": "notifications/x"})],
