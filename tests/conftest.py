@@ -166,8 +166,9 @@ def migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def copy_migrated_sqlite(template: Path, path: Path) -> str:
-    """A migrated, empty SQLite database at ``path``; its URL."""
-    shutil.copyfile(template, path)
+    """A migrated, empty SQLite database at ``path``, private (0600) as the service makes its
+    databases; its URL."""
+    shutil.copy(template, path)  # the template's mode too
     return f"sqlite+aiosqlite:///{path}"
 
 

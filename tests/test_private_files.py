@@ -53,7 +53,12 @@ def test_a_served_database_and_its_wal_and_shm_are_private(tmp_path: Path, umask
     finally:
         server.stop()
     assert mode(home) == 0o700
-    assert files == {"ccweb.db": 0o600, "ccweb.db-wal": 0o600, "ccweb.db-shm": 0o600}
+    assert files == {
+        "ccweb.db": 0o600,
+        "ccweb.db-wal": 0o600,
+        "ccweb.db-shm": 0o600,
+        "ccweb.db.lock": 0o600,  # held while the server runs (restore refuses then)
+    }
 
 
 def test_an_existing_data_home_keeps_its_mode(tmp_path: Path, umask_022: None) -> None:
