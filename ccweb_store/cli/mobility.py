@@ -27,7 +27,7 @@ PLAIN_PROGRESS_EVERY_S = 2.0
 
 
 def _shown(settings: Settings) -> str:
-    from ccweb_store.mobility.locations import shown_url
+    from ccweb_store.store.db import shown_url
 
     return shown_url(settings.database_url)
 

@@ -11,7 +11,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from ccweb_store.config import database_kind, normalize_database_url
-from ccweb_store.store.db import database_file
+from ccweb_store.store.db import database_file, shown_url
 
 #: The drivers ccweb-store connects through, by engine family.
 DRIVERS = {"sqlite": "aiosqlite", "postgresql": "asyncpg"}
@@ -24,16 +24,6 @@ class BadDatabaseUrl(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def shown_url(url: str) -> str:
-    """``url`` as it may be printed: its password masked (or, when it does not parse,
-    everything before its host left out)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        scheme, _, rest = url.partition("://")
-        return f"{scheme}://{rest.rpartition('@')[2]}" if rest else url
 
 
 def credential_free_url(url: URL) -> str:

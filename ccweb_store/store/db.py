@@ -70,10 +70,16 @@ def prepare_database_home(url: str) -> None:
 
 
 def shown_url(url: str) -> str:
-    """``url`` as it may be printed: its password masked."""
+    """``url`` as it may be printed: its password masked (or, when it does not parse,
+    everything before its host left out)."""
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
 
-    return make_url(url).render_as_string(hide_password=True)
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://{rest.rpartition('@')[2]}" if rest else url
 
 
 def alembic_config(url: str | None = None) -> Any:

@@ -1,0 +1,212 @@
+"""The commands that run on the agents' side: ``mcp-stdio`` (the ccweb tools for a client
+that speaks stdio) and ``worker`` (claims runs and starts the agent command for each)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ccweb_store.cli.common import (
+    DatabaseUrl,
+    database_settings,
+    duration_option,
+    fail,
+    load_settings,
+    server_url,
+    setup_logging,
+)
+
+
+def mcp_stdio(
+    source_session: Annotated[
+        str | None,
+        typer.Option(
+            "--source-session",
+            help="Id of the conversation whose agent uses these tools",
+            show_default=False,
+        ),
+    ] = None,
+    hop_count: Annotated[
+        int, typer.Option("--hop-count", min=0, help="Hops that led to the current run")
+    ] = 0,
+    url: Annotated[
+        str | None,
+        typer.Option(help="Forward to a running server (e.g. http://127.0.0.1:8787)"),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="Bearer token of that server \\[env: CCWEB_TOKEN]")
+    ] = None,
+    credential: Annotated[
+        str | None,
+        typer.Option(
+            help="With --url: a conversation credential (ccw1.…) instead of --source-session "
+            "and the operator token",
+            envvar="CCWEB_CREDENTIAL",
+            show_default=False,
+        ),
+    ] = None,
+    database_url: DatabaseUrl = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "warning",
+) -> None:
+    """Serve the ccweb MCP tools on stdin/stdout (logs go to stderr).
+
+    On the database (which must exist: it is migrated, never created) or bridged to a running
+    server with --url.
+
+    Example: ccweb-store mcp-stdio --url http://127.0.0.1:8787 --credential ccw1.…
+    """
+    from ccweb_store.domain.context import Source
+    from ccweb_store.protocol import stdio
+    from ccweb_store.store.db import serving_lock
+
+    setup_logging(log_level)
+    if credential and not url:
+        fail("--credential needs --url: a credential is checked by the server it was minted on")
+    if not credential and not source_session:
+        fail("name the conversation: --source-session ID, or --url with --credential")
+    source = Source(source_session, hop_count)
+    if url:
+        settings = load_settings(token=token)
+        asyncio.run(stdio.serve_bridge(url, settings.token, source, credential=credential))
+    else:
+        # Started by an agent's client, whose settings may name the wrong place: an empty
+        # database made there would answer as if every conversation were gone.
+        settings = database_settings(database_url)
+        with serving_lock(settings.database_url):
+            asyncio.run(stdio.serve_database(settings, source))
+
+
+def worker(
+    command: Annotated[
+        str | None,
+        typer.Option(
+            "--command",
+            help="Shell command per run, e.g. 'claude -p {prompt}'. Placeholders (quoted for "
+            "you): {prompt}, {conversation_id}, {run_id}, {hop_count}; without {prompt} the "
+            "prompt goes on stdin",
+            show_default=False,
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="TOML: command, timeout, \\[agents.<agent>] and \\[conversations.<id>] overrides",
+            show_default=False,
+        ),
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="The server \\[default: http://CCWEB_HOST:CCWEB_PORT]",
+            envvar="CCWEB_URL",
+            show_default=False,
+        ),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="The server's operator token \\[env: CCWEB_TOKEN]")
+    ] = None,
+    worker_id: Annotated[
+        str | None,
+        typer.Option(
+            "--worker-id", help="Name in run leases \\[default: HOST-PID]", show_default=False
+        ),
+    ] = None,
+    lease_seconds: Annotated[
+        int, typer.Option("--lease-seconds", min=1, help="Lease per run, renewed every third")
+    ] = 300,
+    timeout: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DURATION",
+            help="Kill a command and fail its run after this long: 90s, 30m, 2h \\[default: 1h]",
+            show_default=False,
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency", min=1, max=64, help="Runs at once, each of another conversation"
+        ),
+    ] = 1,
+    grace: Annotated[
+        float,
+        typer.Option(
+            "--grace",
+            min=0,
+            metavar="SECONDS",
+            help="After Ctrl-C/SIGTERM, how long running commands may go on before they are "
+            "killed and their runs requeued",
+        ),
+    ] = 30.0,
+    poll_interval: Annotated[
+        float | None, typer.Option("--poll-interval", hidden=True, help="No longer used")
+    ] = None,
+    once: Annotated[
+        bool,
+        typer.Option(
+            "--once",
+            help="Work on at most one run, then exit: 0 if none or it succeeded, 1 if it failed",
+        ),
+    ] = False,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            help="Only runs of this kind: user_turn, cross_conversation, reply_auto_run (repeat)",
+            show_default=False,
+        ),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+) -> None:
+    """Claim queued runs and run an agent command for each, until Ctrl-C.
+
+    It waits for runs by long-poll, so a run starts as soon as it is queued;
+    --concurrency N runs up to N at once, each of another conversation. The
+    command gets CCWEB_MCP_URL, an MCP URL bound to the run's conversation
+    (and CCWEB_CONVERSATION_ID, CCWEB_RUN_ID, CCWEB_HOP_COUNT); its stdout
+    becomes the assistant message. Ctrl-C once: claim no more and let running
+    commands finish within --grace, then kill them and requeue their runs;
+    twice: do that now.
+
+    Example: ccweb-store worker --command 'claude -p {prompt}' --concurrency 4
+    """
+    import logging
+    import os
+    import socket
+
+    from ccweb_store.worker import config as commands
+    from ccweb_store.worker import runner
+
+    setup_logging(log_level)
+    if log_level.lower() != "debug":  # a line per HTTP call would drown the one per run
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+    if poll_interval is not None:
+        logging.getLogger("ccweb_store.worker").warning(
+            "--poll-interval is no longer used (the worker waits for runs by long-poll): drop it"
+        )
+    seconds = duration_option(timeout, "--timeout")
+    try:
+        worker_config = commands.load_config(
+            config, command=command, timeout=None if seconds is None else float(seconds)
+        )
+    except commands.ConfigError as exc:
+        fail(str(exc))
+    settings = load_settings(token=token)
+    code = asyncio.run(
+        runner.serve(
+            worker_config,
+            base_url=url or server_url(settings),
+            token=settings.token,
+            worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}",
+            lease_seconds=lease_seconds,
+            concurrency=concurrency,
+            grace_seconds=grace,
+            once=once,
+            kinds=kind,
+        )
+    )
+    raise typer.Exit(code)
