@@ -39,7 +39,7 @@ from ccweb_store.http.payloads import http_error, method_not_allowed
 from ccweb_store.http.throttle import LoginThrottle
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.services.events import keep_events_pruned
-from ccweb_store.services.runs import sweep_expired_leases
+from ccweb_store.services.run_endings import sweep_expired_leases
 from ccweb_store.store.background import running
 from ccweb_store.store.db import migrate
 from ccweb_store.store.uow import Store

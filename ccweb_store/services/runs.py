@@ -1,5 +1,6 @@
 """The run queue's host API (SPEC §3 ``run.*``): start, enqueue, claim, heartbeat, complete,
-list, requeue.
+list, requeue, cancel. What a run's end sets off, and the lease sweeper, are
+``run_endings``'.
 
 ``complete_run`` is where the reply lifecycle turns: closing a ``cross_conversation`` run
 moves its reply request to ``ready`` (or ``failed``) and delivers it, and closing any run
@@ -29,7 +30,7 @@ from ccweb_store.domain.arguments import (
     require_mapping,
     require_str,
 )
-from ccweb_store.domain.errors import Conflict, DatabaseFileMissing, DatabaseUnavailable
+from ccweb_store.domain.errors import Conflict
 from ccweb_store.domain.events import CLAIMABLE_AFTER
 from ccweb_store.domain.ids import (
     FINISHED_RUN_STATUSES,
@@ -40,11 +41,16 @@ from ccweb_store.domain.ids import (
     validate_session_id,
 )
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.metrics import LEASE_EXPIRIES
 from ccweb_store.services import credentials
-from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
-from ccweb_store.services.schemas import message_out, reply_out, run_out, session_out
-from ccweb_store.store.models import Message, ReplyRequest, Run
+from ccweb_store.services.run_endings import (
+    after_close,
+    completion_out,
+    completion_result,
+    lease_lost,
+    requeue_expired,
+)
+from ccweb_store.services.schemas import run_out, session_out
+from ccweb_store.store.models import Run
 from ccweb_store.store.repositories.run_leases import ClaimRace
 from ccweb_store.store.uow import Store, UnitOfWork
 
@@ -277,7 +283,7 @@ async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> dict[str, An
     async with store.uow() as uow:
         run = await uow.runs.require(run_id)
         if not await uow.runs.heartbeat(run_id, worker_id, lease_seconds=lease):
-            raise _lease_lost(run, worker_id)
+            raise lease_lost(run, worker_id)
         await uow.commit()
     return run_out(run)
 
@@ -308,114 +314,11 @@ async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any
         if run is None:
             current = await uow.runs.require(run_id)
             if current.status in FINISHED_RUN_STATUSES and current.worker_id == worker_id:
-                return await _completion_result(uow, current)
-            raise _lease_lost(current, worker_id)
-        message, replies = await _after_close(uow, run, status, output=output, error=error)
+                return await completion_result(uow, current)
+            raise lease_lost(current, worker_id)
+        message, replies = await after_close(uow, run, status, output=output, error=error)
         await uow.commit()
-    return _completion_out(run, message, replies)
-
-
-def _lease_lost(run: Run, worker_id: str | None) -> Conflict:
-    """``lease_lost`` for a caller (``worker_id``, None: it named none) that does not hold
-    ``run``: what happened to the run and what to do, with ``runId``, ``runStatus`` and
-    ``heldBy`` (the current holder, or None) in the error's data."""
-    caller = f"worker {worker_id!r}" if worker_id is not None else "a caller without workerId"
-    holder = repr(run.worker_id)
-    stop = "stop working on it; nothing was recorded (claim another run)"
-    if run.status == "queued":
-        what = (
-            f"run {run.id!r} was requeued (a lease expired or an operator requeued it) and "
-            f"waits for a worker, so {caller} no longer holds it"
-        )
-    elif run.status == "running" and run.worker_id is not None and worker_id is not None:
-        what = (
-            f"the lease of run {run.id!r} moved to worker {holder}: {caller} no longer holds "
-            "it (the run was requeued, after its lease expired or by an operator, and claimed "
-            "again)"
-        )
-    elif run.status == "running" and run.worker_id is not None:
-        what = f"run {run.id!r} is leased to worker {holder} and only its holder completes it"
-        stop = (
-            f"nothing was recorded: pass workerId {holder}, or requeue the run (run.requeue) "
-            "to take it from that worker"
-        )
-    elif run.status == "running":
-        what = f"run {run.id!r} has no lease holder (run.start without workerId)"
-        stop = "nothing was recorded: complete it without workerId"
-    elif run.worker_id is not None:
-        what = f"run {run.id!r} already ended ({run.status}) under worker {holder}, not {caller}"
-    else:
-        what = (
-            f"run {run.id!r} already ended ({run.status}) with no lease holder (requeued, then "
-            f"failed after its leases expired or closed by an operator), not under {caller}"
-        )
-    return Conflict(
-        f"{what}; {stop}",
-        code=errors.LEASE_LOST,
-        data={"runId": run.id, "runStatus": run.status, "heldBy": run.worker_id},
-    )
-
-
-def _completion_out(
-    run: Run, message: Message | None, replies: list[ReplyRequest]
-) -> dict[str, Any]:
-    """The result of ``run.complete``: the run, its output message, the replies it moved."""
-    return {
-        "run": run_out(run),
-        "message": message_out(message) if message is not None else None,
-        "replies": [reply_out(reply) for reply in replies],
-    }
-
-
-async def _answered_request(uow: UnitOfWork, run: Run) -> ReplyRequest | None:
-    """The reply request a ``cross_conversation`` run answers, if it has one."""
-    if run.kind != "cross_conversation" or run.reply_request_id is None:
-        return None
-    return await uow.replies.get(run.reply_request_id)
-
-
-async def _after_close(
-    uow: UnitOfWork, run: Run, status: str, *, output: str | None, error: str | None
-) -> tuple[Message | None, list[ReplyRequest]]:
-    """Everything the end of ``run`` (just finished, so locked) sets off; the caller commits."""
-    linked = await _answered_request(uow, run)
-    await uow.sessions.lock_many(
-        [run.session_id, linked.source_conversation_id if linked is not None else None]
-    )
-    message = None
-    if output and output.strip():
-        message = await uow.sends.append_read(
-            run.session_id, "assistant", output, metadata={"runId": run.id}
-        )
-    replies: list[ReplyRequest] = []
-    if linked is not None:
-        answered = await record_target_answer(
-            uow,
-            linked,
-            completed=status == "completed",
-            output=output,
-            error=error,
-            delivered_by_run_id=run.id,
-        )
-        if answered is not None:
-            replies.append(answered)
-    replies.extend(await deliver_ready_replies(uow, run.session_id, delivered_by_run_id=run.id))
-    return message, replies
-
-
-async def _completion_result(uow: UnitOfWork, run: Run) -> dict[str, Any]:
-    """The result of ``run.complete`` for a run that is already finished."""
-    message = await uow.messages.find_by_metadata(run.session_id, "runId", run.id)
-    linked = await _answered_request(uow, run)
-    replies = [linked] if linked is not None else []
-    for delivered in await uow.messages.list_by_metadata(
-        run.session_id, "deliveredByRunId", run.id
-    ):
-        request_id = (delivered.metadata_ or {}).get("replyToRequestId")
-        request = await uow.replies.get(request_id) if isinstance(request_id, str) else None
-        if request is not None:
-            replies.append(request)
-    return _completion_out(run, message, replies)
+    return completion_out(run, message, replies)
 
 
 async def list_runs(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -443,7 +346,7 @@ async def requeue_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]
     async with store.uow() as uow:
         run = await uow.runs.require(run_id, for_update=True)
         if worker_id is not None and run.status == "running" and run.worker_id != worker_id:
-            raise _lease_lost(run, worker_id)
+            raise lease_lost(run, worker_id)
         if not await uow.runs.requeue(run_id):
             raise Conflict(
                 f"run {run_id!r} is {run.status}, not running; only a running run can be requeued",
@@ -482,70 +385,6 @@ async def cancel_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
         run = await uow.runs.finish(run_id, "cancelled", worker_id=current.worker_id, error=reason)
         if run is None:  # the row is locked above, so it is still open and held as read
             raise Conflict(f"run {run_id!r} changed while cancelling it; try again")
-        message, replies = await _after_close(uow, run, "failed", output=None, error=reason)
+        message, replies = await after_close(uow, run, "failed", output=None, error=reason)
         await uow.commit()
-    return _completion_out(run, message, replies)
-
-
-async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[str, int]:
-    """Requeue running runs whose lease has passed; fail those out of attempts.
-
-    Each run is settled in its own transaction. Usable from a background task; returns
-    ``{requeued, failed}``.
-    """
-    now = now or utcnow()
-    async with store.read_uow() as uow:
-        expired_ids = [run.id for run in await uow.runs.expired(now=now)]
-    requeued = failed = 0
-    max_attempts = store.settings.max_attempts
-    for run_id in expired_ids:
-        async with store.uow() as uow:
-            run = await uow.runs.get(run_id, for_update=True)
-            if (
-                run is None
-                or run.status != "running"
-                or run.lease_expires_at is None
-                or run.lease_expires_at >= now
-            ):
-                continue
-            attempts = run.attempts + 1
-            if not await uow.runs.requeue(run_id):
-                continue
-            if attempts >= max_attempts:
-                error = f"the run's lease expired {attempts} times; giving up"
-                await uow.runs.finish(run_id, "failed", worker_id=None, error=error)
-                await _after_close(uow, run, "failed", output=None, error=error)
-                failed += 1
-                LEASE_EXPIRIES.labels("failed").inc()
-                log.warning("run %s failed after %d expired leases", run_id, attempts)
-            else:
-                requeued += 1
-                LEASE_EXPIRIES.labels("requeued").inc()
-                log.info("run %s requeued after an expired lease (attempt %d)", run_id, attempts)
-            await uow.commit()
-    return {"requeued": requeued, "failed": failed}
-
-
-async def sweep_expired_leases(store: Store, interval: float) -> None:
-    """Requeue (or fail) runs with expired leases every ``interval`` seconds, until cancelled.
-
-    Runs in the server's lifespan, so a dead worker's run goes back to the queue even when
-    no other worker calls ``run.claim``. A failing sweep (database down) is logged and retried.
-    """
-    log.debug("sweeping expired run leases every %gs", interval)
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            swept = await requeue_expired(store)
-        except (DatabaseUnavailable, DatabaseFileMissing) as exc:  # said once a pass, no trace
-            log.warning("sweeping expired run leases failed: %s", exc.message)
-            continue
-        except Exception:
-            log.exception("sweeping expired run leases failed; retrying in %gs", interval)
-            continue
-        if swept["requeued"] or swept["failed"]:
-            log.info(
-                "lease sweep: %d run(s) requeued, %d failed after too many expired leases",
-                swept["requeued"],
-                swept["failed"],
-            )
+    return completion_out(run, message, replies)
