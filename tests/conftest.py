@@ -244,3 +244,15 @@ async def pair(store: Store) -> Store:
         await uow.sessions.create("conv-b", title="Tester")
         await uow.commit()
     return store
+
+
+@pytest.fixture
+def fresh_postgres_url() -> Iterator[str]:
+    """An empty PostgreSQL database of its own (no schema)."""
+    server = postgres_server_url()
+    assert server is not None
+    url = create_postgres_database(server)
+    try:
+        yield url
+    finally:
+        drop_postgres_database(server, url)

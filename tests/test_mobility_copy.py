@@ -7,11 +7,9 @@ import json
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 
 from ccweb_store.config import Settings
@@ -25,10 +23,7 @@ from ccweb_store.store.db import create_engine
 from ccweb_store.store.uow import Store
 from tests.cli_support import COMMAND, run_cli
 from tests.conftest import (
-    create_postgres_database,
-    drop_postgres_database,
     migrate_url,
-    postgres_server_url,
 )
 from tests.mobility_data import (
     api_answers,
@@ -41,18 +36,6 @@ from tests.servers import ROOT, server_env
 
 def sqlite_url(path: Path) -> str:
     return f"sqlite+aiosqlite:///{path}"
-
-
-@pytest.fixture
-def fresh_postgres_url() -> Iterator[str]:
-    """An empty PostgreSQL database of its own (no schema)."""
-    server = postgres_server_url()
-    assert server is not None
-    url = create_postgres_database(server)
-    try:
-        yield url
-    finally:
-        drop_postgres_database(server, url)
 
 
 def copy_cli(source: str, target: str, *flags: str) -> subprocess.CompletedProcess[str]:

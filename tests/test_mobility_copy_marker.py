@@ -8,11 +8,9 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 
 from ccweb_store.config import Settings
@@ -21,10 +19,7 @@ from ccweb_store.store.db import create_engine
 from ccweb_store.store.uow import Store
 from tests.cli_support import COMMAND
 from tests.conftest import (
-    create_postgres_database,
-    drop_postgres_database,
     migrate_url,
-    postgres_server_url,
 )
 from tests.mobility_data import fill_every_kind_of_row, raw_rows
 from tests.servers import ROOT, server_env
@@ -35,18 +30,6 @@ from tests.test_mobility_copy import (
     message_count,
     sqlite_url,
 )
-
-
-@pytest.fixture
-def own_postgres_url() -> Iterator[str]:
-    """An empty PostgreSQL database of its own (no schema)."""
-    server = postgres_server_url()
-    assert server is not None
-    url = create_postgres_database(server)
-    try:
-        yield url
-    finally:
-        drop_postgres_database(server, url)
 
 
 def every_checksum(url: str) -> list[tuple[int, str]]:
@@ -150,9 +133,9 @@ def test_a_finished_copy_closes_its_marker_and_is_a_database_of_its_own(
 
 
 def test_the_source_url_in_the_marker_carries_no_credentials(
-    tmp_path: Path, own_postgres_url: str
+    tmp_path: Path, fresh_postgres_url: str
 ) -> None:
-    source = own_postgres_url
+    source = fresh_postgres_url
     asyncio.run(migrate_url(source))
     with_password = source.replace("root@", "root:hunter2@")
     target = sqlite_url(tmp_path / "target.db")
@@ -182,18 +165,18 @@ def test_the_same_sqlite_file_however_spelled_is_refused(tmp_path: Path) -> None
     assert every_checksum(source) == before
 
 
-def test_one_postgresql_database_by_two_host_names_is_refused(own_postgres_url: str) -> None:
-    asyncio.run(migrate_url(own_postgres_url))
-    asyncio.run(fill_every_kind_of_row(own_postgres_url))
-    before = every_checksum(own_postgres_url)
-    by_name = own_postgres_url.replace("@127.0.0.1", "@localhost")
-    assert by_name != own_postgres_url
+def test_one_postgresql_database_by_two_host_names_is_refused(fresh_postgres_url: str) -> None:
+    asyncio.run(migrate_url(fresh_postgres_url))
+    asyncio.run(fill_every_kind_of_row(fresh_postgres_url))
+    before = every_checksum(fresh_postgres_url)
+    by_name = fresh_postgres_url.replace("@127.0.0.1", "@localhost")
+    assert by_name != fresh_postgres_url
 
-    refused = copy_cli(own_postgres_url, by_name, "--resume")
+    refused = copy_cli(fresh_postgres_url, by_name, "--resume")
 
     assert refused.returncode == 2, refused.stderr
     assert "reach the same database" in refused.stderr
-    assert every_checksum(own_postgres_url) == before
+    assert every_checksum(fresh_postgres_url) == before
 
 
 def kill_when(process: subprocess.Popen[str], ready: Any) -> None:
