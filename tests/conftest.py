@@ -67,6 +67,12 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[DATA_DIR_ENV] = _data_dir
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` first (in their order), then the rest: under pytest-xdist the
+    workers then finish together, instead of one running a long test alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _data_dir is not None:
         shutil.rmtree(_data_dir, ignore_errors=True)

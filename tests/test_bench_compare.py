@@ -65,6 +65,7 @@ def row(lines: list[str], begins: str) -> str:
     return found[0]
 
 
+@pytest.mark.slow
 def test_the_table_has_every_row_with_a_figure_its_goal_and_whether_it_is_met() -> None:
     lines = compare()
 

@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import postgres_server_url
 from tests.servers import ROOT
 
@@ -28,6 +30,7 @@ ROWS = [
 ]
 
 
+@pytest.mark.slow
 def test_the_quick_scale_run_prints_every_row_with_its_goal() -> None:
     server = postgres_server_url()
     assert server is not None

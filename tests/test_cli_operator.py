@@ -177,6 +177,7 @@ def test_doctor_refuses_a_public_bind_without_a_token(database_url: str) -> None
     assert token["status"] == "action" and "export CCWEB_TOKEN=" in token["fix"]
 
 
+@pytest.mark.slow
 def test_operator_commands_over_http_match_the_database(database_url: str) -> None:
     asyncio.run(data.seed(database_url))
     asyncio.run(orphaned_request(database_url))

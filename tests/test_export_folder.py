@@ -53,6 +53,7 @@ def exported(database_url: str, tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["whole", "sessions only", "reply file only"])
 def test_a_folder_holding_a_cc_web_state_is_refused_and_left_byte_identical(
     database_url: str, exported: Path, layout: str
@@ -169,6 +170,7 @@ def killed_at(database_url: str, directory: Path, point: int) -> None:
         process.stderr.close()
 
 
+@pytest.mark.slow
 def test_an_export_killed_part_way_leaves_every_file_old_or_new_and_valid_json(
     database_url: str, exported: Path, tmp_path: Path
 ) -> None:

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ccweb_store.store.models import ReplyRequest
 from ccweb_store.store.uow import Store
 from tests.cli_support import run_cli
@@ -99,6 +101,7 @@ async def forget_titles(store: Store) -> None:
         await uow.commit()
 
 
+@pytest.mark.slow
 def test_repair_json_gives_an_imported_request_its_conversations_titles_and_prompts_use_them(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -844,6 +844,7 @@ def cli_subprocess(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
     return subprocess.Popen([*COMMAND, *args], cwd=ROOT, env=server_env(), text=True, **kwargs)
 
 
+@pytest.mark.slow
 def test_an_import_killed_midway_then_rerun_equals_a_clean_import(
     database_url: str, fresh_database_url: str, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.servers import serving
 
@@ -41,6 +42,7 @@ class Host:
         return await self.call("/rpc", method, params)
 
 
+@pytest.mark.slow
 async def test_two_servers_on_one_database_return_every_reply_exactly_once(
     database_url: str,
 ) -> None:

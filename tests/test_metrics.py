@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ccweb_store.config import Settings
@@ -207,6 +208,7 @@ def serving_env(tmp_path: Path) -> dict[str, str]:
     return server_env(CCWEB_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'ccweb.db'}")
 
 
+@pytest.mark.slow
 def test_several_server_processes_are_counted_together(database_url: str, tmp_path: Path) -> None:
     shared = tmp_path / "metrics"
     shared.mkdir()

@@ -198,6 +198,7 @@ def test_a_backup_killed_at_any_point_leaves_nothing_at_its_path_and_a_retry_equ
     assert row_checksums(destination) == row_checksums(clean)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["live.db", "live.db-wal", "live.db-shm", "live.db-journal"])
 def test_a_backup_refuses_the_database_and_the_files_sqlite_keeps_beside_it(
     tmp_path: Path, name: str

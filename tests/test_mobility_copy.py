@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from ccweb_store.config import Settings
@@ -132,6 +133,7 @@ def settled_count(database_url: str) -> int:
         count = again
 
 
+@pytest.mark.slow
 def test_a_copy_killed_midway_and_resumed_equals_a_clean_copy(
     tmp_path: Path, database_url: str
 ) -> None:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from ccweb_store.config import Settings
@@ -206,6 +207,7 @@ def start_copy(source: str, target: str, *flags: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_copy_killed_at_several_points_and_resumed_each_time_equals_a_clean_copy(
     tmp_path: Path, database_url: str
 ) -> None:

@@ -48,6 +48,7 @@ async def stamp(url: str, revision: str) -> None:
         ("postgresql+asyncpg://ccweb:s3cret@db.example", "names no database"),
     ],
 )
+@pytest.mark.slow
 def test_a_url_ccweb_store_cannot_use_is_one_line_and_exit_2_on_either_side(
     tmp_path: Path, url: str, says: str
 ) -> None:

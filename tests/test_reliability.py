@@ -20,6 +20,7 @@ from ccweb_store.http import rpc
 BACKEND_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 
 
+@pytest.mark.slow
 def test_500_sends_over_two_servers_with_every_run_completed_twice_lose_and_double_nothing(
     backend: str, database_url: str
 ) -> None:
@@ -75,6 +76,7 @@ def test_the_fuzz_corpus_and_random_inputs_get_documented_answers_and_write_noth
     assert tried.startswith(f"{len(fuzz_http.load_corpus()) + 300:,} ")
 
 
+@pytest.mark.slow
 def test_hostile_values_anywhere_get_no_5xx_no_internal_error_and_leave_conversations_readable(
     backend: str, database_url: str
 ) -> None:
@@ -118,6 +120,7 @@ def test_without_the_token_no_request_gets_data_and_a_foreign_origin_gets_403(
     assert origins.wrong == [] and origins.refused == origins.tried
 
 
+@pytest.mark.slow
 def test_every_non_loopback_start_without_a_token_refuses_and_creates_nothing(
     tmp_path: Path,
 ) -> None:

@@ -301,6 +301,7 @@ def is_running(pid: int) -> bool:
     return "State:\tZ" not in status
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["return_and_continue", "one_way"])
 def test_the_worker_drives_an_exchange_between_two_conversations(
     bench: Bench, database_url: str, mode: str
