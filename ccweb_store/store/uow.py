@@ -35,10 +35,12 @@ from ccweb_store.store.failures import database_failure
 from ccweb_store.store.postgres.driver import PostgresDatabase
 from ccweb_store.store.repositories import (
     CredentialRepository,
+    DebuggingRepository,
     EventRepository,
     IdentityRepository,
     JsonColumnRepository,
     MessageRepository,
+    MonitoringRepository,
     ReplyRepository,
     RunRepository,
     SecretRepository,
@@ -67,6 +69,8 @@ class UnitOfWork:
     json_columns: JsonColumnRepository
     events: EventRepository
     identity: IdentityRepository
+    monitoring: MonitoringRepository
+    debugging: DebuggingRepository
 
     def __init__(
         self,
@@ -97,6 +101,8 @@ class UnitOfWork:
         self.json_columns = JsonColumnRepository(state)
         self.events = EventRepository(state)
         self.identity = IdentityRepository(state)
+        self.monitoring = MonitoringRepository(state)
+        self.debugging = DebuggingRepository(state)
         return self
 
     async def __aexit__(
