@@ -28,7 +28,7 @@ async def row_counts(store: Store) -> dict[str, int]:
     async with store.read_uow() as uow:
         for model in (Message, ReplyRequest, Run):
             stmt = sa.select(sa.func.count()).select_from(model)
-            counts[model.__tablename__] = int((await uow.execute(stmt)).scalar_one())
+            counts[model.__tablename__] = int((await uow._execute(stmt)).scalar_one())
     return counts
 
 
@@ -38,7 +38,7 @@ async def table_row_counts(store: Store) -> dict[str, int]:
     async with store.read_uow() as uow:
         for table in Base.metadata.sorted_tables:
             stmt = sa.select(sa.func.count()).select_from(table)
-            counts[table.name] = int((await uow.execute(stmt)).scalar_one())
+            counts[table.name] = int((await uow._execute(stmt)).scalar_one())
     return counts
 
 
@@ -92,7 +92,7 @@ async def insert_message_by_hand(
     the next seq of the session, ``metadata`` given as JSON text."""
     metadata = "CAST(:metadata AS JSONB)" if store.dialect == "postgresql" else ":metadata"
     async with store.uow() as uow:
-        await uow.execute(
+        await uow._execute(
             sa.text(
                 "INSERT INTO messages (id, session_id, seq, role, content, metadata)"
                 " VALUES (:id, :session_id,"

@@ -22,7 +22,7 @@ async def stored_key(database_url: str) -> str:
     store = Store.from_settings(Settings(database_url=database_url))
     try:
         async with store.read_uow() as uow:
-            value = (await uow.execute(sa.select(ServerSecret.value))).scalar_one()
+            value = (await uow._execute(sa.select(ServerSecret.value))).scalar_one()
         return str(value)
     finally:
         await store.dispose()

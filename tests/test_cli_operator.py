@@ -49,7 +49,7 @@ async def orphaned_request(database_url: str) -> None:
                 )
             )
             run = await uow.runs.start("src", "user_turn", worker_id="w-gone")
-            await uow.execute(
+            await uow._execute(
                 sa.update(Run)
                 .where(Run.id == run.id)
                 .values(lease_expires_at=utcnow() - timedelta(minutes=5))

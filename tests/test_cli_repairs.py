@@ -63,7 +63,7 @@ def replies_to(messages: list[Message], request_id: str) -> list[Message]:
 async def backdate(store: Store, request_id: str, age: timedelta) -> None:
     """Make a request look older than it is: the only state no service function can build."""
     async with store.uow() as uow:
-        await uow.execute(
+        await uow._execute(
             sa.update(ReplyRequest)
             .where(ReplyRequest.request_id == request_id)
             .values(created_at=utcnow() - age)

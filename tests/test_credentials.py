@@ -350,7 +350,7 @@ async def test_a_credential_goes_with_its_conversation(trio: Store) -> None:
     async with app_client(trio) as client:
         token = await mint(client, "conv-c")
         async with trio.uow() as uow:
-            await uow.execute(sa.text("DELETE FROM sessions WHERE id = 'conv-c'"))
+            await uow._execute(sa.text("DELETE FROM sessions WHERE id = 'conv-c'"))
             await uow.commit()
         response = await mcp(client, "ping", query=f"?credential={token}")
         refusal(response, 401, errors.INVALID_CREDENTIAL)
@@ -471,7 +471,7 @@ async def test_the_signing_key_is_made_once_and_shared_by_every_process(
     finally:
         await other.dispose()
     async with trio.read_uow() as uow:
-        stored = (await uow.execute(sa.select(ServerSecret.value))).scalars().all()
+        stored = (await uow._execute(sa.select(ServerSecret.value))).scalars().all()
     assert [bytes.fromhex(value) for value in stored] == [first]
 
 
@@ -493,7 +493,7 @@ async def test_a_configured_secret_signs_and_nothing_is_stored(
     finally:
         await store.dispose()
     async with trio.read_uow() as uow:
-        count = (await uow.execute(sa.select(sa.func.count()).select_from(ServerSecret))).scalar()
+        count = (await uow._execute(sa.select(sa.func.count()).select_from(ServerSecret))).scalar()
     assert count == 1  # the one made above; the store with the setting stored none
 
 

@@ -1,6 +1,7 @@
 """The layers' imports point down (http → protocol → services → store → domain): the store
 imports nothing above it, the domain nothing but itself, and no module of these layers takes
-another module's private names."""
+another module's private names. Only the store (and Alembic's migrations) imports SQLAlchemy
+and runs statements."""
 
 from __future__ import annotations
 
@@ -18,8 +19,13 @@ IO_LIBRARIES = ("sqlalchemy", "pydantic", "starlette", "asyncpg", "aiosqlite", "
 
 def imports_of(layer: str) -> list[tuple[str, str, tuple[str, ...]]]:
     """``(module, imported module, names taken from it)`` for every import in ``layer``."""
+    return imports_in(sorted((PACKAGE / layer).rglob("*.py")))
+
+
+def imports_in(paths: list[Path]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(module, imported module, names taken from it)`` for every import in ``paths``."""
     found = []
-    for path in sorted((PACKAGE / layer).rglob("*.py")):
+    for path in paths:
         module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -105,3 +111,47 @@ def test_importing_the_domain_loads_no_database_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.strip() == "[]"
+
+
+#: The packages that build and run SQL: the store, and Alembic's migrations.
+SQL_LAYERS = ("store", "migrations")
+
+
+def outside_the_store() -> list[Path]:
+    """Every module of the package but the store's and the migrations'."""
+    return [
+        path
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] not in SQL_LAYERS
+    ]
+
+
+def test_only_the_store_imports_sqlalchemy() -> None:
+    outside = [
+        (module, imported)
+        for module, imported, _ in imports_in(outside_the_store())
+        if imported.split(".")[0] == "sqlalchemy"
+    ]
+    assert outside == []
+
+
+def runs_a_statement(node: ast.Attribute) -> bool:
+    """``….execute`` (a connection's, a unit of work's) or ``uow._execute``."""
+    if node.attr == "execute":
+        return True
+    return node.attr == "_execute" and isinstance(node.value, ast.Name) and node.value.id == "uow"
+
+
+def test_only_the_store_runs_statements_in_a_unit_of_work() -> None:
+    """The layers above call repositories (``uow.runs…``) and the store's functions; a
+    statement of their own has no way into a unit of work."""
+    from ccweb_store.store.uow import UnitOfWork
+
+    assert not hasattr(UnitOfWork, "execute")
+    calls = [
+        (str(path.relative_to(PACKAGE)), node.lineno)
+        for path in outside_the_store()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and runs_a_statement(node)
+    ]
+    assert calls == []

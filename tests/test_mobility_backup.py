@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from ccweb_store.config import Settings
-from ccweb_store.mobility.copy import schema_tables, table_checksums
+from ccweb_store.mobility.copy import table_checksums
 from ccweb_store.store.sqlite.bulk import BACKUP_PAUSE_ENV
 from ccweb_store.store.uow import Store
+from ccweb_store.store.whole_tables import schema_tables
 from tests.cli_support import COMMAND, run_cli
 from tests.conftest import migrate_url
 from tests.mobility_data import fill_every_kind_of_row

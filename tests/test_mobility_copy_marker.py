@@ -15,9 +15,10 @@ import pytest
 import sqlalchemy as sa
 
 from ccweb_store.config import Settings
-from ccweb_store.mobility.copy import schema_tables, table_checksums
+from ccweb_store.mobility.copy import table_checksums
 from ccweb_store.store.db import create_engine
 from ccweb_store.store.uow import Store
+from ccweb_store.store.whole_tables import schema_tables
 from tests.cli_support import COMMAND
 from tests.conftest import (
     migrate_url,

@@ -245,10 +245,10 @@ async def test_rows_written_in_the_old_format_read_back_and_compare_as_before(
         async with store.uow() as uow:
             for run_id, text in written.items():
                 # A session each: a session has at most one running run.
-                await uow.execute(
+                await uow._execute(
                     sa.text("INSERT INTO sessions (id) VALUES (:id)"), {"id": f"s_{run_id}"}
                 )
-                await uow.execute(
+                await uow._execute(
                     sa.text(
                         "INSERT INTO runs (id, session_id, kind, status, lease_expires_at, "
                         "created_at) VALUES (:id, :session, 'user_turn', 'running', :at, :at)"
@@ -312,8 +312,8 @@ async def test_both_execution_paths_store_the_same_text(tmp_path: Path) -> None:
         for value in DATETIMES:
             params = {"run_id": run.id, "p_at": value}
             async with store.uow() as uow:
-                await uow.execute(_SET_TIMES, params)
-                stored["driver"].append(tuple((await uow.execute(read, {"id": run.id})).one()))
+                await uow._execute(_SET_TIMES, params)
+                stored["driver"].append(tuple((await uow._execute(read, {"id": run.id})).one()))
                 await uow.commit()
             async with store.engine.begin() as connection:
                 await connection.execute(_SET_TIMES, params)
@@ -344,10 +344,10 @@ async def test_postgresql_reads_every_datetime_back_as_the_same_instant_in_utc(
     for value in DATETIMES:
         params = {"run_id": run.id, "p_at": value}
         async with store.uow() as uow:
-            await uow.execute(
+            await uow._execute(
                 set_times.values(started_at=sa.bindparam("p_at"), finished_at=None), params
             )
-            read = [tuple((await uow.execute(stmt, {"id": run.id})).one())]
+            read = [tuple((await uow._execute(stmt, {"id": run.id})).one())]
             await uow.commit()
         async with store.engine.connect() as connection:
             read.append(tuple((await connection.execute(stmt, {"id": run.id})).one()))

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
 async def _backend_pid(store: Store) -> int:
     async with store.read_uow() as uow:
-        pid: int = (await uow.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one()
+        pid: int = (await uow._execute(sa.text("SELECT pg_backend_pid()"))).scalar_one()
     return pid
 
 
@@ -92,7 +92,7 @@ async def _open_connections(store: Store, count: int) -> set[int]:
 
     async def hold(uow_factory: Any) -> None:
         async with uow_factory() as uow:
-            pids.add((await uow.execute(sa.text("SELECT pg_backend_pid()"))).scalar())
+            pids.add((await uow._execute(sa.text("SELECT pg_backend_pid()"))).scalar())
             if len(pids) == 2 * count:
                 all_open.set()
             await release.wait()
@@ -137,7 +137,7 @@ async def test_every_kept_connection_killed_at_once_recovers(store: Store) -> No
                 await uow.sessions.create(session_id)
             else:
                 assert await uow.sessions.get("nobody") is None
-            pid: int = (await uow.execute(sa.text("SELECT pg_backend_pid()"))).scalar()
+            pid: int = (await uow._execute(sa.text("SELECT pg_backend_pid()"))).scalar()
             if session_id is not None:
                 await uow.commit()
             return pid
@@ -224,12 +224,12 @@ async def test_a_statement_after_the_first_is_not_run_again_on_a_new_connection(
 async def test_a_unit_of_work_that_ran_statements_of_its_own_is_not_run_again_in_part(
     store: Store,
 ) -> None:
-    """A statement the unit of work ran itself (``uow.execute``) is its first: a repository's
+    """A statement the unit of work ran itself (``uow._execute``) is its first: a repository's
     statement after it is not run again on a new connection, which would commit it alone."""
     add = sa.text("INSERT INTO sessions (id, created_at, updated_at) VALUES (:id, now(), now())")
     with pytest.raises(DatabaseUnavailable) as failed:
         async with store.uow() as uow:
-            await uow.execute(add, {"id": "own"})
+            await uow._execute(add, {"id": "own"})
             await _kill_connections(store, unnoticed=True)
             await uow.sessions.create("after")
             await uow.commit()
@@ -275,15 +275,15 @@ async def test_a_read_runs_each_statement_without_a_transaction_around_them(
     """READ COMMITTED reads see a snapshot per statement anyway; a read skips BEGIN/ROLLBACK."""
     now = sa.text("SELECT now()")
     async with store.read_uow() as uow:
-        first = (await uow.execute(now)).scalar_one()
+        first = (await uow._execute(now)).scalar_one()
         await asyncio.sleep(0.01)
-        second = (await uow.execute(now)).scalar_one()
+        second = (await uow._execute(now)).scalar_one()
         assert await uow.sessions.get("nobody") is None
     assert second > first  # now() is when the transaction began: each statement began one
     async with store.uow() as uow:
-        first = (await uow.execute(now)).scalar_one()
+        first = (await uow._execute(now)).scalar_one()
         await asyncio.sleep(0.01)
-        assert (await uow.execute(now)).scalar_one() == first  # one transaction
+        assert (await uow._execute(now)).scalar_one() == first  # one transaction
 
 
 async def test_an_autocommit_unit_of_work_commits_each_statement_by_itself(
@@ -303,7 +303,7 @@ async def test_statements_of_the_unit_of_work_and_its_repositories_share_its_tra
     for session_id, commit in (("kept", True), ("dropped", False)):
         async with store.uow() as uow:
             await uow.sessions.create(session_id, title="by repository")
-            await uow.execute(retitle, {"id": session_id})
+            await uow._execute(retitle, {"id": session_id})
             if commit:
                 await uow.commit()
     async with store.read_uow() as uow:
@@ -320,9 +320,9 @@ async def test_a_transaction_left_open_by_a_failing_unit_of_work_is_rolled_back_
             await uow.sessions.create("half")
             raise RuntimeError("the caller failed")
     async with store.read_uow() as uow:
-        pid = (await uow.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one()
+        pid = (await uow._execute(sa.text("SELECT pg_backend_pid()"))).scalar_one()
         in_transaction = (
-            await uow.execute(
+            await uow._execute(
                 sa.text(
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                     " AND state LIKE 'idle in transaction%'"
@@ -352,7 +352,7 @@ async def test_asyncpg_errors_come_as_sqlalchemys(store: Store) -> None:
     for error, statement in cases:
         with pytest.raises(error) as raised:
             async with store.uow() as uow:
-                await uow.execute(sa.text(statement))
+                await uow._execute(sa.text(statement))
         assert not raised.value.connection_invalidated
     async with store.read_uow() as uow:  # and the connections still serve
         assert await uow.sessions.get("s") is not None

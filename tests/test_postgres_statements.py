@@ -43,7 +43,7 @@ async def test_list_user_inputs_runs_on_a_plan_made_once_per_connection(store: S
     sql = str(LATEST_NONBLANK_BY_ROLE.compile(dialect=store.engine.dialect))
     async with store.read_uow() as uow:  # the connection the calls ran on, kept
         generic, custom = (
-            await uow.execute(
+            await uow._execute(
                 sa.text(
                     "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
                     " WHERE statement = :sql"
@@ -66,6 +66,6 @@ async def test_the_postgresql_blank_test_keeps_exactly_what_trimming_keeps(store
         await uow.commit()
     params = {"session_id": "conv", "role": "user", "before_seq": NO_SEQ_ABOVE, "limit": 50}
     async with store.read_uow() as uow:
-        kept = [row[2] for row in await uow.execute(LATEST_NONBLANK_BY_ROLE, params)]
+        kept = [row[2] for row in await uow._execute(LATEST_NONBLANK_BY_ROLE, params)]
     expected = [c for c in reversed(contents) if c.strip(" \t\n\r\f\v")]
     assert kept == expected

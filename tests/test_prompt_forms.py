@@ -44,8 +44,10 @@ async def ask(store: Store, **args: Any) -> dict[str, Any]:
 
 async def counts(store: Store) -> tuple[int, int]:
     async with store.read_uow() as uow:
-        messages = (await uow.execute(sa.select(sa.func.count()).select_from(Message))).scalar_one()
-        runs = (await uow.execute(sa.select(sa.func.count()).select_from(Run))).scalar_one()
+        messages = (
+            await uow._execute(sa.select(sa.func.count()).select_from(Message))
+        ).scalar_one()
+        runs = (await uow._execute(sa.select(sa.func.count()).select_from(Run))).scalar_one()
     return int(messages), int(runs)
 
 

@@ -266,7 +266,7 @@ async def test_rows_are_read_in_batches_by_primary_key_and_each_one_is_rewritten
 async def _execute_async(store: Store, statements: list[tuple[str, dict[str, Any]]]) -> None:
     async with store.uow() as uow:
         for statement, params in statements:
-            await uow.execute(sa.text(statement), params)
+            await uow._execute(sa.text(statement), params)
         await uow.commit()
 
 

@@ -222,7 +222,7 @@ async def test_a_failure_notice_already_in_the_source_is_not_an_answer(pair: Sto
 async def test_a_reply_whose_source_is_gone_fails(pair: Store) -> None:
     request_id = (await ask(pair, "conv-a", "conv-b", "Anyone there?"))["requestId"]
     async with pair.uow() as uow:
-        await uow.execute(sa.delete(Session).where(Session.id == "conv-a"))
+        await uow._execute(sa.delete(Session).where(Session.id == "conv-a"))
         await uow.commit()
     await _answer(pair, "yes")
     row = await reply_row(pair, request_id)
@@ -364,18 +364,18 @@ async def test_a_legacy_request_without_original_request_is_delivered_with_the_p
     try:
         async with legacy.uow() as uow:
             for sid, title in (("conv-a", "Planner"), ("conv-b", "Tester")):
-                await uow.execute(
+                await uow._execute(
                     sa.text("INSERT INTO sessions (id, title) VALUES (:id, :title)"),
                     {"id": sid, "title": title},
                 )
-            await uow.execute(
+            await uow._execute(
                 sa.text(
                     "INSERT INTO reply_requests (request_id, source_conversation_id, source_title,"
                     " target_conversation_id, target_title, status, hop_count)"
                     " VALUES ('req_legacy', 'conv-a', 'Planner', 'conv-b', 'Tester', 'waiting', 1)"
                 )
             )
-            await uow.execute(
+            await uow._execute(
                 sa.text(
                     "INSERT INTO runs (id, session_id, kind, status, reply_request_id, hop_count)"
                     " VALUES ('run_legacy', 'conv-b', 'cross_conversation', 'queued',"

@@ -169,7 +169,7 @@ async def test_the_database_refuses_a_second_running_run_even_by_hand(store: Sto
         await uow.commit()
     async with store.uow() as uow:
         with pytest.raises(IntegrityError):
-            await uow.execute(
+            await uow._execute(
                 sa.text(
                     "INSERT INTO runs (id, session_id, kind, status)"
                     " VALUES ('run_by_hand', 'one', 'user_turn', 'running')"
@@ -406,7 +406,7 @@ async def test_the_check_constraints_refuse_bad_enums_written_by_hand(store: Sto
     await _make_sessions(store, "raw")
     async with store.uow() as uow:
         with pytest.raises(IntegrityError):
-            await uow.execute(
+            await uow._execute(
                 sa.text(
                     "INSERT INTO messages (id, session_id, seq, role, content)"
                     " VALUES ('m1', 'raw', 1, 'owner', 'x')"
@@ -731,7 +731,7 @@ async def test_the_message_that_carried_a_request_is_found_however_its_key_is_wr
     async with store.read_uow() as uow:
         found = await uow.messages.find_reply_request_message("target", "req-9")
         missing = await uow.messages.find_reply_request_message("target", "req-7")
-        every_row = (await uow.execute(REPLY_REQUEST_MESSAGE, params)).first()
+        every_row = (await uow._execute(REPLY_REQUEST_MESSAGE, params)).first()
     assert (found and found.id) == (every_row and every_row.id)
     assert missing is None
     if not escaped or store.dialect == "postgresql":  # jsonb reads the escape; SQLite does not
@@ -803,7 +803,7 @@ async def test_prebuilt_statements_read_back_exactly_as_sqlalchemy_reads_them(
     ]
     async with store.read_uow() as uow, store.engine.connect() as connection:
         for stmt, params in checks:
-            straight = [tuple(row) for row in await uow.execute(stmt, params)]
+            straight = [tuple(row) for row in await uow._execute(stmt, params)]
             through = [tuple(row) for row in await connection.execute(stmt, params)]
             assert straight == through, stmt
             assert straight, stmt

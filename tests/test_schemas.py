@@ -59,7 +59,7 @@ async def test_iso_text_reads_a_column_as_iso_gives_it(store: Store) -> None:
     column = Message.__table__.c
     async with store.uow() as uow:
         await uow.sessions.create("iso-text", title="Timestamps")
-        await uow.execute(
+        await uow._execute(
             sa.insert(Message),
             [
                 {
@@ -74,7 +74,7 @@ async def test_iso_text_reads_a_column_as_iso_gives_it(store: Store) -> None:
             ],
         )
         if store.dialect == "sqlite":  # text SQLite did not get from this store: parsed
-            await uow.execute(
+            await uow._execute(
                 sa.text(
                     "UPDATE messages SET created_at = '2024-05-01T12:00:00+02:00' WHERE id = 'm0'"
                 )
@@ -83,7 +83,7 @@ async def test_iso_text_reads_a_column_as_iso_gives_it(store: Store) -> None:
     as_text = sa.type_coerce(column.created_at, IsoText())
     async with store.read_uow() as uow:
         rows = (
-            await uow.execute(
+            await uow._execute(
                 sa.select(column.id, column.created_at, as_text.label("text")).where(
                     column.session_id == "iso-text"
                 )

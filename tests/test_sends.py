@@ -28,7 +28,7 @@ async def _rows(store: Store, target: str) -> dict[str, Any]:
 
         async def read(model: Any, where: Any, *skip: str) -> list[dict[str, Any]]:
             columns = [c for c in model.__table__.c if c.name not in skip]
-            result = await uow.execute(sa.select(*columns).where(where))
+            result = await uow._execute(sa.select(*columns).where(where))
             return list(result.mappings())
 
         return {

@@ -225,8 +225,8 @@ async def test_a_commit_the_database_refuses_leaves_nothing_and_the_writer_recov
         async with store.uow() as uow:
             await uow.sessions.create("a")
             # A foreign key checked at COMMIT: the whole transaction is refused then.
-            await uow.execute(sa.text("PRAGMA defer_foreign_keys = ON"))
-            await uow.execute(
+            await uow._execute(sa.text("PRAGMA defer_foreign_keys = ON"))
+            await uow._execute(
                 sa.text(
                     "INSERT INTO messages (id, session_id, seq, role, content)"
                     " VALUES ('m-orphan', 'nobody', 1, 'user', 'lost')"
@@ -250,7 +250,7 @@ async def test_a_unique_clash_is_integrity_error_and_the_repositorys_conflict(
             await uow.messages.append("s", "user", "two", id="m-1")
         assert isinstance(caught.value.__cause__, IntegrityError)
         with pytest.raises(IntegrityError, match="UNIQUE constraint failed"):
-            await uow.execute(sa.text("INSERT INTO sessions (id) VALUES ('s')"))
+            await uow._execute(sa.text("INSERT INTO sessions (id) VALUES ('s')"))
     async with store.read_uow() as uow:  # the block above never committed
         assert await uow.sessions.get("s") is None
 

@@ -105,7 +105,7 @@ async def test_a_write_runs_in_one_immediate_transaction_and_a_read_in_none(
         repository_calls = list(seen)
         seen.clear()
         async with store.read_uow() as uow:
-            count = (await uow.execute(sa.text("SELECT count(*) FROM messages"))).scalar()
+            count = (await uow._execute(sa.text("SELECT count(*) FROM messages"))).scalar()
             assert await uow.sessions.get("inline") is not None
         read_calls = list(seen)
     finally:

@@ -219,10 +219,10 @@ async def test_datetimes_and_json_convert_both_ways_as_sqlalchemys_execution_doe
         await uow.commit()
     for at, doc in zip(_TIMES, _DOCS, strict=False):
         async with store.uow() as uow:
-            await uow.execute(_WRITE_MESSAGE, {"message_id": message.id, "p_at": at, "p_doc": doc})
+            await uow._execute(_WRITE_MESSAGE, {"message_id": message.id, "p_at": at, "p_doc": doc})
             await uow.commit()
         async with store.read_uow() as uow:
-            driver = tuple((await uow.execute(_READ_MESSAGE, {"message_id": message.id})).one())
+            driver = tuple((await uow._execute(_READ_MESSAGE, {"message_id": message.id})).one())
         async with store.engine.connect() as connection:
             through = tuple(
                 (await connection.execute(_READ_MESSAGE, {"message_id": message.id})).one()
@@ -244,7 +244,7 @@ async def test_in_over_a_list_finds_the_rows_of_every_length(store: Store) -> No
     )
     async with store.read_uow() as uow:
         found = [
-            (await uow.execute(stmt, {"ids": ids})).scalars().all()
+            (await uow._execute(stmt, {"ids": ids})).scalars().all()
             for ids in ([], ["b"], ["c", "a", "nobody"], ["a", "b", "c"])
         ]
     assert found == [[], ["b"], ["a", "c"], ["a", "b", "c"]]
@@ -316,7 +316,7 @@ async def _append_by_batch(store: Store, session_id: str, *, one_statement: bool
 async def _written(store: Store, session_id: str) -> tuple[Any, ...]:
     async with store.read_uow() as uow:
         session = (
-            await uow.execute(sa.select(SESSIONS.c.updated_at).where(SESSIONS.c.id == session_id))
+            await uow._execute(sa.select(SESSIONS.c.updated_at).where(SESSIONS.c.id == session_id))
         ).scalar_one()
         messages = await uow.messages.list_after(session_id)
     return session, [(m.seq, m.role, m.content, m.metadata_, m.created_at) for m in messages]

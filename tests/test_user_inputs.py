@@ -226,12 +226,12 @@ async def test_blank_inputs_do_not_shorten_the_result(store: Store) -> None:
 async def test_messages_without_a_timestamp_have_a_null_created_at(store: Store) -> None:
     await conversation(store, "src")
     async with store.uow() as uow:
-        await uow.execute(
+        await uow._execute(
             sa.insert(Message).values(
                 id="legacy-1", session_id="src", seq=1, role="user", content="old words"
             )
         )
-        await uow.execute(
+        await uow._execute(
             sa.update(Message).where(Message.id == "legacy-1").values(created_at=None)
         )
         await uow.commit()
@@ -254,10 +254,10 @@ async def test_the_read_returns_the_rows_of_the_portable_statement(
     await conversation(store, "other", ("user", "elsewhere"))
     async with store.uow() as uow:
         missing = sa.update(Message).where(Message.id == ids[0]).values(created_at=None)
-        await uow.execute(missing)
+        await uow._execute(missing)
         if store.dialect == "sqlite":  # as an older tool or CURRENT_TIMESTAMP writes it
             for message_id, stored in ((ids[10], "2026-01-02 03:04:05"), (ids[14], "2026-01-02")):
-                await uow.execute(
+                await uow._execute(
                     sa.update(Message)
                     .where(Message.id == message_id)
                     .values(created_at=sa.literal_column(f"'{stored}'"))
@@ -399,7 +399,7 @@ async def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
         return {
             table.name: [
                 tuple(row)
-                for row in (await uow.execute(sa.select(table).order_by(*table.primary_key))).all()
+                for row in (await uow._execute(sa.select(table).order_by(*table.primary_key))).all()
             ]
             for table in Base.metadata.sorted_tables
         }
@@ -409,7 +409,7 @@ async def test_listing_writes_nothing_however_often_it_runs(store: Store) -> Non
     await conversation(store, "src", *[("user", f"input {n}") for n in range(30)])
     await conversation(store, "other", ("user", "x" * 2000), ("assistant", "ok"))
     async with store.uow() as uow:
-        await uow.execute(
+        await uow._execute(
             sa.update(Base.metadata.tables["sessions"]).values(
                 updated_at=utcnow() - timedelta(days=3)
             )

@@ -156,10 +156,9 @@ def with_store(
     ``not_found``); 1: the state forbids it (including a conversation it needs that is gone)
     or the database cannot be used.
     """
-    from sqlalchemy.exc import SQLAlchemyError
-
     from ccweb_store.domain.errors import DomainError, InvalidInput
     from ccweb_store.store.db import shown_url
+    from ccweb_store.store.failures import DatabaseError
     from ccweb_store.store.uow import Store
 
     settings = database_settings(database_url)
@@ -177,7 +176,7 @@ def with_store(
         if exc.code in not_found:
             fail(exc.message, 3)
         fail(exc.message, 2 if isinstance(exc, InvalidInput) else 1)
-    except (SQLAlchemyError, OSError) as exc:
+    except (DatabaseError, OSError) as exc:
         shown = shown_url(settings.database_url)
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         fail(

@@ -45,24 +45,25 @@ def _database_url(url: str, flag: str, *, must_exist: bool) -> str:
 def _missing_sqlite_file(settings: Settings) -> bool:
     """A SQLite file that is not there (connecting would create an empty one); a URL no
     database of ccweb-store's can have exits 2 in one line."""
-    from sqlalchemy.engine import make_url
+    from ccweb_store.store.urls import url_parts
 
     url = _database_url(
         settings.database_url, "--database-url (or CCWEB_DATABASE_URL)", must_exist=False
     )
-    if make_url(url).get_backend_name() != "sqlite":
+    parts = url_parts(url)
+    if parts.backend != "sqlite":
         return False
-    path = make_url(url).database
+    path = parts.database
     return not path or path == ":memory:" or not Path(str(path)).is_file()
 
 
 def _run(work: Callable[[], Coroutine[Any, Any, T]], *shown: str) -> T:
     """Run ``work``; a database that cannot be used exits 1 naming it."""
-    from sqlalchemy.exc import SQLAlchemyError
+    from ccweb_store.store.failures import DatabaseError
 
     try:
         return asyncio.run(work())
-    except (SQLAlchemyError, OSError) as exc:
+    except (DatabaseError, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         fail(
             f"cannot use the database ({' or '.join(shown)}): {reason}. "

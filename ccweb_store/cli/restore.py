@@ -39,15 +39,13 @@ def restore(
     settings = load_settings(database_url=database_url)
     shown = shown_url(settings.database_url)
     if settings.database_kind != "sqlite":
-        from sqlalchemy.engine import make_url
-
         typer.echo(
             "ccweb-store restores SQLite files; restore PostgreSQL with its own pg_restore "
             "(stop the server first; it replaces the database's contents in one transaction). "
             "Run:",
             err=True,
         )
-        typer.echo(shell_line(pg_restore_command(make_url(settings.database_url), backup)))
+        typer.echo(shell_line(pg_restore_command(settings.database_url, backup)))
         raise typer.Exit(2)
     database = database_file(settings.database_url)
     if database is None:

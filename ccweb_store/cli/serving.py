@@ -18,13 +18,13 @@ from typing import NoReturn
 
 import typer
 import uvicorn
-from sqlalchemy.engine import make_url
 
 from ccweb_store import __version__
 from ccweb_store.cli.common import fail
 from ccweb_store.cli.logs import setup_logging
 from ccweb_store.config import Settings
 from ccweb_store.store.db import shown_url, unreachable
+from ccweb_store.store.urls import masked_url
 
 log = logging.getLogger("ccweb_store")
 
@@ -88,7 +88,7 @@ def port_taken(host: str, port: int) -> str | None:
 
 def startup_line(settings: Settings) -> tuple[str, dict[str, object]]:
     """The one line the server logs once it listens, and its parts (for JSON logs)."""
-    database = make_url(settings.database_url).render_as_string(hide_password=True)
+    database = masked_url(settings.database_url)
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     address = f"http://{host}:{settings.port}"
     fields: dict[str, object] = {

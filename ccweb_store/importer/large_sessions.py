@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from ccweb_store.importer.json_stream import NotStreamable
 from ccweb_store.importer.legacy_json import LegacyFileError
 from ccweb_store.importer.legacy_sessions import (
@@ -37,6 +35,7 @@ from ccweb_store.importer.session_sync import (
     note_title,
 )
 from ccweb_store.importer.summary import ImportSummary, KeptValue, MessagesCallback, Skipped
+from ccweb_store.store.failures import DatabaseError
 from ccweb_store.store.uow import Store
 
 #: Files from this size on are streamed: a file read whole takes several times its size.
@@ -159,7 +158,7 @@ async def _write(
             await uow.messages.insert_many(rows, noted=False)
             uow.messages.note_imported(legacy.id, streamed.messages)
             await uow.commit()
-    except SQLAlchemyError:
+    except DatabaseError:
         return None
     return streamed
 

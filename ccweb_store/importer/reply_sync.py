@@ -13,12 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.importer.legacy_json import LegacyFileError
 from ccweb_store.importer.legacy_replies import REPLY_COLUMNS, LegacyReply, read_replies_file
 from ccweb_store.importer.summary import ImportSummary, KeptValue, Skipped
+from ccweb_store.store.failures import DatabaseError
 from ccweb_store.store.models import ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
 
@@ -69,7 +68,7 @@ async def import_replies_file(
             async with store.uow() as uow:
                 await _sync_replies(uow, replies, summary, unmarked, carried, titles)
                 await uow.commit()
-    except SQLAlchemyError as exc:
+    except DatabaseError as exc:
         summary.replies.skipped += len(replies)
         summary.skipped.append(Skipped.refused(path, exc))
         return

@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-
 from ccweb_store.importer.legacy_json import LegacyFileError
 from ccweb_store.importer.legacy_sessions import LegacyMessage, LegacySession, read_session_file
 from ccweb_store.importer.summary import ImportSummary, KeptValue, Skipped
+from ccweb_store.store.failures import ConstraintViolation, DatabaseError
 from ccweb_store.store.uow import Store, UnitOfWork
 
 MESSAGE_COLUMNS = ("role", "content", "created_at", "metadata_")
@@ -73,7 +72,7 @@ async def import_session_file(
                 plan = await _plan_in(uow, legacy)
         else:
             plan = await _write_session(store, legacy)
-    except SQLAlchemyError as exc:
+    except DatabaseError as exc:
         summary.sessions.skipped += 1
         summary.skipped.append(Skipped.refused(path, exc))
         return "skipped"
@@ -134,7 +133,7 @@ async def _write_session(store: Store, legacy: LegacySession) -> SessionPlan:
             await _apply(uow, legacy.id, plan)
             await uow.commit()
             return plan
-    except IntegrityError:
+    except ConstraintViolation:
         if not new_session:
             raise  # planned with the lookup already
     async with store.uow() as uow:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
+from ccweb_store.store.failures import DatabaseError, refusal_reason
 
 
 @dataclass
@@ -37,12 +37,10 @@ class Skipped:
     reason: str
 
     @classmethod
-    def refused(cls, path: Path, exc: SQLAlchemyError) -> Skipped:
-        """A file the database refused, with the driver's own message (without SQLAlchemy's
-        statement dump)."""
-        orig = getattr(exc, "orig", None)
-        reason = str(orig if orig is not None else exc).splitlines()[0]
-        return cls(str(path), f"the database refused it: {reason}")
+    def refused(cls, path: Path, exc: DatabaseError) -> Skipped:
+        """A file the database refused, with the driver's own message (without the statement
+        dump: ``failures.refusal_reason``)."""
+        return cls(str(path), f"the database refused it: {refusal_reason(exc)}")
 
 
 @dataclass

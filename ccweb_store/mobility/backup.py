@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ccweb_store.mobility.copy import schema_tables
 from ccweb_store.store.db import database_file, known_revisions
 from ccweb_store.store.sqlite.files import (
     COMPANION_SUFFIXES,
@@ -40,6 +39,7 @@ from ccweb_store.store.sqlite.files import (
     sync_directory,
 )
 from ccweb_store.store.uow import Store
+from ccweb_store.store.whole_tables import schema_tables
 
 
 class BackupRefused(Exception):

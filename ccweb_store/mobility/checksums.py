@@ -18,9 +18,8 @@ from hashlib import blake2b
 from typing import Any
 
 import orjson
-import sqlalchemy as sa
 
-from ccweb_store.store.bulk import is_json
+from ccweb_store.store.whole_tables import Table, json_positions
 
 _MODULUS = 1 << 128
 
@@ -39,10 +38,8 @@ class TableChecksum:
     """The running checksum and row count of one table's rows, read as
     ``store.bulk.copy_select`` reads them."""
 
-    def __init__(self, table: sa.Table) -> None:
-        self.json_positions = [
-            index for index, column in enumerate(table.columns) if is_json(column)
-        ]
+    def __init__(self, table: Table) -> None:
+        self.json_positions = json_positions(table)
         self.rows = 0
         self._total = 0
 

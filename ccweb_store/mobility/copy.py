@@ -2,9 +2,9 @@
 one, with its ids, ``seq`` numbers, timestamps and id counters as they are.
 
 Every table of the schema (``models.Base.metadata``, parents before children) is read in one
-consistent snapshot of the source (``Store.snapshot``), in primary-key order (text keys by
-their UTF-8 bytes on either engine, ``Store.byte_ordered``), and written to the target in
-batches, each batch its own transaction (``UnitOfWork.copy_rows``: PostgreSQL's ``COPY``). So
+consistent snapshot of the source (``store.whole_tables``), in primary-key order (text keys
+by their UTF-8 bytes on either engine), and written to the target in batches, each batch its
+own transaction (``UnitOfWork.copy_rows``: PostgreSQL's ``COPY``). So
 an interrupted copy leaves, per table, a prefix of the source's rows in that order: ``resume``
 skips the rows up to the target's last key and writes the rest. The id counters (a serial or
 identity column's sequence, SQLite's ``sqlite_sequence``) are set past the highest id the
@@ -28,16 +28,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
-
 from ccweb_store.mobility.checksums import TableChecksum
-from ccweb_store.mobility.locations import credential_free_url, same_sqlite_file
-from ccweb_store.store.bulk import copy_select, is_json
 from ccweb_store.store.db import current_revision, head_revision, known_revisions, migrate
-from ccweb_store.store.models import Base, CopyMarker, DatabaseIdentity
+from ccweb_store.store.failures import DatabaseError
+from ccweb_store.store.models import CopyMarker, DatabaseIdentity
 from ccweb_store.store.repositories.identity import IN_PROGRESS
 from ccweb_store.store.uow import Store
+from ccweb_store.store.urls import credential_free_url, masked_url, same_sqlite_file
+from ccweb_store.store.whole_tables import (
+    Snapshot,
+    Table,
+    json_positions,
+    key_positions,
+    last_key,
+    row_counts,
+    schema_tables,
+    snapshot,
+)
 
 #: Rows per batch: each is one read from the source and one transaction on the target.
 BATCH_ROWS = 5000
@@ -121,12 +128,7 @@ class CopyReport:
         }
 
 
-def schema_tables() -> list[sa.Table]:
-    """Every table of the schema, each after the tables its foreign keys name."""
-    return list(Base.metadata.sorted_tables)
-
-
-def copied_tables() -> list[sa.Table]:
+def copied_tables() -> list[Table]:
     """The tables ``copy`` copies, parents first: all but the database's own identity and
     copy marker, which each database keeps its own of."""
     return [table for table in schema_tables() if table.name not in OWN_TABLES]
@@ -138,7 +140,7 @@ async def copy_database(
     *,
     resume: bool = False,
     batch_rows: int = BATCH_ROWS,
-    tables: Sequence[sa.Table] | None = None,
+    tables: Sequence[Table] | None = None,
     on_progress: Progress | None = None,
 ) -> CopyReport:
     """Copy every table of ``source`` into ``target`` (migrated to head first) and verify it.
@@ -156,7 +158,7 @@ async def copy_database(
     known = known_revisions()
     revision = await _revision(source, "--from", source_shown)
     _check_revision(revision, head, known, "--from", source_shown, new_allowed=False)
-    if same_sqlite_file(source.engine.url, target.engine.url):
+    if same_sqlite_file(source.url, target.url):
         raise CopyRefused(
             f"--from and --to name the same database, the SQLite file of {source_shown}: "
             f"{_ELSEWHERE}"
@@ -182,33 +184,28 @@ async def copy_database(
                 f"--from {source_shown} and --to {target_shown} reach the same database "
                 f"(its id is {source_id}): {_ELSEWHERE}"
             )
-        counts = await _row_counts(target, tables)
+        counts = await row_counts(target, tables)
         if any(counts.values()):
             _check_resumable(resume, marker, source_id, source_shown, counts)
     await migrate(target.engine)
     await _database_id(target)
     if not any(counts.values()):
         async with target.uow() as uow:
-            await uow.identity.start_copy(source_id, credential_free_url(source.engine.url))
+            await uow.identity.start_copy(source_id, credential_free_url(source.url))
             await uow.commit()
     report = CopyReport(resumed=resume)
     started = time.perf_counter()
-    async with source.snapshot() as reading:
-        totals = {
-            table.name: (
-                await reading.execute(sa.select(sa.func.count()).select_from(table))
-            ).scalar_one()
-            for table in tables
-        }
+    async with snapshot(source) as reading:
+        totals = {table.name: await reading.row_count(table) for table in tables}
         for table in tables:
-            last = await _last_key(target, table) if counts.get(table.name) else None
+            last = await last_key(target, table) if counts.get(table.name) else None
             copied = TableReport(table.name)
             report.tables.append(copied)
             checksum = await _copy_table(
                 source, reading, target, table, last, batch_rows, copied, totals, on_progress
             )
             copied.rows, copied.checksum = checksum.rows, checksum.hexdigest
-            issued = await source.issued_ids(reading, table)
+            issued = await reading.issued_ids(table)
             if issued:
                 async with target.uow() as uow:
                     await uow.keep_issued_ids(table, issued)
@@ -228,7 +225,7 @@ async def copy_database(
 
 
 def _shown(store: Store) -> str:
-    return store.engine.url.render_as_string(hide_password=True)
+    return masked_url(store.url)
 
 
 async def _revision(store: Store, flag: str, shown: str) -> str | None:
@@ -237,7 +234,7 @@ async def _revision(store: Store, flag: str, shown: str) -> str | None:
     try:
         async with store.engine.connect() as connection:
             return await current_revision(connection)
-    except (SQLAlchemyError, OSError) as exc:
+    except (DatabaseError, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DatabaseUnreachable(
             f"cannot use {flag} {shown}: {reason}. Check that it is reachable and that you "
@@ -322,42 +319,11 @@ def _check_resumable(
     )
 
 
-async def _row_counts(store: Store, tables: Sequence[sa.Table]) -> dict[str, int]:
-    async with store.read_uow() as uow:
-        return {
-            table.name: int(
-                (await uow.execute(sa.select(sa.func.count()).select_from(table))).scalar()
-            )
-            for table in tables
-        }
-
-
-def _ordered(store: Store, table: sa.Table) -> list[sa.ColumnElement[Any]]:
-    return [store.byte_ordered(column) for column in table.primary_key.columns]
-
-
-def _key_positions(table: sa.Table) -> list[int]:
-    names = list(table.columns.keys())
-    return [names.index(column.key) for column in table.primary_key.columns]
-
-
-async def _last_key(store: Store, table: sa.Table) -> tuple[Any, ...] | None:
-    """The greatest primary key the table holds, in the copy's order (None: no rows)."""
-    stmt = (
-        sa.select(*table.primary_key.columns)
-        .order_by(*(column.desc() for column in _ordered(store, table)))
-        .limit(1)
-    )
-    async with store.read_uow() as uow:
-        row = (await uow.execute(stmt)).first()
-    return None if row is None else tuple(row)
-
-
 async def _copy_table(
     source: Store,
-    reading: Any,
+    reading: Snapshot,
     target: Store,
-    table: sa.Table,
+    table: Table,
     last: tuple[Any, ...] | None,
     batch_rows: int,
     report: TableReport,
@@ -367,15 +333,13 @@ async def _copy_table(
     """Read every row of ``table`` from the snapshot, checksum it, and write those after
     ``last`` (all when None) to ``target``; reading the next batch while one is written."""
     checksum = TableChecksum(table)
-    keys = _key_positions(table)
-    json_positions = [index for index, column in enumerate(table.columns) if is_json(column)]
-    stmt = sa.select(*copy_select(table)).order_by(*_ordered(source, table))
+    keys = key_positions(table)
+    json_columns = json_positions(table)
     batches: asyncio.Queue[list[Any] | None] = asyncio.Queue(maxsize=2)
     total = totals[table.name]
 
     async def read() -> None:
-        result = await reading.stream(stmt.execution_options(yield_per=batch_rows))
-        async for partition in result.partitions(batch_rows):
+        async for partition in reading.table_rows(table, batch_rows, key_order=True):
             await batches.put(partition)
         await batches.put(None)
 
@@ -387,8 +351,8 @@ async def _copy_table(
             done += len(rows)
             if last is not None:
                 rows = [row for row in rows if tuple(row[i] for i in keys) > last]
-            if json_positions and rows:
-                rows = [_portable(row, json_positions, source.portable_json_text) for row in rows]
+            if json_columns and rows:
+                rows = [_portable(row, json_columns, source.portable_json_text) for row in rows]
             if rows:
                 async with target.uow() as uow:
                     await uow.copy_rows(table, rows)
@@ -417,17 +381,14 @@ def _portable(
 
 
 async def table_checksums(
-    store: Store, tables: Sequence[sa.Table], batch_rows: int = BATCH_ROWS
+    store: Store, tables: Sequence[Table], batch_rows: int = BATCH_ROWS
 ) -> list[tuple[int, str]]:
     """Each table's (rows, checksum), all read on one snapshot of ``store``."""
     sums: list[tuple[int, str]] = []
-    async with store.snapshot() as reading:
+    async with snapshot(store) as reading:
         for table in tables:
             checksum = TableChecksum(table)
-            result = await reading.stream(
-                sa.select(*copy_select(table)).execution_options(yield_per=batch_rows)
-            )
-            async for partition in result.partitions(batch_rows):
+            async for partition in reading.table_rows(table, batch_rows):
                 checksum.add(partition)
             sums.append((checksum.rows, checksum.hexdigest))
     return sums

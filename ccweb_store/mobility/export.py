@@ -29,7 +29,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,14 +37,13 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 import orjson
-import sqlalchemy as sa
 
 from ccweb_store.domain.json_values import restored
 from ccweb_store.domain.timestamps import exact_iso
 from ccweb_store.importer.legacy_replies import ABSENT_KEY, REPLIES_FILE, REPLY_COLUMNS
 from ccweb_store.importer.legacy_sessions import SESSIONS_DIR
-from ccweb_store.store.models import Message, ReplyRequest, Session
 from ccweb_store.store.uow import Store
+from ccweb_store.store.whole_tables import Snapshot, snapshot
 
 #: Messages read and written per batch.
 BATCH_ROWS = 2000
@@ -55,9 +54,9 @@ PAUSE_ENV = "CCWEB_TEST_EXPORT_PAUSE_AT"
 #: How long the test hook pauses.
 PAUSE_SECONDS = 60.0
 
-SESSIONS = Session.__table__
-MESSAGES = Message.__table__
-REPLIES = ReplyRequest.__table__
+
+#: A row as the export reads it: its values by column name (``store.whole_tables``).
+Row = Mapping[str, Any]
 
 
 class ExportRefused(Exception):
@@ -161,25 +160,25 @@ def _time(value: datetime | None) -> str | None:
     return None if value is None else exact_iso(value)
 
 
-def session_fields(row: Any) -> dict[str, Any]:
+def session_fields(row: Row) -> dict[str, Any]:
     """A session file's keys but ``messages``, from its ``sessions`` row."""
-    document: dict[str, Any] = {"id": row.id}
+    document: dict[str, Any] = {"id": row["id"]}
     for key in ("title", "agent", "cwd"):
-        if getattr(row, key) is not None:
-            document[key] = getattr(row, key)
-    document["createdAt"] = _time(row.created_at)
-    document["updatedAt"] = _time(row.updated_at)
-    if row.archived_at is not None:
-        document["archivedAt"] = _time(row.archived_at)
-    extra = restored(row.extra) if row.extra is not None else {}
+        if row[key] is not None:
+            document[key] = row[key]
+    document["createdAt"] = _time(row["created_at"])
+    document["updatedAt"] = _time(row["updated_at"])
+    if row["archived_at"] is not None:
+        document["archivedAt"] = _time(row["archived_at"])
+    extra = restored(row["extra"]) if row["extra"] is not None else {}
     if isinstance(extra, dict):
         document.update(extra)
     return document
 
 
-def message_entry(row: Any, position: int) -> dict[str, Any]:
+def message_entry(row: Row, position: int) -> dict[str, Any]:
     """A message of a session file, from its ``messages`` row at ``position`` in its session."""
-    metadata = restored(row.metadata) if row.metadata is not None else {}
+    metadata = restored(row["metadata"]) if row["metadata"] is not None else {}
     if not isinstance(metadata, dict):
         metadata = {}
     metadata = dict(metadata)
@@ -190,13 +189,14 @@ def message_entry(row: Any, position: int) -> dict[str, Any]:
     if (
         "id" not in legacy
         and "messageId" not in legacy
-        and row.id != f"{row.session_id}:{position}"
+        and row["id"] != f"{row['session_id']}:{position}"
     ):
-        entry["id"] = row.id
-    entry["role"] = row.role
-    entry["content"] = blocks if blocks is not None else row.content
-    if row.created_at is not None and "timestamp" not in legacy and "createdAt" not in legacy:
-        entry["timestamp"] = _time(row.created_at)
+        entry["id"] = row["id"]
+    entry["role"] = row["role"]
+    entry["content"] = blocks if blocks is not None else row["content"]
+    created = row["created_at"]
+    if created is not None and "timestamp" not in legacy and "createdAt" not in legacy:
+        entry["timestamp"] = _time(created)
     own = {key: value for key, value in metadata.items() if key not in fields}
     if own:
         entry["metadata"] = own
@@ -205,16 +205,16 @@ def message_entry(row: Any, position: int) -> dict[str, Any]:
     return entry
 
 
-def reply_entry(row: Any) -> dict[str, Any]:
+def reply_entry(row: Row) -> dict[str, Any]:
     """An entry of the reply file, from its ``reply_requests`` row."""
     entry: dict[str, Any] = {}
     for key, column in REPLY_COLUMNS.items():
-        value = getattr(row, column)
+        value = row[column]
         if isinstance(value, datetime):
             value = _time(value)
         if value is not None:
             entry[key] = value
-    extra = restored(row.extra) if row.extra is not None else {}
+    extra = restored(row["extra"]) if row["extra"] is not None else {}
     extra = dict(extra) if isinstance(extra, dict) else {}
     absent = extra.pop(ABSENT_KEY, None) or []
     for key, value in extra.items():
@@ -244,27 +244,16 @@ async def export_state(
     sessions_dir = directory / SESSIONS_DIR
     sessions_dir.mkdir(parents=True, exist_ok=True)
     (directory / REPLIES_FILE).parent.mkdir(parents=True, exist_ok=True)
-    sessions = sa.select(SESSIONS).order_by(SESSIONS.c.id)
-    replies = sa.select(REPLIES).order_by(REPLIES.c.created_at, REPLIES.c.request_id)
-    if conversation is not None:
-        sessions = sessions.where(SESSIONS.c.id == conversation)
-        replies = replies.where(
-            sa.or_(
-                REPLIES.c.source_conversation_id == conversation,
-                REPLIES.c.target_conversation_id == conversation,
-            )
-        )
-    async with store.snapshot() as reading:
-        session_rows = (await reading.execute(sessions)).all()
-        for session in session_rows:
-            path = sessions_dir / f"{session.id}.json"
+    async with snapshot(store) as reading:
+        for session in await reading.sessions(conversation):
+            path = sessions_dir / f"{session['id']}.json"
             with _replaced(path, pause) as out:
                 written = await _write_session(reading, session, out, batch_rows)
             summary.sessions += 1
             summary.messages += written
             if on_session is not None:
-                on_session(session.id, written)
-        entries = [reply_entry(row) for row in (await reading.execute(replies)).all()]
+                on_session(session["id"], written)
+        entries = [reply_entry(row) for row in await reading.replies(conversation)]
     document = merged_replies(existing, entries, conversation) if merge else entries
     with _replaced(directory / REPLIES_FILE, pause) as out:
         out.write(_json_bytes(document))
@@ -330,24 +319,22 @@ def _replaced(path: Path, pause: _Pause | None = None) -> Iterator[Writable]:
         pause.point(f"replaced {path}")
 
 
-async def _write_session(reading: Any, session: Any, out: Writable, batch_rows: int) -> int:
+async def _write_session(reading: Snapshot, session: Row, out: Writable, batch_rows: int) -> int:
     """Stream one session file: its keys, then its messages a batch at a time."""
     header = [b"{"]
     for key, value in session_fields(session).items():
         header.append(_json_bytes(key) + b":" + _json_bytes(value) + b",")
     header.append(b'"messages":[')
     out.write(b"".join(header))
-    stmt = sa.select(MESSAGES).where(MESSAGES.c.session_id == session.id).order_by(MESSAGES.c.seq)
-    result = await reading.stream(stmt.execution_options(yield_per=batch_rows))
     written = 0
-    async for rows in result.partitions(batch_rows):
+    async for rows in reading.messages(session["id"], batch_rows):
         out.write(_entries(rows, written))
         written += len(rows)
     out.write(b"]}")
     return written
 
 
-def _entries(rows: Iterable[Any], first: int) -> bytes:
+def _entries(rows: Iterable[Row], first: int) -> bytes:
     parts = [_json_bytes(message_entry(row, first + offset)) for offset, row in enumerate(rows)]
     prefix = b"," if first else b""
     return prefix + b",".join(parts)

@@ -5,13 +5,9 @@ saying what to do, and shown without credentials.
 
 from __future__ import annotations
 
-import os
-
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
-
 from ccweb_store.config import database_kind, normalize_database_url
 from ccweb_store.store.db import database_file, shown_url
+from ccweb_store.store.urls import UnparsableUrl, url_parts
 
 #: The drivers ccweb-store connects through, by engine family.
 DRIVERS = {"sqlite": "aiosqlite", "postgresql": "asyncpg"}
@@ -26,17 +22,6 @@ class BadDatabaseUrl(Exception):
         self.reason = reason
 
 
-def credential_free_url(url: URL) -> str:
-    """``url`` without user name or password; a SQLite file as its resolved path."""
-    database = url.database
-    if url.get_backend_name() == "sqlite" and database and database != ":memory:":
-        database = os.path.realpath(database)
-    bare = URL.create(
-        url.drivername, host=url.host, port=url.port, database=database, query=url.query
-    )
-    return bare.render_as_string(hide_password=True)
-
-
 def usable_url(url: str, flag: str) -> str:
     """``url`` with its async driver named, or ``BadDatabaseUrl`` naming ``flag`` when its
     scheme or driver is not one ccweb-store uses, it does not parse, or (PostgreSQL) it names
@@ -48,10 +33,10 @@ def usable_url(url: str, flag: str) -> str:
         raise BadDatabaseUrl(f"{flag} {shown}: {exc}") from None
     normalized = normalize_database_url(url)
     try:
-        parsed = make_url(normalized)
-    except (ArgumentError, ValueError):
+        parsed = url_parts(normalized)
+    except UnparsableUrl:
         raise BadDatabaseUrl(f"{flag} {shown} is not a database URL: {_FORMS}") from None
-    driver = parsed.get_driver_name()
+    driver = parsed.driver
     if driver != DRIVERS[kind]:
         raise BadDatabaseUrl(
             f"{flag} {shown}: ccweb-store does not connect through {driver!r}: {_FORMS}"
@@ -80,13 +65,3 @@ def checked_url(url: str, flag: str, *, must_exist: bool) -> str:
             f"{flag} {shown}: the folder {path.parent} does not exist: create it first"
         )
     return normalized
-
-
-def same_sqlite_file(first: URL, second: URL) -> bool:
-    """Whether two SQLite URLs name one file, however spelled (``/./``, ``..``, symlinks)."""
-    paths = []
-    for url in (first, second):
-        if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
-            return False
-        paths.append(os.path.realpath(url.database))
-    return paths[0] == paths[1]

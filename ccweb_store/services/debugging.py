@@ -1,8 +1,7 @@
 """Read-side queries for debugging pending replies: the views, a request's story.
 
-The ``pending_replies`` and ``conversation_activity`` views come from migration 0003; here
-they are typed table constructs (not ORM metadata), so timestamps and booleans read the same
-on SQLite and PostgreSQL. Everything in this module only reads.
+The ``pending_replies`` and ``conversation_activity`` views come from migration 0003 and are
+read by ``repositories.debugging``. Everything in this module only reads.
 """
 
 from __future__ import annotations
@@ -11,8 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-
-import sqlalchemy as sa
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import InvalidInput, NotFound
@@ -24,48 +21,8 @@ from ccweb_store.domain.ids import (
 )
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.services.schemas import message_out, reply_out, run_out
-from ccweb_store.store.column_types import UTCDateTime
 from ccweb_store.store.models import Message, ReplyRequest, Run
-from ccweb_store.store.repositories.base import REPLIES
 from ccweb_store.store.uow import Store
-
-pending_replies = sa.table(
-    "pending_replies",
-    sa.column("request_id", sa.String),
-    sa.column("status", sa.String),
-    sa.column("source_conversation_id", sa.String),
-    sa.column("source_title", sa.Text),
-    sa.column("target_conversation_id", sa.String),
-    sa.column("target_title", sa.Text),
-    sa.column("age_seconds", sa.BigInteger),
-    sa.column("hop_count", sa.Integer),
-    sa.column("source_auto_run", sa.Boolean),
-    sa.column("original_request_known", sa.Boolean),
-    sa.column("last_error", sa.Text),
-    sa.column("created_at", UTCDateTime()),
-    sa.column("target_run_id", sa.String),
-    sa.column("target_run_status", sa.String),
-    sa.column("target_run_worker_id", sa.String),
-    sa.column("target_run_lease_expires_at", UTCDateTime()),
-    sa.column("target_run_attempts", sa.Integer),
-    sa.column("source_running", sa.Boolean),
-)
-
-conversation_activity = sa.table(
-    "conversation_activity",
-    sa.column("session_id", sa.String),
-    sa.column("title", sa.Text),
-    sa.column("message_count", sa.BigInteger),
-    sa.column("last_message_at", UTCDateTime()),
-    sa.column("active_run_id", sa.String),
-    sa.column("active_run_kind", sa.String),
-    sa.column("active_run_status", sa.String),
-    *(
-        sa.column(f"{status}_as_{side}", sa.BigInteger)
-        for side in ("source", "target")
-        for status in OPEN_REPLY_STATUSES
-    ),
-)
 
 
 @dataclass(frozen=True)
@@ -178,24 +135,9 @@ async def activities_of(
     exist)."""
     if not session_ids:
         return {}
-    view = conversation_activity.c
-    stmt = sa.select(conversation_activity).where(view.session_id.in_(list(session_ids)))
     async with store.read_uow() as uow:
-        rows = list((await uow.execute(stmt)).mappings())
-    return {
-        row["session_id"]: ConversationActivity(
-            session_id=row["session_id"],
-            title=row["title"],
-            message_count=int(row["message_count"]),
-            last_message_at=row["last_message_at"],
-            active_run_id=row["active_run_id"],
-            active_run_kind=row["active_run_kind"],
-            active_run_status=row["active_run_status"],
-            open_as_source={s: int(row[f"{s}_as_source"]) for s in OPEN_REPLY_STATUSES},
-            open_as_target={s: int(row[f"{s}_as_target"]) for s in OPEN_REPLY_STATUSES},
-        )
-        for row in rows
-    }
+        rows = await uow.debugging.activities(session_ids)
+    return {row.session_id: ConversationActivity(**row._asdict()) for row in rows}
 
 
 def _cutoff(older_than_seconds: int | None, now: datetime | None) -> datetime | None:
@@ -224,60 +166,19 @@ async def list_pending_replies(
     at least that long ago.
     """
     _check_limit(limit)
-    view = pending_replies.c
-    stmt = (
-        sa.select(
-            *REPLIES.c,
-            view.age_seconds,
-            view.source_title.label("view_source_title"),
-            view.target_title.label("view_target_title"),
-            view.original_request_known,
-            view.source_running,
-            view.target_run_id,
-            view.target_run_status,
-            view.target_run_worker_id,
-            view.target_run_lease_expires_at,
-            view.target_run_attempts,
-        )
-        .join(pending_replies, view.request_id == ReplyRequest.request_id)
-        .order_by(view.created_at, view.request_id)
-        .limit(limit)
-    )
     if statuses:
         for status in statuses:
             validate_choice(status, OPEN_REPLY_STATUSES, errors.INVALID_STATUS, "open status")
-        stmt = stmt.where(view.status.in_(statuses))
     if conversation_id is not None:
         validate_session_id(conversation_id)
-        stmt = stmt.where(
-            sa.or_(
-                view.source_conversation_id == conversation_id,
-                view.target_conversation_id == conversation_id,
-            )
-        )
-    cutoff = _cutoff(older_than_seconds, now)
-    if cutoff is not None:
-        stmt = stmt.where(view.created_at < cutoff)
-    width = len(REPLIES.c)
     async with store.read_uow() as uow:
-        rows = (await uow.execute(stmt)).all()
-        replies = [uow.replies.from_columns(row[:width]) for row in rows]
-    return [
-        PendingReply(
-            reply=reply,
-            age_seconds=int(row.age_seconds),
-            source_title=row.view_source_title,
-            target_title=row.view_target_title,
-            original_request_known=bool(row.original_request_known),
-            source_running=bool(row.source_running),
-            target_run_id=row.target_run_id,
-            target_run_status=row.target_run_status,
-            target_run_worker_id=row.target_run_worker_id,
-            target_run_lease_expires_at=row.target_run_lease_expires_at,
-            target_run_attempts=row.target_run_attempts,
+        rows = await uow.debugging.pending_replies(
+            statuses=statuses,
+            conversation_id=conversation_id,
+            created_before=_cutoff(older_than_seconds, now),
+            limit=limit,
         )
-        for reply, row in zip(replies, rows, strict=True)
-    ]
+    return [PendingReply(**row._asdict()) for row in rows]
 
 
 async def reply_story(store: Store, request_id: str) -> ReplyStory:

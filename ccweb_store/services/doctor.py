@@ -22,16 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlalchemy as sa
-
 from ccweb_store import __version__
 from ccweb_store.config import MAKE_TOKEN, Settings
 from ccweb_store.domain.errors import DomainError
-from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.services.json_repair import repair_json
 from ccweb_store.store.db import database_file, head_revision
-from ccweb_store.store.models import ReplyRequest, Run
 from ccweb_store.store.uow import Store
 
 OK = "ok"
@@ -183,14 +179,8 @@ def file_permissions_check(settings: Settings) -> Check:
 
 async def expired_leases_check(store: Store) -> Check:
     """Running runs whose lease has passed: their worker is gone and nobody requeued them."""
-    now = utcnow()
-    stmt = (
-        sa.select(Run.id, Run.session_id, Run.worker_id, Run.lease_expires_at)
-        .where(Run.status == "running", Run.lease_expires_at < now)
-        .order_by(Run.lease_expires_at)
-    )
     async with store.read_uow() as uow:
-        rows = (await uow.execute(stmt)).all()
+        rows = await uow.monitoring.expired_leases(utcnow())
     if not rows:
         return Check("leases", OK, "no running run has an expired lease")
     return Check(
@@ -200,7 +190,7 @@ async def expired_leases_check(store: Store) -> Check:
         "start the server (it requeues them every CCWEB_LEASE_SWEEP_SECONDS), "
         "or: ccweb-store runs requeue RUN_ID",
         [
-            f"{row.id} in {row.session_id}, worker {row.worker_id}, lease expired "
+            f"{row.run_id} in {row.session_id}, worker {row.worker_id}, lease expired "
             f"{iso(row.lease_expires_at)}"
             for row in rows[:LISTED]
         ],
@@ -209,22 +199,8 @@ async def expired_leases_check(store: Store) -> Check:
 
 async def unanswerable_requests_check(store: Store) -> Check:
     """``waiting`` requests with no queued or running run naming them: nothing will answer."""
-    open_run = sa.exists().where(
-        Run.reply_request_id == ReplyRequest.request_id, Run.status.in_(ACTIVE_RUN_STATUSES)
-    )
-    stmt = (
-        sa.select(
-            ReplyRequest.request_id,
-            ReplyRequest.source_conversation_id,
-            ReplyRequest.target_conversation_id,
-            ReplyRequest.target_title,
-            ReplyRequest.created_at,
-        )
-        .where(ReplyRequest.status == "waiting", ~open_run)
-        .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
-    )
     async with store.read_uow() as uow:
-        rows = (await uow.execute(stmt)).all()
+        rows = await uow.monitoring.unanswered_waiting_requests()
     if not rows:
         return Check("waiting requests", OK, "every waiting request has a run that will answer it")
     return Check(

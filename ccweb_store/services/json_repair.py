@@ -6,9 +6,9 @@ value kept as text; this rewrites the row itself the same way, losslessly
 (``json_values.keep_as_text``: each part that breaks the rule becomes
 ``{"$ccwebJsonText": <its JSON text>}``), so that every later reader sees what the API sends.
 
-Every JSON column of ``models`` is scanned (``json_columns``) in batches of ``BATCH_ROWS`` rows
-by primary key (keyset pagination: memory is bounded by a batch), each batch in one
-transaction. The column is read as the text the database holds
+Every JSON column of ``models`` is scanned (``repositories.json_columns.json_columns``) in
+batches of ``BATCH_ROWS`` rows by primary key (keyset pagination: memory is bounded by a
+batch), each batch in one transaction. The column is read as the text the database holds
 (``JsonColumnRepository``), so the value is seen exactly:
 
 - SQLite stores what ``json.dumps`` wrote (NaN, ``\\ud800`` escapes, any integer, any depth):
@@ -33,30 +33,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlalchemy as sa
-
 from ccweb_store.domain.json_values import INT_MAX, INT_MIN, KEPT_AS_TEXT
 from ccweb_store.domain.storable_json import Place, storable
-from ccweb_store.store.models import Base
+from ccweb_store.store.repositories.json_columns import JsonColumn, json_columns
 from ccweb_store.store.uow import Store
 
 #: Rows read (and rewritten) per transaction.
 BATCH_ROWS = 500
 TOO_DEEP_TO_READ = "nested too deep to read back; the stored text is kept whole"
 NOT_JSON = "not readable as JSON ({}); the stored text is kept whole"
-
-
-@dataclass(frozen=True)
-class JsonColumn:
-    """A JSON column and the single-column primary key of its table."""
-
-    table: str
-    column: str
-    key: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.table}.{self.column}"
 
 
 @dataclass
@@ -122,19 +107,6 @@ class RepairSummary:
             "columns": [counts.as_dict() for counts in self.columns],
             "rows": [row.as_dict() for row in self.rows],
         }
-
-
-def json_columns() -> list[JsonColumn]:
-    """Every JSON column of the schema (``models``) whose table is keyed by a text id, with
-    that key. (The event outbox, keyed by a number, holds only payloads the service wrote.)"""
-    found: list[JsonColumn] = []
-    for table in Base.metadata.sorted_tables:
-        keys = list(table.primary_key.columns)
-        text_key = len(keys) == 1 and isinstance(keys[0].type, sa.String)
-        for column in table.columns:
-            if isinstance(column.type, sa.JSON) and text_key:
-                found.append(JsonColumn(table.name, column.name, keys[0].name))
-    return sorted(found, key=lambda found_column: found_column.name)
 
 
 async def repair_json(

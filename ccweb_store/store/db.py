@@ -18,6 +18,7 @@ from ccweb_store.config import database_kind, normalize_database_url
 from ccweb_store.store.postgres.driver import create_postgres_engine
 from ccweb_store.store.sqlite.driver import create_sqlite_engine, sqlite_url_file
 from ccweb_store.store.sqlite.files import holding_in_use
+from ccweb_store.store.urls import UnparsableUrl, masked_url
 
 #: The Alembic scripts travel inside the package, so an installed wheel migrates as a checkout
 #: does; the checkout's top-level ``migrations`` is a link to this folder.
@@ -72,12 +73,9 @@ def prepare_database_home(url: str) -> None:
 def shown_url(url: str) -> str:
     """``url`` as it may be printed: its password masked (or, when it does not parse,
     everything before its host left out)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
+        return masked_url(url)
+    except UnparsableUrl:
         scheme, _, rest = url.partition("://")
         return f"{scheme}://{rest.rpartition('@')[2]}" if rest else url
 

@@ -1,16 +1,32 @@
 """Whether an error is the database failing rather than the request: the one place that
 tells, for both drivers, so that a client gets the retryable ``database_unavailable`` and
-never a driver's error."""
+never a driver's error; and the errors the store raises, by the names the layers above catch
+them by (``DatabaseError``, ``ConstraintViolation``), so that none of them imports the
+database library."""
 
 from __future__ import annotations
 
 import sqlite3
 
 from asyncpg.exceptions import InternalClientError
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ccweb_store.domain.errors import DatabaseUnavailable
+
+#: Any error the store raises when the database refuses a statement or cannot be used (the
+#: base class of SQLAlchemy's errors, which the store's statements raise).
+DatabaseError = SQLAlchemyError
+#: A statement the database refused for breaking a constraint (a key already there, a row a
+#: foreign key names that is gone).
+ConstraintViolation = IntegrityError
+
+
+def refusal_reason(error: DatabaseError) -> str:
+    """The first line of the driver's own message for ``error``, without the statement and
+    parameters SQLAlchemy's message adds to it."""
+    orig = getattr(error, "orig", None)
+    return str(orig if orig is not None else error).splitlines()[0]
 
 
 def unsent_on_dead_connection(error: BaseException | None) -> bool:

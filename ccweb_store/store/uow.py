@@ -35,10 +35,12 @@ from ccweb_store.store.failures import database_failure
 from ccweb_store.store.postgres.driver import PostgresDatabase
 from ccweb_store.store.repositories import (
     CredentialRepository,
+    DebuggingRepository,
     EventRepository,
     IdentityRepository,
     JsonColumnRepository,
     MessageRepository,
+    MonitoringRepository,
     ReplyRepository,
     RunRepository,
     SecretRepository,
@@ -67,6 +69,8 @@ class UnitOfWork:
     json_columns: JsonColumnRepository
     events: EventRepository
     identity: IdentityRepository
+    monitoring: MonitoringRepository
+    debugging: DebuggingRepository
 
     def __init__(
         self,
@@ -97,6 +101,8 @@ class UnitOfWork:
         self.json_columns = JsonColumnRepository(state)
         self.events = EventRepository(state)
         self.identity = IdentityRepository(state)
+        self.monitoring = MonitoringRepository(state)
+        self.debugging = DebuggingRepository(state)
         return self
 
     async def __aexit__(
@@ -122,9 +128,10 @@ class UnitOfWork:
             raise RuntimeError("the unit of work has not begun (use `async with`)")
         return self._transaction
 
-    async def execute(self, stmt: sa.Executable, params: Params = None) -> Rows:
-        """Run a statement no repository owns (the operator's views, repairs) in this unit
-        of work; its rows read by position or by column name."""
+    async def _execute(self, stmt: sa.Executable, params: Params = None) -> Rows:
+        """Run a statement no repository owns in this unit of work (``whole_tables``; tests);
+        its rows read by position or by column name. Only the store's modules build
+        statements: the layers above call repositories."""
         return (await self._current().execute(stmt, params)).named()
 
     async def copy_rows(self, table: sa.Table, rows: Sequence[Sequence[Any]]) -> None:
@@ -230,6 +237,12 @@ class Store:
         read transaction; PostgreSQL: ``REPEATABLE READ READ ONLY``): a consistent copy of a
         database that is being written to."""
         return self._database.snapshot()
+
+    @property
+    def url(self) -> str:
+        """The URL of this store's database as its engine connects (its password too: show
+        it with ``db.shown_url``)."""
+        return self.engine.url.render_as_string(hide_password=False)
 
     def byte_ordered(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
         """``column`` to sort by so that text sorts by its UTF-8 bytes, on either database."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 import sqlalchemy as sa
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.store.bulk import id_counter_column
@@ -98,9 +98,11 @@ def pg_dump_command(url: URL, target: Path) -> list[str]:
     return command
 
 
-def pg_restore_command(url: URL, source: Path) -> list[str]:
-    """The ``pg_restore`` command that replaces the contents of the database of ``url`` with
-    the ``pg_dump --format=custom`` file ``source``, in one transaction."""
+def pg_restore_command(database_url: str, source: Path) -> list[str]:
+    """The ``pg_restore`` command that replaces the contents of the database of
+    ``database_url`` with the ``pg_dump --format=custom`` file ``source``, in one
+    transaction."""
+    url = make_url(database_url)
     command = ["pg_restore", "--no-owner", "--clean", "--if-exists", "--single-transaction"]
     if url.host:
         command.append(f"--host={url.host}")

@@ -7,6 +7,7 @@ won, so two writers can never both move the same row.
 
 from ccweb_store.store.repositories.base import UnitState, decode_cursor, encode_cursor
 from ccweb_store.store.repositories.credentials import CredentialRepository, SecretRepository
+from ccweb_store.store.repositories.debugging import DebuggingRepository
 from ccweb_store.store.repositories.events import EventRepository
 from ccweb_store.store.repositories.identity import IdentityRepository
 from ccweb_store.store.repositories.json_columns import JsonColumnRepository
@@ -15,6 +16,7 @@ from ccweb_store.store.repositories.messages import (
     MessageRepository,
     MessageText,
 )
+from ccweb_store.store.repositories.monitoring import MonitoringRepository
 from ccweb_store.store.repositories.replies import ReplyRepository
 from ccweb_store.store.repositories.runs import RunRepository
 from ccweb_store.store.repositories.sends import SendRepository
@@ -23,11 +25,13 @@ from ccweb_store.store.repositories.sessions import Party, SendParties, SessionR
 __all__ = [
     "LATEST_NONBLANK_BY_ROLE",
     "CredentialRepository",
+    "DebuggingRepository",
     "EventRepository",
     "IdentityRepository",
     "JsonColumnRepository",
     "MessageRepository",
     "MessageText",
+    "MonitoringRepository",
     "Party",
     "ReplyRepository",
     "RunRepository",

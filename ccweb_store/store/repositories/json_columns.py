@@ -1,4 +1,5 @@
-"""The stored text of JSON columns, read and rewritten by primary key (``repair-json``).
+"""The JSON columns of the schema, and their stored text read and rewritten by primary key
+(``repair-json``).
 
 A JSON column is read as the text the database holds, so a value is seen exactly as it was
 stored, and written back from JSON text; how SQL says either is the driver's
@@ -7,11 +8,39 @@ stored, and written back from JSON text; how SQL says either is the driver's
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
+from ccweb_store.store.models import Base
 from ccweb_store.store.repositories.base import Repository
+
+
+@dataclass(frozen=True)
+class JsonColumn:
+    """A JSON column and the single-column primary key of its table."""
+
+    table: str
+    column: str
+    key: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.table}.{self.column}"
+
+
+def json_columns() -> list[JsonColumn]:
+    """Every JSON column of the schema (``models``) whose table is keyed by a text id, with
+    that key. (The event outbox, keyed by a number, holds only payloads the service wrote.)"""
+    found: list[JsonColumn] = []
+    for table in Base.metadata.sorted_tables:
+        keys = list(table.primary_key.columns)
+        text_key = len(keys) == 1 and isinstance(keys[0].type, sa.String)
+        for column in table.columns:
+            if isinstance(column.type, sa.JSON) and text_key:
+                found.append(JsonColumn(table.name, column.name, keys[0].name))
+    return sorted(found, key=lambda found_column: found_column.name)
 
 
 class JsonColumnRepository(Repository):

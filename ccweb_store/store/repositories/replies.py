@@ -202,10 +202,6 @@ class ReplyRepository(Repository):
             payload={"status": status},
         )
 
-    def from_columns(self, row: Sequence[Any]) -> ReplyRequest:
-        """The request whose columns (in table order) lead a row of a wider query."""
-        return self._load(ReplyRequest, row)
-
     async def get(self, request_id: str, *, for_update: bool = False) -> ReplyRequest | None:
         """The request; ``for_update`` locks the row (PostgreSQL) and re-reads it fresh."""
         stmt = _LOCK_REPLY if for_update else _GET_REPLY
