@@ -37,12 +37,12 @@ from ccweb_store.config import Settings
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.services.user_inputs import (
-    DEFAULT_LIMIT,
-    DEFAULT_MAX_CHARS,
-    apply_budget,
-    list_user_inputs,
+from ccweb_store.domain.tool_arguments import (
+    MAX_CHARS_DEFAULT,
+    USER_INPUTS_DEFAULT,
+    ListUserInputs,
 )
+from ccweb_store.services.user_inputs import apply_budget, list_user_inputs
 from ccweb_store.store.db import create_engine, migrate
 from ccweb_store.store.models import Message
 from ccweb_store.store.uow import Store
@@ -134,8 +134,8 @@ def list_from_json_file(path: Path) -> list[dict[str, Any]]:
         for m in session["messages"]
         if m.get("role") == "user" and (text := text_of(m.get("content"))).strip()
     ]
-    newest = inputs[-DEFAULT_LIMIT:][::-1]
-    kept, _ = apply_budget([text for _, text in newest], DEFAULT_MAX_CHARS)
+    newest = inputs[-USER_INPUTS_DEFAULT:][::-1]
+    kept, _ = apply_budget([text for _, text in newest], MAX_CHARS_DEFAULT)
     return [
         {"messageId": m.get("id"), "content": k.content}
         for (m, _), k in zip(newest, kept, strict=False)
@@ -172,7 +172,7 @@ async def prepare(
         async with store.engine.begin() as connection:
             await connection.exec_driver_sql("ANALYZE")
         for size in sizes:
-            payload = await list_user_inputs(store, sources[size], {})
+            payload = await list_user_inputs(store, sources[size], ListUserInputs())
             from_json = list_from_json_file(json_dir / f"bench-{size}.json")
             assert [i["messageId"] for i in payload["inputs"]] == [
                 i["messageId"] for i in from_json
@@ -186,7 +186,7 @@ async def prepare(
 async def sql_round(store: Store, sources: dict[int, Source], runs: int) -> dict[int, list[float]]:
     """``runs`` timed calls of the tool (default arguments) per conversation, in milliseconds."""
     return {
-        size: await sample_ms(lambda s=source: list_user_inputs(store, s, {}), runs)
+        size: await sample_ms(lambda s=source: list_user_inputs(store, s, ListUserInputs()), runs)
         for size, source in sources.items()
     }
 

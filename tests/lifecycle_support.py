@@ -10,9 +10,10 @@ import httpx
 import sqlalchemy as sa
 
 from ccweb_store.domain.context import Source
-from ccweb_store.services import messaging, runs
+from ccweb_store.services import runs
 from ccweb_store.store.models import Base, Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store
+from tests import tool_calls
 from tests.http_client import app_client, call_tool, rpc_result
 
 
@@ -64,7 +65,7 @@ async def ask(
     store: Store, source: str, target: str, content: str, *, hop: int = 0
 ) -> dict[str, Any]:
     """A ``return_and_continue`` send from ``source`` to ``target``."""
-    return await messaging.send_message(
+    return await tool_calls.send_message(
         store,
         Source(source, hop),
         {"targetConversationId": target, "content": content, "replyMode": "return_and_continue"},

@@ -7,13 +7,13 @@ import pytest
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
-from ccweb_store.services import conversations
 from ccweb_store.store.uow import Store
+from tests import tool_calls
 from tests.lifecycle_support import make_conversation
 
 
 async def _found(store: Store, query: str) -> list[str]:
-    listed = await conversations.list_conversations(store, Source("conv-a"), {"query": query})
+    listed = await tool_calls.list_conversations(store, Source("conv-a"), {"query": query})
     return sorted(item["conversationId"] for item in listed["conversations"])
 
 

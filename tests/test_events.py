@@ -28,6 +28,7 @@ from ccweb_store.services import events as event_service
 from ccweb_store.services.events import EventsExpired
 from ccweb_store.store.event_feed import Subscription
 from ccweb_store.store.uow import Store
+from tests import tool_calls
 from tests.http_client import rpc_result
 from tests.servers import serving
 
@@ -106,10 +107,10 @@ async def _two_conversations(client: httpx.AsyncClient) -> None:
 
 async def test_a_send_and_its_run_write_their_events_in_order(pair: Store) -> None:
     from ccweb_store.domain.context import Source
-    from ccweb_store.services import messaging, runs
+    from ccweb_store.services import runs
 
     before = (await event_service.list_events(pair, {}))["latestId"]
-    sent = await messaging.send_message(
+    sent = await tool_calls.send_message(
         pair,
         Source("conv-a"),
         {"targetConversationId": "conv-b", "content": "hi"},

@@ -14,7 +14,8 @@ import ccweb_store
 
 PACKAGE = Path(ccweb_store.__file__).parent
 ABOVE_THE_STORE = ("services", "protocol", "http", "importer", "mobility", "cli", "worker")
-IO_LIBRARIES = ("sqlalchemy", "pydantic", "starlette", "asyncpg", "aiosqlite", "sqlite3")
+#: pydantic is no I/O library: the domain writes the calls' models with it (``tool_arguments``).
+IO_LIBRARIES = ("sqlalchemy", "starlette", "asyncpg", "aiosqlite", "sqlite3")
 
 
 def imports_of(layer: str) -> list[tuple[str, str, tuple[str, ...]]]:

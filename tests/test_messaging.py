@@ -10,8 +10,9 @@ from ccweb_store.config import Settings
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
-from ccweb_store.services import messaging, runs
+from ccweb_store.services import runs
 from ccweb_store.store.uow import Store
+from tests import tool_calls
 from tests.lifecycle_support import (
     ask,
     make_conversation,
@@ -23,7 +24,7 @@ from tests.lifecycle_support import (
 
 
 async def test_one_way_send_queues_a_target_run_and_creates_no_reply_request(pair: Store) -> None:
-    result = await messaging.send_message(
+    result = await tool_calls.send_message(
         pair,
         Source("conv-a"),
         {"targetConversationId": "conv-b", "content": "FYI: deployed", "replyMode": "one_way"},
@@ -63,7 +64,7 @@ async def test_one_way_send_queues_a_target_run_and_creates_no_reply_request(pai
 
 
 async def test_send_without_reply_mode_is_one_way(pair: Store) -> None:
-    result = await messaging.send_message(
+    result = await tool_calls.send_message(
         pair, Source("conv-a"), {"targetConversationId": "conv-b", "content": "old thread"}
     )
     assert result["replyMode"] == "one_way"
@@ -105,7 +106,7 @@ async def test_return_and_continue_creates_a_waiting_request_with_the_original_r
 
 
 async def test_forced_reply_mode_is_the_hidden_alias(pair: Store) -> None:
-    result = await messaging.send_message(
+    result = await tool_calls.send_message(
         pair,
         Source("conv-a"),
         {"targetConversationId": "conv-b", "content": "check this"},
@@ -117,7 +118,7 @@ async def test_forced_reply_mode_is_the_hidden_alias(pair: Store) -> None:
 
 async def test_invalid_reply_mode_is_refused_and_writes_nothing(pair: Store) -> None:
     with pytest.raises(DomainError) as caught:
-        await messaging.send_message(
+        await tool_calls.send_message(
             pair,
             Source("conv-a"),
             {"targetConversationId": "conv-b", "content": "x", "replyMode": "wait"},
@@ -137,7 +138,7 @@ B = "conv-b"
         (Source(None), B, "x", "missing_source_conversation"),
         (Source("bad id!"), B, "x", "invalid_conversation_id"),
         (Source("conv-a"), "../etc", "x", "invalid_conversation_id"),
-        (Source("conv-a"), 7, "x", "invalid_conversation_id"),
+        (Source("conv-a"), 7, "x", "invalid_arguments"),  # no string: the wrong JSON type
         (Source("conv-a"), MISSING, "x", "invalid_arguments"),
         (Source("conv-a"), "conv-a", "x", "cannot_target_self"),
         (Source("conv-a"), B, "", "invalid_arguments"),
@@ -158,14 +159,14 @@ async def test_a_refused_send_names_its_error_and_writes_nothing(
         if value is not MISSING
     }
     with pytest.raises(DomainError) as caught:
-        await messaging.send_message(pair, source, args)
+        await tool_calls.send_message(pair, source, args)
     assert caught.value.code == code
     assert await row_counts(pair) == {"messages": 0, "reply_requests": 0, "runs": 0}
 
 
 async def test_arguments_that_are_not_an_object_are_refused(pair: Store) -> None:
     with pytest.raises(DomainError) as caught:
-        await messaging.send_message(pair, Source("conv-a"), ["conv-b", "x"])  # type: ignore[arg-type]
+        await tool_calls.send_message(pair, Source("conv-a"), ["conv-b", "x"])  # type: ignore[arg-type]
     assert caught.value.code == errors.INVALID_ARGUMENTS
 
 
@@ -174,11 +175,11 @@ async def test_content_over_the_limit_is_refused(pair: Store, settings: Settings
     args = {"targetConversationId": "conv-b", "content": "é" * 11, "replyMode": "one_way"}
     try:
         with pytest.raises(DomainError) as caught:
-            await messaging.send_message(small, Source("conv-a"), args)
+            await tool_calls.send_message(small, Source("conv-a"), args)
         assert caught.value.code == errors.INVALID_ARGUMENTS
         assert "limit is 10" in caught.value.message
         args["content"] = "é" * 10
-        assert (await messaging.send_message(small, Source("conv-a"), args))["ok"] is True
+        assert (await tool_calls.send_message(small, Source("conv-a"), args))["ok"] is True
     finally:
         await small.close()  # the engine is pair's
 
@@ -194,7 +195,7 @@ async def test_a_busy_target_is_refused_and_nothing_is_written(pair: Store, acti
     if active == "running":
         await runs.start_run(pair, {"sessionId": "conv-b"})
     else:
-        await messaging.send_message(
+        await tool_calls.send_message(
             pair, Source("conv-a"), {"targetConversationId": "conv-b", "content": "first"}
         )
     before = await row_counts(pair)
@@ -224,7 +225,7 @@ async def test_two_concurrent_sends_to_one_idle_target_do_not_both_succeed(
 
 
 async def test_create_conversation_without_content_only_creates_it(store: Store) -> None:
-    result = await messaging.create_conversation(store, Source(None), {"title": "Scratch"})
+    result = await tool_calls.create_conversation(store, Source(None), {"title": "Scratch"})
     assert result == {"ok": True, "conversationId": result["conversationId"], "title": "Scratch"}
     assert await row_counts(store) == {"messages": 0, "reply_requests": 0, "runs": 0}
     async with store.read_uow() as uow:
@@ -235,7 +236,7 @@ async def test_create_conversation_without_content_only_creates_it(store: Store)
 async def test_create_conversation_asking_for_a_reply_sends_return_and_continue(
     pair: Store, flag: str
 ) -> None:
-    result = await messaging.create_conversation(
+    result = await tool_calls.create_conversation(
         pair,
         Source("conv-a", 1),
         {"title": "Reviewer", "content": "Review PR 12", flag: True, "agent": "codex", "cwd": "/w"},
@@ -257,7 +258,7 @@ async def test_create_conversation_asking_for_a_reply_sends_return_and_continue(
 
 
 async def test_create_conversation_with_content_but_no_reply_is_one_way(pair: Store) -> None:
-    result = await messaging.create_conversation(
+    result = await tool_calls.create_conversation(
         pair, Source("conv-a"), {"content": "Summarise the logs\nmore detail"}
     )
     assert result["title"] == "Summarise the logs"
@@ -272,7 +273,7 @@ async def test_create_conversation_with_content_needs_a_source_and_writes_nothin
     store: Store,
 ) -> None:
     with pytest.raises(DomainError) as caught:
-        await messaging.create_conversation(store, Source(None), {"content": "hello"})
+        await tool_calls.create_conversation(store, Source(None), {"content": "hello"})
     assert caught.value.code == errors.MISSING_SOURCE_CONVERSATION
     async with store.read_uow() as uow:
         sessions, _ = await uow.sessions.list_page()
@@ -283,13 +284,13 @@ async def test_pending_reply_detail_is_visible_to_its_source_and_target_only(pai
     await make_conversation(pair, "conv-c", "Bystander")
     request_id = (await ask(pair, "conv-a", "conv-b", "Measure latency"))["requestId"]
     for viewer in ("conv-a", "conv-b"):
-        detail = await messaging.get_pending_reply(pair, Source(viewer), {"requestId": request_id})
+        detail = await tool_calls.get_pending_reply(pair, Source(viewer), {"requestId": request_id})
         assert detail["requestId"] == request_id
         assert detail["status"] == "waiting"
         assert detail["originalRequest"] == "Measure latency"
     for viewer, rid in (("conv-c", request_id), ("conv-a", "req_missing")):
         with pytest.raises(DomainError) as caught:
-            await messaging.get_pending_reply(pair, Source(viewer), {"requestId": rid})
+            await tool_calls.get_pending_reply(pair, Source(viewer), {"requestId": rid})
         assert caught.value.code == errors.REQUEST_NOT_FOUND
 
 
@@ -297,11 +298,11 @@ async def test_pending_reply_list_holds_the_callers_open_requests(pair: Store) -
     await make_conversation(pair, "conv-c", "Builder")
     first = (await ask(pair, "conv-a", "conv-b", "one"))["requestId"]
     second = (await ask(pair, "conv-a", "conv-c", "two"))["requestId"]
-    listing = await messaging.get_pending_reply(pair, Source("conv-a"), {})
+    listing = await tool_calls.get_pending_reply(pair, Source("conv-a"), {})
     assert listing["count"] == 2
     assert [r["requestId"] for r in listing["replies"]] == [first, second]
     assert [r["originalRequest"] for r in listing["replies"]] == ["one", "two"]
-    assert (await messaging.get_pending_reply(pair, Source("conv-b"), {}))["count"] == 0
+    assert (await tool_calls.get_pending_reply(pair, Source("conv-b"), {}))["count"] == 0
     with pytest.raises(DomainError) as caught:
-        await messaging.get_pending_reply(pair, Source(None), {})
+        await tool_calls.get_pending_reply(pair, Source(None), {})
     assert caught.value.code == errors.MISSING_SOURCE_CONVERSATION

@@ -7,9 +7,9 @@ import pytest
 import sqlalchemy as sa
 
 from ccweb_store.domain.context import Source
-from ccweb_store.services.user_inputs import list_user_inputs
 from ccweb_store.store.repositories.messages import LATEST_NONBLANK_BY_ROLE, NO_SEQ_ABOVE
 from ccweb_store.store.uow import Store
+from tests.tool_calls import list_user_inputs
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 

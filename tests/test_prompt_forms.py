@@ -11,10 +11,10 @@ import sqlalchemy as sa
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
-from ccweb_store.services.prompt_forms import prompt_user, respond
-from ccweb_store.services.user_inputs import list_user_inputs
+from ccweb_store.services.prompt_forms import respond
 from ccweb_store.store.models import Message, Run
 from ccweb_store.store.uow import Store
+from tests.tool_calls import list_user_inputs, prompt_user
 
 QUESTIONS: list[dict[str, Any]] = [
     {"id": "db", "question": "Which database?", "options": ["SQLite", "PostgreSQL"]},
@@ -112,18 +112,19 @@ async def test_an_unanswered_card_is_not_a_user_input(store: Store) -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        ({"questions": []}, "1 to 10 questions"),
-        ({"questions": [{"id": f"q{n}", "question": "?"} for n in range(11)]}, "1 to 10"),
-        ({"questions": "db?"}, "1 to 10"),
-        ({}, "1 to 10"),
+        ({"questions": []}, "questions must hold at least 1 items, got 0"),
+        ({"questions": [{"id": f"q{n}", "question": "?"} for n in range(11)]}, "at most 10"),
+        ({"questions": "db?"}, "questions must be an array, got string"),
+        ({}, "questions is required"),
         ({"questions": [{"id": "", "question": "?"}]}, "id must be a non-empty string"),
-        ({"questions": [{"id": 3, "question": "?"}]}, "id must be a non-empty string"),
+        ({"questions": [{"id": 3, "question": "?"}]}, "questions[0].id must be a string"),
         ({"questions": [{"id": "a", "question": "  "}]}, "question must be a non-empty"),
-        ({"questions": [{"id": "a", "question": "?", "options": "yes"}]}, "list of non-empty"),
-        ({"questions": [{"id": "a", "question": "?", "options": [1, 2]}]}, "list of non-empty"),
+        ({"questions": [{"id": "a", "question": "?", "options": "yes"}]}, "must be an array"),
+        ({"questions": [{"id": "a", "question": "?", "options": [""]}]}, "list of non-empty"),
+        ({"questions": [{"id": "a", "question": "?", "options": [1, 2]}]}, "options[0] must be a"),
         (
             {"questions": [{"id": "a", "question": "?", "allowFreeText": "yes"}]},
-            "allowFreeText must be true or false",
+            "allowFreeText must be a boolean",
         ),
         (
             {"questions": [{"id": "a", "question": "?", "allowFreeText": False}]},

@@ -16,9 +16,10 @@ from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.prompts import LEGACY_ORIGINAL_REQUEST
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.services import messaging, replies, runs
+from ccweb_store.services import replies, runs
 from ccweb_store.store.models import Session
 from ccweb_store.store.uow import Store
+from tests import tool_calls
 from tests.conftest import migrate_url
 from tests.http_client import app_client, rpc_result
 from tests.lifecycle_support import (
@@ -115,7 +116,7 @@ async def test_a_reply_for_a_busy_source_stays_ready_until_its_run_completes(pai
 
     assert result["replies"][0]["status"] == "ready"
     assert (await reply_row(pair, request_id)).status == "ready"
-    pending = await messaging.get_pending_reply(pair, Source("conv-a"), {})
+    pending = await tool_calls.get_pending_reply(pair, Source("conv-a"), {})
     assert [(r["requestId"], r["status"]) for r in pending["replies"]] == [(request_id, "ready")]
     listed = await replies.list_replies(pair, {"status": "ready"})
     assert [r["requestId"] for r in listed["replies"]] == [request_id]
@@ -127,7 +128,7 @@ async def test_a_reply_for_a_busy_source_stays_ready_until_its_run_completes(pai
     assert len(_reply_messages(await messages_of(pair, "conv-a"), request_id)) == 1
     [auto_run] = await runs_of(pair, "conv-a", "reply_auto_run")
     assert "120 req/s" in (auto_run.runtime_text or "")
-    assert (await messaging.get_pending_reply(pair, Source("conv-a"), {}))["count"] == 0
+    assert (await tool_calls.get_pending_reply(pair, Source("conv-a"), {}))["count"] == 0
     assert await complete(pair, source_run["id"], "again") == done
 
 

@@ -9,6 +9,8 @@ import pytest
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
+from ccweb_store.domain.kinds import ReplyMode
+from ccweb_store.domain.tool_arguments import SendMessage
 from ccweb_store.protocol import tools
 from ccweb_store.services import messaging
 from ccweb_store.store.uow import Store
@@ -152,10 +154,8 @@ async def test_the_hidden_alias_sends_with_return_and_continue(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    async def fake_send(
-        store: Store, source: Source, args: Any, *, reply_mode: str | None = None
-    ) -> dict[str, Any]:
-        seen.update(args=dict(args), reply_mode=reply_mode, source=source)
+    async def fake_send(store: Store, source: Source, args: SendMessage) -> dict[str, Any]:
+        seen.update(args=args, source=source)
         return {"ok": True}
 
     monkeypatch.setattr(messaging, "send_message", fake_send)
@@ -168,7 +168,8 @@ async def test_the_hidden_alias_sends_with_return_and_continue(
     )
     assert payload == {"ok": True}
     assert seen == {
-        "args": {"targetConversationId": "t", "content": "hi", "extra": 1},
-        "reply_mode": "return_and_continue",
+        "args": SendMessage(
+            target_conversation_id="t", content="hi", reply_mode=ReplyMode.RETURN_AND_CONTINUE
+        ),
         "source": Source("src", 2),
     }

@@ -15,13 +15,14 @@ from ccweb_store.domain.arguments import bounded_int
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.services.user_inputs import apply_budget, first_batch, list_user_inputs
+from ccweb_store.services.user_inputs import apply_budget, first_batch
 from ccweb_store.store.models import Base, Message
 from ccweb_store.store.repositories import MessageRepository
 from ccweb_store.store.repositories.messages import LATEST_NONBLANK_BY_ROLE, NO_SEQ_ABOVE
 from ccweb_store.store.transaction import Transaction
 from ccweb_store.store.uow import Store
 from tests.plans import query_plan
+from tests.tool_calls import list_user_inputs
 
 INDEX = "ix_messages_session_id_role_seq"
 
@@ -134,7 +135,9 @@ async def test_an_invalid_explicit_id_never_falls_back_to_the_source(
     store: Store, bad: object
 ) -> None:
     await conversation(store, "src", ("user", "mine"))
-    assert await refused(store, "src", {"conversationId": bad}) == errors.INVALID_CONVERSATION_ID
+    # A number is no id at all: the wrong JSON type, refused like any other.
+    expected = errors.INVALID_ARGUMENTS if bad == 42 else errors.INVALID_CONVERSATION_ID
+    assert await refused(store, "src", {"conversationId": bad}) == expected
 
 
 async def test_an_unknown_explicit_conversation_is_not_found(store: Store) -> None:

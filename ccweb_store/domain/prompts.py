@@ -6,9 +6,11 @@ Pure functions of their arguments, so the wording is unit-tested on its own and 
 
 from __future__ import annotations
 
-ONE_WAY = "one_way"
-RETURN_AND_CONTINUE = "return_and_continue"
-REPLY_MODES = (ONE_WAY, RETURN_AND_CONTINUE)
+from ccweb_store.domain.kinds import ReplyMode
+
+ONE_WAY = ReplyMode.ONE_WAY
+RETURN_AND_CONTINUE = ReplyMode.RETURN_AND_CONTINUE
+REPLY_MODES = tuple(ReplyMode)
 
 #: Stands in for the original request of reply rows written before it was stored.
 LEGACY_ORIGINAL_REQUEST = (

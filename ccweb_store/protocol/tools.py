@@ -2,25 +2,32 @@
 
 ``tools/list`` (HTTP and stdio), the host's ``tools.list``, ``tools.dynamic`` and
 ``tools.composerItems`` are all derived from ``TOOLS``; nothing else copies a description
-or a schema. Arguments are checked against a tool's schema by ``argument_types``. The hidden
-alias ``ccweb_request_reply`` is callable everywhere and listed nowhere, so threads that
-loaded the old tool keep working while new calls never see it.
+or a schema. A tool's ``inputSchema`` is generated from its arguments' model
+(``domain.tool_arguments``), and a call's arguments are validated by that model once, here,
+by a ``TypeAdapter`` built at import (the habit of the MCP SDK's ``FuncMetadata``): the
+service gets the typed model. The hidden alias ``ccweb_request_reply`` is callable
+everywhere and listed nowhere, so threads that loaded the old tool keep working while new
+calls never see it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from pydantic import TypeAdapter, ValidationError
+
+from ccweb_store.domain import tool_arguments as arguments
 from ccweb_store.domain.arguments import reject_nul
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
-from ccweb_store.protocol.argument_types import TypeTest, argument_problem, type_tests
+from ccweb_store.domain.kinds import ReplyMode
+from ccweb_store.protocol.argument_errors import invalid_arguments
 from ccweb_store.services import conversations, messaging, prompt_forms, user_inputs
 from ccweb_store.store.uow import Store
 
-ToolHandler = Callable[[Store, Source, Mapping[str, Any]], Awaitable[dict[str, Any]]]
+A = TypeVar("A", bound=arguments.ToolArguments)
 
 NAMESPACE = "ccweb"
 
@@ -33,23 +40,81 @@ class UnknownTool(LookupError):
         self.name = name
 
 
+def published_schema(model: type[arguments.ToolArguments]) -> dict[str, Any]:
+    """``model``'s JSON schema as MCP clients read it best: one object with its nested
+    schemas inlined (no ``$defs``), an optional argument as its plain type (no
+    ``anyOf … null``, no ``default: null``), no generated titles or docstrings, and the
+    arguments the model keeps a compatibility default for listed as required, that default
+    unshown."""
+    schema = model.model_json_schema(by_alias=True)
+    definitions = schema.pop("$defs", {})
+    for definition in definitions.values():
+        definition.pop("description", None)
+    schema.pop("description", None)
+    plain = _plain(schema, definitions)
+    assert isinstance(plain, dict)
+    for name in model.published_required:
+        plain["properties"][name].pop("default", None)
+    required = set(plain.get("required", ())) | set(model.published_required)
+    if required:
+        plain["required"] = [name for name in plain["properties"] if name in required]
+    return plain
+
+
+def _plain(node: Any, definitions: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_plain(item, definitions) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = definitions[node["$ref"].rsplit("/", 1)[-1]]
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+    options = node.get("anyOf")
+    if isinstance(options, list) and {"type": "null"} in options and len(options) == 2:
+        (kept,) = [option for option in options if option != {"type": "null"}]
+        node = {**{k: v for k, v in node.items() if k != "anyOf"}, **kept}
+        if node.get("default", 0) is None:
+            del node["default"]
+    return {
+        key: (
+            {name: _plain(value, definitions) for name, value in item.items()}
+            if key == "properties"
+            else _plain(item, definitions)
+        )
+        for key, item in node.items()
+        if not (key == "title" and isinstance(item, str))
+    }
+
+
 @dataclass(frozen=True)
-class Tool:
-    """One tool: its wire definition and the service function that runs it."""
+class Tool(Generic[A]):
+    """One tool: its wire definition, the model of its arguments and the service function
+    that runs it."""
 
     name: str
     title: str
     description: str
-    input_schema: dict[str, Any]
-    handler: ToolHandler
+    arguments: type[A]
+    handler: Callable[[Store, Source, A], Awaitable[dict[str, Any]]]
     read_only: bool = False
     public: bool = True
     communication: bool = False
+    input_schema: dict[str, Any] = field(init=False, repr=False, compare=False)
     definition: dict[str, Any] = field(init=False, repr=False, compare=False)
-    #: Per argument with a declared type, a quick test of its value (``argument_types``).
-    type_tests: dict[str, TypeTest] = field(init=False, repr=False, compare=False)
+    #: Validates a call's arguments into ``arguments`` (built once, at import).
+    adapter: TypeAdapter[A] = field(init=False, repr=False, compare=False)
+
+    def parse(self, args: Mapping[str, Any]) -> A:
+        """The call's arguments as the tool's model, or ``invalid_arguments`` naming the
+        first problem. Only the wire's camelCase names are read."""
+        try:
+            return self.adapter.validate_python(args, by_alias=True, by_name=False)
+        except ValidationError as exc:
+            raise invalid_arguments(exc, self.name) from None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "input_schema", published_schema(self.arguments))
+        object.__setattr__(self, "adapter", TypeAdapter(self.arguments))
         annotations = {
             "title": self.title,
             "readOnlyHint": self.read_only,
@@ -68,7 +133,6 @@ class Tool:
                 "annotations": annotations,
             },
         )
-        object.__setattr__(self, "type_tests", type_tests(self.input_schema))
 
 
 SEND_MESSAGE_DESCRIPTION = """\
@@ -87,165 +151,25 @@ When unsure, use "return_and_continue". Do not poll or call this tool again to f
 answer: a return_and_continue reply arrives on its own (ccweb_get_pending_reply shows its \
 status). Fails with target_busy when the target already has a queued or running turn."""
 
-SEND_MESSAGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "targetConversationId": {
-            "type": "string",
-            "description": "The id of the conversation to send to (see ccweb_list_conversations).",
-        },
-        "content": {
-            "type": "string",
-            "description": "The complete, self-contained message for the target's agent.",
-        },
-        "replyMode": {
-            "type": "string",
-            "enum": [messaging.ONE_WAY, messaging.RETURN_AND_CONTINUE],
-            "description": "return_and_continue when you need the result (analysis, "
-            "implementation, testing, acceptance, report back, dependent follow-up); "
-            "one_way only when you do not need the target's result.",
-        },
-    },
-    "required": ["targetConversationId", "content", "replyMode"],
-}
 
-CREATE_CONVERSATION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "title": {"type": "string", "description": "Title of the new conversation."},
-        "content": {
-            "type": "string",
-            "description": "Optional first message; it is sent like ccweb_send_message.",
-        },
-        "requestReply": {
-            "type": "boolean",
-            "description": "With content: true returns the new conversation's result to you "
-            "(return_and_continue); false sends one_way.",
-        },
-        "waitForReply": {"type": "boolean", "description": "Legacy spelling of requestReply."},
-        "agent": {
-            "type": "string",
-            "description": "Agent to run it (e.g. claude, codex); with a credential, only yours.",
-        },
-        "cwd": {
-            "type": "string",
-            "description": "Working directory of the new conversation; with a credential, "
-            "yours (the default) or a folder inside it.",
-        },
-    },
-}
-
-LIST_CONVERSATIONS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": conversations.MAX_LIST_LIMIT,
-            "default": conversations.DEFAULT_LIST_LIMIT,
-            "description": "How many conversations to return.",
-        },
-        "query": {
-            "type": "string",
-            "maxLength": conversations.MAX_QUERY_CHARS,
-            "description": "Only conversations whose title or id "
-            "contains this text (case-insensitive).",
-        },
-        "includeArchived": {
-            "type": "boolean",
-            "default": False,
-            "description": "Include archived conversations.",
-        },
-    },
-}
-
-GET_PENDING_REPLY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "requestId": {
-            "type": "string",
-            "description": "One reply request to show; omit to list your open requests.",
-        }
-    },
-}
-
-LIST_USER_INPUTS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "conversationId": {
-            "type": "string",
-            "description": "Conversation to read; omit for this conversation.",
-        },
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 50,
-            "default": 15,
-            "description": "How many of the newest user messages to consider.",
-        },
-        "maxChars": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 1000,
-            "default": 1000,
-            "description": "Character budget over all returned inputs.",
-        },
-    },
-}
-
-PROMPT_USER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "title": {"type": "string", "description": "Heading of the form."},
-        "questions": {
-            "type": "array",
-            "minItems": 1,
-            "maxItems": 10,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string", "description": "Key of this answer."},
-                    "question": {"type": "string", "description": "The question text."},
-                    "options": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": "Choices to offer.",
-                    },
-                    "allowFreeText": {
-                        "type": "boolean",
-                        "description": "Whether the user may type an answer of their own.",
-                    },
-                },
-                "required": ["id", "question"],
-            },
-        },
-    },
-    "required": ["questions"],
-}
-
-REQUEST_REPLY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "targetConversationId": {"type": "string"},
-        "content": {"type": "string"},
-    },
-    "required": ["targetConversationId", "content"],
-}
-
-
-async def _request_reply(store: Store, source: Source, args: Mapping[str, Any]) -> dict[str, Any]:
+async def _request_reply(
+    store: Store, source: Source, args: arguments.RequestReply
+) -> dict[str, Any]:
     """The hidden alias: ``ccweb_send_message`` fixed to ``return_and_continue``."""
-    return await messaging.send_message(
-        store, source, args, reply_mode=messaging.RETURN_AND_CONTINUE
+    send = arguments.SendMessage(
+        target_conversation_id=args.target_conversation_id,
+        content=args.content,
+        reply_mode=ReplyMode.RETURN_AND_CONTINUE,
     )
+    return await messaging.send_message(store, source, send)
 
 
-TOOLS: tuple[Tool, ...] = (
+TOOLS: tuple[Tool[Any], ...] = (
     Tool(
         name="ccweb_send_message",
         title="Send a message to another conversation",
         description=SEND_MESSAGE_DESCRIPTION,
-        input_schema=SEND_MESSAGE_SCHEMA,
+        arguments=arguments.SendMessage,
         handler=messaging.send_message,
         communication=True,
     ),
@@ -255,7 +179,7 @@ TOOLS: tuple[Tool, ...] = (
         description="Create a new cc-web conversation, optionally sending it a first message. "
         "With content, requestReply=true returns its result to you automatically "
         "(return_and_continue); otherwise the message is one_way. Returns at once.",
-        input_schema=CREATE_CONVERSATION_SCHEMA,
+        arguments=arguments.CreateConversation,
         handler=messaging.create_conversation,
         communication=True,
     ),
@@ -265,7 +189,7 @@ TOOLS: tuple[Tool, ...] = (
         description="List cc-web conversations, newest activity first: id, title, agent, "
         "timestamps, whether one is running, its message count and whether it is you. "
         "Metadata only, never message text.",
-        input_schema=LIST_CONVERSATIONS_SCHEMA,
+        arguments=arguments.ListConversations,
         handler=conversations.list_conversations,
         read_only=True,
         communication=True,
@@ -276,7 +200,7 @@ TOOLS: tuple[Tool, ...] = (
         description="Show the status of a return_and_continue request by requestId, or without "
         "one list this conversation's open requests. Replies are delivered automatically; "
         "use this only to check on them.",
-        input_schema=GET_PENDING_REPLY_SCHEMA,
+        arguments=arguments.GetPendingReply,
         handler=messaging.get_pending_reply,
         read_only=True,
         communication=True,
@@ -287,7 +211,7 @@ TOOLS: tuple[Tool, ...] = (
         description="Read the user's own recent messages in a conversation (this one by "
         "default), oldest first, within a character budget. Use it to recover what the user "
         "actually asked for. Read-only.",
-        input_schema=LIST_USER_INPUTS_SCHEMA,
+        arguments=arguments.ListUserInputs,
         handler=user_inputs.list_user_inputs,
         read_only=True,
         communication=True,
@@ -297,23 +221,23 @@ TOOLS: tuple[Tool, ...] = (
         title="Ask the user a form",
         description="Show the user a short form (1-10 questions, with optional choices) in this "
         "conversation. The answers arrive later as an ordinary user message.",
-        input_schema=PROMPT_USER_SCHEMA,
+        arguments=arguments.PromptUser,
         handler=prompt_forms.prompt_user,
     ),
     Tool(
         name="ccweb_request_reply",
         title="Send a message and get the reply (deprecated)",
         description='Deprecated alias of ccweb_send_message with replyMode "return_and_continue".',
-        input_schema=REQUEST_REPLY_SCHEMA,
+        arguments=arguments.RequestReply,
         handler=_request_reply,
         public=False,
     ),
 )
 
-_BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
+_BY_NAME: dict[str, Tool[Any]] = {tool.name: tool for tool in TOOLS}
 
 
-def get_tool(name: object) -> Tool:
+def get_tool(name: object) -> Tool[Any]:
     """The tool called ``name`` (public or hidden), or ``UnknownTool``."""
     tool = _BY_NAME.get(name) if isinstance(name, str) else None
     if tool is None:
@@ -348,7 +272,8 @@ async def call_tool(store: Store, source: Source, name: object, args: object) ->
     """Run a tool (hidden aliases included) and return its payload.
 
     Raises ``UnknownTool`` for an unknown name and ``DomainError`` for a tool failure
-    (argument type errors are ``invalid_arguments``).
+    (arguments the tool's model refuses are ``invalid_arguments``, or the code of the
+    model's check).
     """
     tool = get_tool(name)
     if args is None:
@@ -357,13 +282,6 @@ async def call_tool(store: Store, source: Source, name: object, args: object) ->
         raise InvalidInput(
             f"{tool.name}: arguments must be a JSON object, got {type(args).__name__}"
         )
-    check_arguments(tool, args)
+    parsed = tool.parse(args)
     reject_nul(args, f"{tool.name}: an argument")
-    return await tool.handler(store, source, args)
-
-
-def check_arguments(tool: Tool, args: Mapping[str, Any]) -> None:
-    """Refuse known arguments of the wrong JSON type; unknown extra keys are ignored."""
-    problem = argument_problem(args, tool.input_schema, tool.type_tests)
-    if problem:
-        raise InvalidInput(f"{tool.name}: {problem}")
+    return await tool.handler(store, source, parsed)

@@ -19,6 +19,7 @@ from ccweb_store.domain.ids import (
     OPEN_REPLY_STATUSES,
     validate_session_id,
 )
+from ccweb_store.domain.tool_arguments import ListUserInputs
 from ccweb_store.services import conversations, replies, runs, user_inputs
 from ccweb_store.services.schemas import message_out
 from ccweb_store.store.uow import Store
@@ -108,7 +109,9 @@ async def conversation(store: Store, session_id: str, before_seq: int | None) ->
         )
     older = len(rows) > MESSAGE_PAGE
     rows = rows[:MESSAGE_PAGE]
-    inputs = await user_inputs.list_user_inputs(store, Source(), {"conversationId": session_id})
+    inputs = await user_inputs.list_user_inputs(
+        store, Source(), ListUserInputs(conversation_id=session_id)
+    )
     open_replies = (
         await replies.list_replies(
             store,

@@ -29,25 +29,25 @@ from ccweb_store.domain.ids import (
     validate_session_id,
 )
 from ccweb_store.domain.timestamps import iso, utcnow
+from ccweb_store.domain.tool_arguments import QUERY_MAX_CHARS, ListConversations
 from ccweb_store.services.schemas import message_out, session_out
 from ccweb_store.store.uow import Store
 
-DEFAULT_LIST_LIMIT = 20
-MAX_LIST_LIMIT = 100
 DEFAULT_SESSION_PAGE = 50
 DEFAULT_MESSAGE_PAGE = 100
-#: The longest ``query`` of ``ccweb_list_conversations`` (SQLite refuses LIKE patterns over
+#: The longest ``query`` of a conversation search (SQLite refuses LIKE patterns over
 #: 50,000 bytes; no title needs a search of more than this).
-MAX_QUERY_CHARS = 1000
+MAX_QUERY_CHARS = QUERY_MAX_CHARS
 
 
 async def list_conversations(
-    store: Store, source: Source, args: Mapping[str, Any]
+    store: Store, source: Source, args: ListConversations
 ) -> dict[str, Any]:
     """``ccweb_list_conversations``: metadata of the newest-active conversations, no text."""
-    search = session_search(args, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
     async with store.read_uow() as uow:
-        rows, has_more = await uow.sessions.search(**search)
+        rows, has_more = await uow.sessions.search(
+            limit=args.limit, query=args.query, include_archived=args.include_archived
+        )
         ids = [row.id for row in rows]
         running = await uow.runs.running_for_sessions(ids)
         counts = await uow.messages.count(ids)

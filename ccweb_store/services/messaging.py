@@ -10,36 +10,21 @@ target: replies come back through ``replies.py`` when the target's run completes
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ccweb_store.domain import errors
-from ccweb_store.domain.arguments import optional_bool, optional_str, require_mapping, require_str
 from ccweb_store.domain.context import Source, refuse_other_conversation, require_source
 from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
-from ccweb_store.domain.ids import (
-    AGENT_MAX_LENGTH,
-    MAX_PAGE,
-    OPEN_REPLY_STATUSES,
-    new_id,
-    validate_session_id,
-)
-from ccweb_store.domain.prompts import ONE_WAY, REPLY_MODES, RETURN_AND_CONTINUE, target_prompt
+from ccweb_store.domain.ids import MAX_PAGE, OPEN_REPLY_STATUSES, new_id
+from ccweb_store.domain.kinds import ReplyMode
+from ccweb_store.domain.prompts import target_prompt
 from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.domain.tool_arguments import CreateConversation, GetPendingReply, SendMessage
 from ccweb_store.services.schemas import reply_out
 from ccweb_store.store.models import Session
 from ccweb_store.store.repositories import Party
 from ccweb_store.store.uow import Store, UnitOfWork
-
-__all__ = [
-    "ONE_WAY",
-    "REPLY_MODES",
-    "RETURN_AND_CONTINUE",
-    "create_conversation",
-    "get_pending_reply",
-    "send_message",
-]
 
 DEFAULT_TITLE = "New conversation"
 TITLE_FROM_CONTENT_CHARS = 60
@@ -51,26 +36,20 @@ class _Send:
 
     source_id: str
     content: str
-    reply_mode: str
+    reply_mode: ReplyMode
     hop_count: int  # of the target's run: the source's hop + 1
 
 
-async def send_message(
-    store: Store, source: Source, args: Mapping[str, Any], *, reply_mode: str | None = None
-) -> dict[str, Any]:
-    """``ccweb_send_message``; ``reply_mode`` forces a mode (the hidden alias)."""
-    args = require_mapping(args)
+async def send_message(store: Store, source: Source, args: SendMessage) -> dict[str, Any]:
+    """``ccweb_send_message``."""
     source_id = require_source(source)
-    raw_target = args.get("targetConversationId")
-    if raw_target is None:
-        raise InvalidInput("targetConversationId is required: the conversation to write to")
-    target_id = validate_session_id(raw_target)
+    target_id = args.target_conversation_id
     if target_id == source_id:
         raise InvalidInput(
             "a conversation cannot send a message to itself; pick another targetConversationId",
             code=errors.CANNOT_TARGET_SELF,
         )
-    send = _validate_send(store, source, source_id, args, reply_mode)
+    send = _validate_send(store, source, source_id, args.content, args.reply_mode)
     # Every refusal comes before the first write (and the writes cannot be refused).
     async with store.uow() as uow:
         # Locking the target serialises concurrent sends to it (PostgreSQL; SQLite's
@@ -93,7 +72,7 @@ async def send_message(
 
 
 async def create_conversation(
-    store: Store, source: Source, args: Mapping[str, Any]
+    store: Store, source: Source, args: CreateConversation
 ) -> dict[str, Any]:
     """``ccweb_create_conversation``: a new conversation, optionally sent its first message.
 
@@ -102,19 +81,13 @@ async def create_conversation(
     A caller bound by a credential creates inside its own conversation's box: the creator's
     ``agent``, and its ``cwd`` or a folder inside it (``_confined``).
     """
-    args = require_mapping(args)
-    title = optional_str(args, "title")
-    content = optional_str(args, "content")
-    agent = optional_str(args, "agent", max_length=AGENT_MAX_LENGTH)
-    cwd = optional_str(args, "cwd")
-    wants_reply = optional_bool(args, "requestReply") or optional_bool(args, "waitForReply")
-    has_message = content is not None and bool(content.strip())
+    content, agent, cwd = args.content, args.agent, args.cwd
     send = None
-    if has_message:
+    if content is not None and content.strip():
         source_id = require_source(source)
-        mode = RETURN_AND_CONTINUE if wants_reply else ONE_WAY
-        send = _validate_send(store, source, source_id, args, mode)
-    title = (title or "").strip() or _title_from(content) or DEFAULT_TITLE
+        mode = ReplyMode.RETURN_AND_CONTINUE if args.wants_reply else ReplyMode.ONE_WAY
+        send = _validate_send(store, source, source_id, content, mode)
+    title = (args.title or "").strip() or _title_from(content) or DEFAULT_TITLE
     async with store.uow() as uow:
         source_row = await _require_session(uow, send.source_id, "source") if send else None
         if source.bound:
@@ -146,19 +119,16 @@ async def create_conversation(
     return result
 
 
-async def get_pending_reply(
-    store: Store, source: Source, args: Mapping[str, Any]
-) -> dict[str, Any]:
+async def get_pending_reply(store: Store, source: Source, args: GetPendingReply) -> dict[str, Any]:
     """``ccweb_get_pending_reply``: one request (seen by its source or target only), or the
     caller's open requests (``waiting``, ``ready``, ``failed``).
 
     The tool takes no ``conversationId``; a caller bound by a credential that passes another
     conversation's is refused rather than quietly shown its own.
     """
-    args = require_mapping(args)
     source_id = require_source(source)
-    refuse_other_conversation(source, args.get("conversationId"), "reply requests")
-    request_id = optional_str(args, "requestId")
+    refuse_other_conversation(source, args.conversation_id, "reply requests")
+    request_id = args.request_id
     async with store.read_uow() as uow:
         if request_id is not None:
             row = await uow.replies.get(request_id)
@@ -182,23 +152,9 @@ async def get_pending_reply(
 
 
 def _validate_send(
-    store: Store,
-    source: Source,
-    source_id: str,
-    args: Mapping[str, Any],
-    forced_mode: str | None,
+    store: Store, source: Source, source_id: str, content: str, mode: ReplyMode
 ) -> _Send:
-    """Every check of a send that needs no database: mode, content, hop limit."""
-    mode = forced_mode if forced_mode is not None else args.get("replyMode", ONE_WAY)
-    if mode is None:
-        mode = ONE_WAY
-    if mode not in REPLY_MODES:
-        raise InvalidInput(
-            f"invalid replyMode {mode!r}: use 'one_way' when you do not need the result, "
-            "'return_and_continue' when you need it back",
-            code=errors.INVALID_REPLY_MODE,
-        )
-    content = require_str(args, "content")
+    """The checks of a send that need the settings: content length, hop limit."""
     limit = store.settings.max_content_chars
     if len(content) > limit:
         raise InvalidInput(
@@ -271,7 +227,7 @@ async def _deliver_to_target(
 
     They all carry one time, taken once (``now``).
     """
-    expects_reply = send.reply_mode == RETURN_AND_CONTINUE
+    expects_reply = send.reply_mode is ReplyMode.RETURN_AND_CONTINUE
     request_id = new_id("req") if expects_reply else None
     message_id = new_id("msg")
     run_id = new_id("run")

@@ -8,7 +8,7 @@ lists it like anything else the user typed, and it queues a ``user_turn`` run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ccweb_store.domain import errors
@@ -16,65 +16,26 @@ from ccweb_store.domain.context import Source, require_source
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
 from ccweb_store.domain.ids import new_id
 from ccweb_store.domain.timestamps import iso, utcnow
+from ccweb_store.domain.tool_arguments import PromptUser, Question
 from ccweb_store.services.schemas import message_out, run_out
 from ccweb_store.store.models import Message
 from ccweb_store.store.uow import Store
 
-MAX_QUESTIONS = 10
 PROMPT_KEY = "ccwebPrompt"
 RESPONSE_KEY = "ccwebPromptResponse"
 
 
-def _optional_text(value: object, what: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be a string, got {value!r}")
-    return value.strip() or None
-
-
-def _question(raw: object, index: int) -> dict[str, Any]:
-    where = f"questions[{index}]"
-    if not isinstance(raw, Mapping):
-        raise InvalidInput(f"{where} must be an object with id and question")
-    question_id = raw.get("id")
-    if not isinstance(question_id, str) or not question_id.strip():
-        raise InvalidInput(f"{where}.id must be a non-empty string")
-    text = raw.get("question")
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidInput(f"{where}.question must be a non-empty string")
-    options = raw.get("options")
-    if options is None:
-        options = []
-    if not isinstance(options, list) or not all(
-        isinstance(option, str) and option.strip() for option in options
-    ):
-        raise InvalidInput(f"{where}.options must be a list of non-empty strings")
-    allow_free_text = raw.get("allowFreeText")
-    if allow_free_text is None:
-        allow_free_text = not options
-    if not isinstance(allow_free_text, bool):
-        raise InvalidInput(f"{where}.allowFreeText must be true or false")
-    if not options and not allow_free_text:
-        raise InvalidInput(f"{where} offers no options and no free text, so it cannot be answered")
-    return {
-        "id": question_id,
-        "question": text.strip(),
-        "options": [option.strip() for option in options],
-        "allowFreeText": allow_free_text,
-    }
-
-
-def parse_questions(raw: object) -> list[dict[str, Any]]:
-    """The card's questions, validated and normalised (``invalid_arguments`` otherwise)."""
-    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_QUESTIONS:
-        raise InvalidInput(f"questions must be a list of 1 to {MAX_QUESTIONS} questions")
-    questions = [_question(item, index) for index, item in enumerate(raw)]
-    ids = [question["id"] for question in questions]
-    duplicates = sorted({qid for qid in ids if ids.count(qid) > 1})
-    if duplicates:
-        raise InvalidInput(f"question ids must be unique; repeated: {', '.join(duplicates)}")
-    return questions
+def card_questions(questions: Sequence[Question]) -> list[dict[str, Any]]:
+    """The questions as a card stores them (``metadata.ccwebPrompt.questions``)."""
+    return [
+        {
+            "id": question.id,
+            "question": question.question,
+            "options": list(question.options),
+            "allowFreeText": question.free_text,
+        }
+        for question in questions
+    ]
 
 
 def card_text(title: str | None, questions: list[dict[str, Any]]) -> str:
@@ -155,10 +116,10 @@ def _prompt_of(card: Message) -> dict[str, Any]:
     return prompt
 
 
-async def prompt_user(store: Store, source: Source, args: Mapping[str, Any]) -> dict[str, Any]:
+async def prompt_user(store: Store, source: Source, args: PromptUser) -> dict[str, Any]:
     """``ccweb_prompt_user``: append a pending prompt card to the source."""
-    title = _optional_text(args.get("title"), "title")
-    questions = parse_questions(args.get("questions"))
+    title = args.title
+    questions = card_questions(args.questions)
     session_id = require_source(source)
     prompt_id = new_id("prompt")
     metadata = {

@@ -15,21 +15,16 @@ O(limit + blank rows among the newest inputs).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ccweb_store.domain import errors
-from ccweb_store.domain.arguments import bounded_int
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source, refuse_other_conversation
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.domain.ids import validate_session_id
+from ccweb_store.domain.tool_arguments import ListUserInputs
 from ccweb_store.store.uow import Store, UnitOfWork
-
-DEFAULT_LIMIT = 15
-MAX_LIMIT = 50
-DEFAULT_MAX_CHARS = 1000
-MAX_MAX_CHARS = 1000
 
 
 class Budget:
@@ -81,16 +76,15 @@ def apply_budget(texts_newest_first: Sequence[str], max_chars: int) -> tuple[lis
     return kept, budget.cut
 
 
-def target_conversation(source: Source, args: Mapping[str, Any]) -> str:
-    """The explicit ``conversationId`` (never falling back when it is bad), else the source.
+def target_conversation(source: Source, explicit: str | None) -> str:
+    """The explicit ``conversationId`` (checked at the edge, never falling back when it is
+    bad), else the source.
 
     A caller bound to its conversation by a credential may name only that one.
     """
-    explicit = args.get("conversationId")
     if explicit is not None:
-        conversation_id = validate_session_id(explicit)
-        refuse_other_conversation(source, conversation_id, "user inputs")
-        return conversation_id
+        refuse_other_conversation(source, explicit, "user inputs")
+        return explicit
     if source.session_id is None:
         raise InvalidInput(
             "no conversation to read: pass conversationId, or call this tool from a "
@@ -111,11 +105,10 @@ def first_batch(max_chars: int) -> int:
     return -(-max_chars // TYPICAL_INPUT_CHARS)
 
 
-async def list_user_inputs(store: Store, source: Source, args: Mapping[str, Any]) -> dict[str, Any]:
+async def list_user_inputs(store: Store, source: Source, args: ListUserInputs) -> dict[str, Any]:
     """``ccweb_list_user_inputs``: the conversation's newest user inputs within a budget."""
-    limit = bounded_int(args, "limit", DEFAULT_LIMIT, MAX_LIMIT)
-    max_chars = bounded_int(args, "maxChars", DEFAULT_MAX_CHARS, MAX_MAX_CHARS)
-    session_id = target_conversation(source, args)
+    limit, max_chars = args.limit, args.max_chars
+    session_id = target_conversation(source, args.conversation_id)
     budget = Budget(max_chars)
     async with store.read_uow() as uow:
         inputs, older = await newest_inputs(uow, session_id, limit, budget)

@@ -1,0 +1,54 @@
+"""The closed sets of values the schema knows, as ``StrEnum``s: reply modes, message roles,
+reply and run statuses, run kinds.
+
+A member is its own text (``RunStatus.QUEUED == "queued"``), so rows, JSON and SQL read the
+same values; code names them through these classes, never as bare literals. The tuples of
+``ids`` (and through them the tables' CHECK constraints) are built from them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ReplyMode(StrEnum):
+    """What a send asks of its target's answer (SPEC §2.2)."""
+
+    ONE_WAY = "one_way"
+    RETURN_AND_CONTINUE = "return_and_continue"
+
+
+class Role(StrEnum):
+    """Who wrote a message."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class ReplyStatus(StrEnum):
+    """Where a reply request is in its lifecycle (SPEC §2.4)."""
+
+    WAITING = "waiting"
+    READY = "ready"
+    RETURNED = "returned"
+    FAILED = "failed"
+
+
+class RunKind(StrEnum):
+    """Why a run exists."""
+
+    USER_TURN = "user_turn"
+    CROSS_CONVERSATION = "cross_conversation"
+    REPLY_AUTO_RUN = "reply_auto_run"
+
+
+class RunStatus(StrEnum):
+    """Where a run is in the queue."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
