@@ -11,7 +11,6 @@ brings its sentence, or its error code and whole message.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
