@@ -44,6 +44,8 @@ sys.path.insert(0, str(ROOT))
 from bench.scratch_databases import create_database, drop_database  # noqa: E402
 from ccweb_store.config import Settings  # noqa: E402
 from ccweb_store.domain.context import Source  # noqa: E402
+from ccweb_store.domain.host_calls import ClaimRun, CompleteRun  # noqa: E402
+from ccweb_store.domain.kinds import RunKind, RunStatus  # noqa: E402
 from ccweb_store.protocol import tools  # noqa: E402
 from ccweb_store.services import conversations, runs  # noqa: E402
 from ccweb_store.store.db import migrate  # noqa: E402
@@ -85,17 +87,17 @@ async def measure(url: str, round_trips: int) -> dict[str, float]:
             await send(store, source, target)
             sent = time.perf_counter()
             claimed = await runs.claim_run(
-                store, {"workerId": "w", "kinds": ["cross_conversation"]}
+                store, ClaimRun(worker_id="w", kinds=[RunKind.CROSS_CONVERSATION])
             )
             leased = time.perf_counter()
             done = await runs.complete_run(
                 store,
-                {
-                    "runId": claimed["run"]["id"],
-                    "workerId": "w",
-                    "status": "completed",
-                    "output": "All pass.",
-                },
+                CompleteRun(
+                    run_id=claimed["run"]["id"],
+                    worker_id="w",
+                    status=RunStatus.COMPLETED,
+                    output="All pass.",
+                ),
             )
             finished = time.perf_counter()
             if [reply["status"] for reply in done["replies"]] != ["returned"]:

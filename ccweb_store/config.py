@@ -11,14 +11,14 @@ import platformdirs
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from ccweb_store.domain.host_calls import MAX_LEASE_SECONDS
+
 #: The SQLite file's name inside the data directory.
 DATABASE_FILE_NAME = "ccweb.db"
 MIN_SECRET_CHARS = 32
 #: The shortest operator token (``CCWEB_TOKEN``) any command accepts.
 MIN_TOKEN_CHARS = 16
 MAKE_TOKEN = 'python3 -c "import secrets; print(secrets.token_urlsafe(32))"'
-#: The longest run lease (7 days): a worker that needs longer sends heartbeats.
-MAX_LEASE_SECONDS = 7 * 24 * 3600
 DEFAULT_ALLOWED_ORIGINS = (
     "http://localhost",
     "http://127.0.0.1",

@@ -10,10 +10,9 @@ import httpx
 import sqlalchemy as sa
 
 from ccweb_store.domain.context import Source
-from ccweb_store.services import runs
 from ccweb_store.store.models import Base, Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store
-from tests import tool_calls
+from tests import host_calls, tool_calls
 from tests.http_client import app_client, call_tool, rpc_result
 
 
@@ -73,7 +72,7 @@ async def ask(
 
 
 async def claim(store: Store, worker: str = "worker-1", **params: Any) -> dict[str, Any] | None:
-    result = await runs.claim_run(store, {"workerId": worker, **params})
+    result = await host_calls.claim_run(store, {"workerId": worker, **params})
     run: dict[str, Any] | None = result["run"]
     return run
 
@@ -81,7 +80,7 @@ async def claim(store: Store, worker: str = "worker-1", **params: Any) -> dict[s
 async def complete(
     store: Store, run_id: str, output: str | None = None, status: str = "completed", **more: Any
 ) -> dict[str, Any]:
-    return await runs.complete_run(
+    return await host_calls.complete_run(
         store, {"runId": run_id, "status": status, "output": output, **more}
     )
 

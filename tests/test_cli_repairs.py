@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import Conflict
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.services import runs
 from ccweb_store.store.models import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store
+from tests import host_calls
 from tests.cli_support import as_json, ccweb_store, run_cli
 from tests.lifecycle_support import (
     ask,
@@ -80,7 +80,7 @@ def ready_behind_a_dead_source_run(database_url: str) -> str:
 
     async def build(store: Store) -> str:
         await conversations(store, "planner", "reviewer")
-        planner_run = await runs.start_run(store, {"sessionId": "planner", "workerId": "w-1"})
+        planner_run = await host_calls.start_run(store, {"sessionId": "planner", "workerId": "w-1"})
         request_id: str = (await ask(store, "planner", "reviewer", "Review the schema change"))[
             "requestId"
         ]
@@ -90,7 +90,7 @@ def ready_behind_a_dead_source_run(database_url: str) -> str:
             store, target_run["id"], "Looks good; two nits", workerId=target_run["workerId"]
         )
         assert (await reply_row(store, request_id)).status == "ready"
-        await runs.requeue_run(store, {"runId": planner_run["id"]})
+        await host_calls.requeue_run(store, {"runId": planner_run["id"]})
         return request_id
 
     return on_store(database_url, build)
@@ -464,7 +464,7 @@ def test_requeue_puts_a_dead_workers_run_back_in_the_queue(database_url: str) ->
 def test_requeue_prints_the_run_and_its_attempts(database_url: str) -> None:
     async def started(store: Store) -> Run:
         await conversations(store, "planner")
-        await runs.start_run(store, {"sessionId": "planner", "workerId": "w-dead"})
+        await host_calls.start_run(store, {"sessionId": "planner", "workerId": "w-dead"})
         return (await runs_of(store, "planner"))[0]
 
     run = on_store(database_url, started)
@@ -523,7 +523,9 @@ def test_cancel_of_a_running_run_needs_force_and_the_worker_loses_its_lease(
     with pytest.raises(Conflict) as lost:
         on_store(
             database_url,
-            lambda store: runs.heartbeat_run(store, {"runId": claimed["id"], "workerId": "w-busy"}),
+            lambda store: host_calls.heartbeat_run(
+                store, {"runId": claimed["id"], "workerId": "w-busy"}
+            ),
         )
     assert lost.value.code == "lease_lost"
 

@@ -13,8 +13,9 @@ import pytest
 from ccweb_store.domain.ids import RUN_STATUSES
 from ccweb_store.http.app import create_app
 from ccweb_store.http.headers import CSP
-from ccweb_store.services import replies, runs
+from ccweb_store.services import replies
 from ccweb_store.store.uow import Store
+from tests import host_calls
 from tests.http_client import BASE_URL, app_client
 from tests.lifecycle_support import ask, claim, complete, make_conversation
 
@@ -32,7 +33,7 @@ async def every_state(store: Store) -> dict[str, str]:
     assert run is not None
     await complete(store, run["id"], "Reviewed", workerId="w-1")
     # ready: answered while its source runs
-    await runs.start_run(store, {"sessionId": "writer", "workerId": "w-3"})
+    await host_calls.start_run(store, {"sessionId": "writer", "workerId": "w-3"})
     await ask(store, "writer", "reviewer", "Check again")
     answering = await claim(store, "w-4", kinds=["cross_conversation"])
     assert answering is not None
@@ -41,17 +42,17 @@ async def every_state(store: Store) -> dict[str, str]:
     failed = await ask(store, "writer", "tester", "Test it")
     await replies.fail_reply(store, {"requestId": failed["requestId"], "reason": "no"})
     # cancelled and failed runs
-    started = await runs.start_run(store, {"sessionId": "idle", "workerId": "w-2"})
+    started = await host_calls.start_run(store, {"sessionId": "idle", "workerId": "w-2"})
     await complete(store, started["id"], status="failed", error="boom", workerId="w-2")
-    queued = await runs.enqueue_run(store, {"sessionId": "idle"})
-    await runs.cancel_run(store, {"runId": queued["id"]})
+    queued = await host_calls.enqueue_run(store, {"sessionId": "idle"})
+    await host_calls.cancel_run(store, {"runId": queued["id"]})
     # waiting, its target run queued
     await ask(store, "tester", "idle", "Still there?")
     return await _states(store)
 
 
 async def _states(store: Store) -> dict[str, Any]:
-    every_run = (await runs.list_runs(store, {"limit": 100}))["runs"]
+    every_run = (await host_calls.list_runs(store, {"limit": 100}))["runs"]
     every_reply = (await replies.list_replies(store, {"limit": 100}))["replies"]
     return {
         "runs": {run["status"] for run in every_run},

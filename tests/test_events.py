@@ -28,7 +28,7 @@ from ccweb_store.services import events as event_service
 from ccweb_store.services.events import EventsExpired
 from ccweb_store.store.event_feed import Subscription
 from ccweb_store.store.uow import Store
-from tests import tool_calls
+from tests import host_calls, tool_calls
 from tests.http_client import rpc_result
 from tests.servers import serving
 
@@ -107,7 +107,6 @@ async def _two_conversations(client: httpx.AsyncClient) -> None:
 
 async def test_a_send_and_its_run_write_their_events_in_order(pair: Store) -> None:
     from ccweb_store.domain.context import Source
-    from ccweb_store.services import runs
 
     before = (await event_service.list_events(pair, {}))["latestId"]
     sent = await tool_calls.send_message(
@@ -116,9 +115,9 @@ async def test_a_send_and_its_run_write_their_events_in_order(pair: Store) -> No
         {"targetConversationId": "conv-b", "content": "hi"},
         reply_mode="return_and_continue",
     )
-    claimed = await runs.claim_run(pair, {"workerId": "w1"})
+    claimed = await host_calls.claim_run(pair, {"workerId": "w1"})
     assert claimed["run"]["id"] == sent["runId"]
-    await runs.complete_run(
+    await host_calls.complete_run(
         pair, {"runId": sent["runId"], "workerId": "w1", "status": "completed", "output": "ok"}
     )
     listed = await event_service.list_events(pair, {"after": before, "limit": 100})
@@ -209,7 +208,6 @@ def no_lease_expires_soon(store: Store) -> None:
 async def test_a_claim_writes_its_started_event_once_and_tells_the_feed(
     pair: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ccweb_store.services import runs
     from ccweb_store.store.postgres.driver import PostgresTransaction
     from tests.lifecycle_support import ask
 
@@ -226,7 +224,7 @@ async def test_a_claim_writes_its_started_event_once_and_tells_the_feed(
 
     monkeypatch.setattr(PostgresTransaction, "_begin", counted_begin)
     no_lease_expires_soon(pair)
-    claimed = (await runs.claim_run(pair, {"workerId": "w1"}))["run"]
+    claimed = (await host_calls.claim_run(pair, {"workerId": "w1"}))["run"]
     assert claimed["id"] == sent["runId"]
     if pair.dialect == "postgresql":
         assert begun == []  # one statement, its own transaction: no BEGIN, no COMMIT
@@ -245,13 +243,12 @@ async def test_a_claim_writes_its_started_event_once_and_tells_the_feed(
 async def test_a_claim_with_extras_still_commits_its_run_event_and_credential_together(
     pair: Store,
 ) -> None:
-    from ccweb_store.services import runs
     from tests.lifecycle_support import ask
 
     sent = await ask(pair, "conv-a", "conv-b", "hi")
     before = (await event_service.list_events(pair, {}))["latestId"]
     no_lease_expires_soon(pair)
-    claimed = await runs.claim_run(
+    claimed = await host_calls.claim_run(
         pair, {"workerId": "w1", "withConversation": True, "mintCredential": {}}
     )
     assert claimed["run"]["id"] == sent["runId"]
@@ -265,7 +262,6 @@ async def test_a_claim_with_extras_still_commits_its_run_event_and_credential_to
 async def test_a_claim_with_nothing_to_claim_writes_no_event_and_wakes_no_process(
     pair: Store,
 ) -> None:
-    from ccweb_store.services import runs
     from ccweb_store.store.postgres.listen import CHANNEL
 
     before = (await event_service.list_events(pair, {}))["latestId"]
@@ -275,7 +271,7 @@ async def test_a_claim_with_nothing_to_claim_writes_no_event_and_wakes_no_proces
             driver = (await listener.get_raw_connection()).driver_connection
             await driver.add_listener(CHANNEL, lambda *args: noticed.append(args[-1]))
         no_lease_expires_soon(pair)
-        assert (await runs.claim_run(pair, {"workerId": "w1"}))["run"] is None
+        assert (await host_calls.claim_run(pair, {"workerId": "w1"}))["run"] is None
         await asyncio.sleep(0.3)
         if pair.dialect == "postgresql":
             async with pair.uow() as uow:  # a commit with an event is heard: the LISTEN works
@@ -293,7 +289,6 @@ async def test_a_claim_with_nothing_to_claim_writes_no_event_and_wakes_no_proces
 async def test_claimers_at_once_take_each_run_once_one_per_conversation(pair: Store) -> None:
     """Ten claimers at once over six conversations of two queued runs each: each claimed run
     went to one claimer, one run per conversation runs, and each claim wrote one event."""
-    from ccweb_store.services import runs
     from tests.lifecycle_support import make_conversation
 
     conversations = [f"t-{index}" for index in range(6)]
@@ -306,10 +301,10 @@ async def test_claimers_at_once_take_each_run_once_one_per_conversation(pair: St
     before = (await event_service.list_events(pair, {}))["latestId"]
     no_lease_expires_soon(pair)
     results = await asyncio.gather(
-        *(runs.claim_run(pair, {"workerId": f"w-{n}"}) for n in range(10))
+        *(host_calls.claim_run(pair, {"workerId": f"w-{n}"}) for n in range(10))
     )
     claimed = [result["run"] for result in results if result["run"] is not None]
-    while (late := (await runs.claim_run(pair, {"workerId": "w-late"}))["run"]) is not None:
+    while (late := (await host_calls.claim_run(pair, {"workerId": "w-late"}))["run"]) is not None:
         claimed.append(late)  # a claimer that lost every race left its run to the queue
     assert sorted(run["sessionId"] for run in claimed) == conversations
     assert len({run["id"] for run in claimed}) == len(conversations)
@@ -325,7 +320,6 @@ async def test_event_ids_become_visible_in_commit_order_while_claims_and_sends_r
 ) -> None:
     """A reader that has seen event N never later finds a smaller id appear, while claims
     (on PostgreSQL one statement each) and sends (a transaction each) commit at once."""
-    from ccweb_store.services import runs
     from tests.lifecycle_support import ask, make_conversation
 
     loops, rounds = 8, 3
@@ -352,7 +346,9 @@ async def test_event_ids_become_visible_in_commit_order_while_claims_and_sends_r
     async def work(loop: int) -> None:
         for target in targets[loop::loops]:
             await ask(pair, "conv-a", target, "go")
-            await runs.claim_run(pair, {"workerId": f"w-{loop}", "kinds": ["cross_conversation"]})
+            await host_calls.claim_run(
+                pair, {"workerId": f"w-{loop}", "kinds": ["cross_conversation"]}
+            )
 
     reader = asyncio.create_task(read())
     await asyncio.gather(*(work(loop) for loop in range(loops)))

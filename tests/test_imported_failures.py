@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ccweb_store.importer.load import import_state
-from ccweb_store.services import replies, runs
+from ccweb_store.services import replies
 from ccweb_store.store.uow import Store
+from tests import host_calls
 from tests.lifecycle_support import claim, complete, messages_of, reply_row, runs_of
 
 SETTLED_FAILURE: dict[str, Any] = {
@@ -83,8 +84,8 @@ async def auto_runs_for(store: Store, session_id: str) -> list[str | None]:
 
 
 async def finish_a_turn(store: Store, session_id: str, output: str) -> dict[str, Any]:
-    started = await runs.start_run(store, {"sessionId": session_id})
-    return await runs.complete_run(
+    started = await host_calls.start_run(store, {"sessionId": session_id})
+    return await host_calls.complete_run(
         store, {"runId": started["id"], "status": "completed", "output": output}
     )
 
@@ -144,11 +145,11 @@ async def test_a_request_that_fails_after_the_import_gets_its_notice_exactly_onc
     store: Store, tmp_path: Path
 ) -> None:
     await import_replies(store, tmp_path / "state", [SETTLED_FAILURE, STILL_OPEN])
-    started = await runs.start_run(store, {"sessionId": "planner"})
+    started = await host_calls.start_run(store, {"sessionId": "planner"})
 
     await replies.fail_reply(store, {"requestId": "req-still-open", "reason": "no answer"})
     assert await notices_in(store, "planner") == []  # the source is running: it waits
-    completed = await runs.complete_run(
+    completed = await host_calls.complete_run(
         store, {"runId": started["id"], "status": "completed", "output": "done planning"}
     )
     await finish_a_turn(store, "planner", "and another turn")

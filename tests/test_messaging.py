@@ -10,9 +10,8 @@ from ccweb_store.config import Settings
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
-from ccweb_store.services import runs
 from ccweb_store.store.uow import Store
-from tests import tool_calls
+from tests import host_calls, tool_calls
 from tests.lifecycle_support import (
     ask,
     make_conversation,
@@ -193,7 +192,7 @@ async def test_hop_limit_allows_the_last_hop(pair: Store) -> None:
 @pytest.mark.parametrize("active", ["queued", "running"])
 async def test_a_busy_target_is_refused_and_nothing_is_written(pair: Store, active: str) -> None:
     if active == "running":
-        await runs.start_run(pair, {"sessionId": "conv-b"})
+        await host_calls.start_run(pair, {"sessionId": "conv-b"})
     else:
         await tool_calls.send_message(
             pair, Source("conv-a"), {"targetConversationId": "conv-b", "content": "first"}

@@ -17,6 +17,7 @@ from ccweb_store.http.app import create_app
 from ccweb_store.services import runs
 from ccweb_store.services.monitoring import backlog
 from ccweb_store.store.uow import Store
+from tests import host_calls
 from tests.cli_support import run_cli
 from tests.http_client import BASE_URL, app_client, call_tool, mcp, rpc, rpc_result
 from tests.servers import serving
@@ -138,7 +139,9 @@ async def test_lease_expiries_are_counted(pair: Store) -> None:
         await rpc_result(client, "run.enqueue", {"sessionId": "conv-b", "kind": "user_turn"})
         before = await scrape(client)
         past = utcnow() - timedelta(hours=1)
-        claimed = await runs.claim_run(pair, {"workerId": "gone", "leaseSeconds": 1}, now=past)
+        claimed = await host_calls.claim_run(
+            pair, {"workerId": "gone", "leaseSeconds": 1}, now=past
+        )
         assert claimed["run"] is not None
         swept = await runs.requeue_expired(pair)
         assert swept == {"requeued": 1, "failed": 0}

@@ -16,10 +16,10 @@ from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.prompts import LEGACY_ORIGINAL_REQUEST
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.services import replies, runs
+from ccweb_store.services import replies
 from ccweb_store.store.models import Session
 from ccweb_store.store.uow import Store
-from tests import tool_calls
+from tests import host_calls, tool_calls
 from tests.conftest import migrate_url
 from tests.http_client import app_client, rpc_result
 from tests.lifecycle_support import (
@@ -110,7 +110,7 @@ async def test_completing_a_finished_run_again_changes_nothing_and_returns_the_s
 
 
 async def test_a_reply_for_a_busy_source_stays_ready_until_its_run_completes(pair: Store) -> None:
-    source_run = await runs.start_run(pair, {"sessionId": "conv-a", "runtimeText": "working"})
+    source_run = await host_calls.start_run(pair, {"sessionId": "conv-a", "runtimeText": "working"})
     request_id = (await ask(pair, "conv-a", "conv-b", "Benchmark it"))["requestId"]
     result = await _answer(pair, "120 req/s")
 
@@ -297,7 +297,7 @@ async def test_expirable_replies_lists_what_expire_would_fail_and_writes_nothing
 
 
 async def test_retry_delivers_a_ready_reply_once_the_source_is_idle(pair: Store) -> None:
-    source_run = await runs.start_run(pair, {"sessionId": "conv-a"})
+    source_run = await host_calls.start_run(pair, {"sessionId": "conv-a"})
     request_id = (await ask(pair, "conv-a", "conv-b", "q"))["requestId"]
     await _answer(pair, "a")
     assert (await replies.retry_reply(pair, {"requestId": request_id}))["status"] == "ready"
@@ -410,7 +410,7 @@ async def test_concurrent_workers_return_every_reply_exactly_once(
     for conversation in sources + targets:
         await make_conversation(store, conversation)
     # Half the sources are mid-turn, so their replies must wait and go out on completion.
-    busy_runs = [(await runs.start_run(store, {"sessionId": s}))["id"] for s in sources[::2]]
+    busy_runs = [(await host_calls.start_run(store, {"sessionId": s}))["id"] for s in sources[::2]]
     request_ids = [
         (await ask(store, sources[i % 10], target, f"job {i}"))["requestId"]
         for i, target in enumerate(targets)

@@ -15,7 +15,6 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, RUN_STATUSES, new_id
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.services import runs
 from ccweb_store.store.models import REPLY_TO_REQUEST_ID_INDEX, Message, ReplyRequest
 from ccweb_store.store.repositories import SessionRepository
 from ccweb_store.store.repositories import messages as messages_module
@@ -30,6 +29,7 @@ from ccweb_store.store.repositories.messages import (
 )
 from ccweb_store.store.repositories.replies import _SOURCE_STATE, SourceState
 from ccweb_store.store.uow import Store, UnitOfWork
+from tests import host_calls
 from tests.lifecycle_support import insert_message_by_hand
 from tests.plans import query_plan
 
@@ -221,7 +221,7 @@ async def test_two_concurrent_claimers_never_get_the_same_run(settings: Settings
             won: list[tuple[str, str]] = []
             for _ in range(10):
                 params = {"workerId": f"w{worker}", "leaseSeconds": 60}
-                run = (await runs.claim_run(stores[worker % 2], params))["run"]
+                run = (await host_calls.claim_run(stores[worker % 2], params))["run"]
                 if run is not None:
                     won.append((run["id"], run["sessionId"]))
             return won

@@ -18,6 +18,7 @@ import pytest
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import runs
 from ccweb_store.store.uow import Store
+from tests import host_calls
 from tests.http_client import rpc, rpc_result
 from tests.lifecycle_support import ask_tester, planner_and_tester
 
@@ -149,9 +150,9 @@ async def test_the_holder_completes_after_its_lease_passed_if_nobody_requeued_it
 ) -> None:
     sent = await ask(client)
     past = utcnow() - timedelta(hours=1)
-    claimed = (await runs.claim_run(store, {"workerId": "slow", "leaseSeconds": 1}, now=past))[
-        "run"
-    ]
+    claimed = (
+        await host_calls.claim_run(store, {"workerId": "slow", "leaseSeconds": 1}, now=past)
+    )["run"]
     assert claimed is not None
     assert datetime.fromisoformat(claimed["leaseExpiresAt"]) < utcnow()  # passed, not swept
 

@@ -12,6 +12,7 @@ from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import runs
 from ccweb_store.store.uow import Store
+from tests import host_calls
 from tests.lifecycle_support import (
     ask,
     claim,
@@ -26,13 +27,13 @@ LONG_AGO = timedelta(hours=1)
 
 
 async def test_start_run_returns_a_running_run_and_refuses_a_second(pair: Store) -> None:
-    run = await runs.start_run(pair, {"sessionId": "conv-a", "runtimeText": "hello"})
+    run = await host_calls.start_run(pair, {"sessionId": "conv-a", "runtimeText": "hello"})
     assert (run["status"], run["kind"], run["runtimeText"]) == ("running", "user_turn", "hello")
     assert run["startedAt"] is not None
     with pytest.raises(DomainError) as caught:
-        await runs.start_run(pair, {"sessionId": "conv-a"})
+        await host_calls.start_run(pair, {"sessionId": "conv-a"})
     assert caught.value.code == errors.CONVERSATION_BUSY
-    other = await runs.start_run(pair, {"sessionId": "conv-b", "kind": "reply_auto_run"})
+    other = await host_calls.start_run(pair, {"sessionId": "conv-b", "kind": "reply_auto_run"})
     assert other["kind"] == "reply_auto_run"
 
 
@@ -47,14 +48,14 @@ async def test_start_run_returns_a_running_run_and_refuses_a_second(pair: Store)
 )
 async def test_start_run_refuses_bad_params(pair: Store, params: dict[str, str], code: str) -> None:
     with pytest.raises(DomainError) as caught:
-        await runs.start_run(pair, params)
+        await host_calls.start_run(pair, params)
     assert caught.value.code == code
 
 
 async def test_claim_takes_the_oldest_queued_run_of_an_idle_conversation(pair: Store) -> None:
     await make_conversation(pair, "conv-c", "Builder")
     busy = await ask(pair, "conv-a", "conv-b", "first")
-    await runs.start_run(pair, {"sessionId": "conv-c"})
+    await host_calls.start_run(pair, {"sessionId": "conv-c"})
     async with pair.uow() as uow:  # a queued run behind conv-c's running one
         await uow.runs.enqueue("conv-c", "user_turn")
         await uow.commit()
@@ -91,7 +92,7 @@ async def test_a_claim_that_loses_a_race_for_a_conversation_claims_another_run(
     async with pair.uow() as holder:  # the first claimer, not committed yet
         held = await holder.runs.claim("w1", lease_seconds=30)
         assert held is not None and held.id == first.id
-        second = asyncio.create_task(runs.claim_run(pair, {"workerId": "w2"}))
+        second = asyncio.create_task(host_calls.claim_run(pair, {"workerId": "w2"}))
         await asyncio.sleep(0.3)  # PostgreSQL: it waits on the index; SQLite: for the writer
         await holder.commit()
     claimed = (await second)["run"]
@@ -112,21 +113,21 @@ async def test_heartbeat_extends_the_lease_only_for_its_holder(pair: Store) -> N
     await ask(pair, "conv-a", "conv-b", "q")
     run = await claim(pair, "w1", leaseSeconds=5)
     assert run is not None
-    beat = await runs.heartbeat_run(
+    beat = await host_calls.heartbeat_run(
         pair, {"runId": run["id"], "workerId": "w1", "leaseSeconds": 600}
     )
     assert beat["leaseExpiresAt"] > run["leaseExpiresAt"]
     with pytest.raises(DomainError) as caught:
-        await runs.heartbeat_run(pair, {"runId": run["id"], "workerId": "w2"})
+        await host_calls.heartbeat_run(pair, {"runId": run["id"], "workerId": "w2"})
     assert caught.value.code == errors.LEASE_LOST
     assert "claim another" in caught.value.message
     with pytest.raises(DomainError) as caught:
-        await runs.heartbeat_run(pair, {"runId": "run_nope", "workerId": "w1"})
+        await host_calls.heartbeat_run(pair, {"runId": "run_nope", "workerId": "w1"})
     assert caught.value.code == errors.RUN_NOT_FOUND
 
 
 async def test_completing_a_user_turn_appends_its_output(pair: Store) -> None:
-    run = await runs.start_run(pair, {"sessionId": "conv-a"})
+    run = await host_calls.start_run(pair, {"sessionId": "conv-a"})
     result = await complete(pair, run["id"], "Here is the plan")
     assert result["run"]["status"] == "completed" and result["run"]["output"] == "Here is the plan"
     assert result["message"]["role"] == "assistant"
@@ -138,7 +139,7 @@ async def test_completing_a_user_turn_appends_its_output(pair: Store) -> None:
 
 
 async def test_completing_without_output_appends_no_message(pair: Store) -> None:
-    run = await runs.start_run(pair, {"sessionId": "conv-a"})
+    run = await host_calls.start_run(pair, {"sessionId": "conv-a"})
     result = await complete(pair, run["id"], "   ", "failed", error="crashed")
     assert (result["run"]["status"], result["run"]["error"]) == ("failed", "crashed")
     assert result["message"] is None
@@ -158,7 +159,7 @@ async def test_complete_refuses_bad_params(
     pair: Store, params: dict[str, object], code: str
 ) -> None:
     with pytest.raises(DomainError) as caught:
-        await runs.complete_run(pair, params)
+        await host_calls.complete_run(pair, params)
     assert caught.value.code == code
 
 
@@ -175,14 +176,14 @@ async def test_only_a_cross_conversation_run_moves_a_request_to_ready(pair: Stor
 async def test_an_expired_lease_puts_the_run_back_in_the_queue(pair: Store) -> None:
     sent = await ask(pair, "conv-a", "conv-b", "q")
     past = utcnow() - LONG_AGO
-    first = await runs.claim_run(pair, {"workerId": "dead", "leaseSeconds": 1}, now=past)
+    first = await host_calls.claim_run(pair, {"workerId": "dead", "leaseSeconds": 1}, now=past)
     assert first["run"]["id"] == sent["runId"]
 
     again = await claim(pair, "alive")
     assert again is not None and again["id"] == sent["runId"]
     assert (again["workerId"], again["attempts"]) == ("alive", 1)
     with pytest.raises(DomainError) as caught:
-        await runs.heartbeat_run(pair, {"runId": sent["runId"], "workerId": "dead"})
+        await host_calls.heartbeat_run(pair, {"runId": sent["runId"], "workerId": "dead"})
     assert caught.value.code == errors.LEASE_LOST
 
 
@@ -205,7 +206,7 @@ async def test_three_expired_leases_fail_the_run_and_its_request(pair: Store) ->
     past = utcnow() - LONG_AGO
     outcomes = []
     for attempt in range(3):
-        claimed = await runs.claim_run(
+        claimed = await host_calls.claim_run(
             pair, {"workerId": f"w{attempt}", "leaseSeconds": 1}, now=past
         )
         assert claimed["run"] is not None and claimed["run"]["id"] == sent["runId"]
@@ -226,10 +227,10 @@ async def test_three_expired_leases_fail_the_run_and_its_request(pair: Store) ->
 async def test_requeue_run_puts_a_running_run_back(pair: Store) -> None:
     sent = await ask(pair, "conv-a", "conv-b", "q")
     await claim(pair, "w1")
-    run = await runs.requeue_run(pair, {"runId": sent["runId"]})
+    run = await host_calls.requeue_run(pair, {"runId": sent["runId"]})
     assert (run["status"], run["workerId"], run["attempts"]) == ("queued", None, 1)
     with pytest.raises(DomainError) as caught:
-        await runs.requeue_run(pair, {"runId": sent["runId"]})
+        await host_calls.requeue_run(pair, {"runId": sent["runId"]})
     assert caught.value.code == errors.INVALID_STATE
 
 
@@ -237,7 +238,7 @@ async def test_a_claim_brings_the_conversation_and_a_credential_for_the_run(pair
     from ccweb_store.services import credentials
 
     sent = await ask(pair, "conv-a", "conv-b", "q")
-    claimed = await runs.claim_run(
+    claimed = await host_calls.claim_run(
         pair,
         {
             "workerId": "w1",
@@ -253,43 +254,45 @@ async def test_a_claim_brings_the_conversation_and_a_credential_for_the_run(pair
     binding = await credentials.authenticate(pair, minted["token"])
     assert binding.conversation_id == "conv-b"
     assert binding.hop_count == claimed["run"]["hopCount"]
-    nothing = await runs.claim_run(pair, {"workerId": "w2", "withConversation": True})
+    nothing = await host_calls.claim_run(pair, {"workerId": "w2", "withConversation": True})
     assert nothing == {"run": None}
     with pytest.raises(DomainError):
-        await runs.claim_run(pair, {"workerId": "w2", "mintCredential": {"expiresInSeconds": 0}})
+        await host_calls.claim_run(
+            pair, {"workerId": "w2", "mintCredential": {"expiresInSeconds": 0}}
+        )
 
 
 async def test_a_worker_requeues_only_the_run_it_still_holds(pair: Store) -> None:
     sent = await ask(pair, "conv-a", "conv-b", "q")
     await claim(pair, "w1")
-    await runs.requeue_run(pair, {"runId": sent["runId"]})  # the operator: w1 lost it
+    await host_calls.requeue_run(pair, {"runId": sent["runId"]})  # the operator: w1 lost it
     await claim(pair, "w2")
     with pytest.raises(DomainError) as caught:
-        await runs.requeue_run(pair, {"runId": sent["runId"], "workerId": "w1"})
+        await host_calls.requeue_run(pair, {"runId": sent["runId"], "workerId": "w1"})
     assert caught.value.code == errors.LEASE_LOST
-    listed = await runs.list_runs(pair, {"sessionId": "conv-b"})
+    listed = await host_calls.list_runs(pair, {"sessionId": "conv-b"})
     assert [(r["status"], r["workerId"]) for r in listed["runs"]] == [("running", "w2")]
-    run = await runs.requeue_run(pair, {"runId": sent["runId"], "workerId": "w2"})
+    run = await host_calls.requeue_run(pair, {"runId": sent["runId"], "workerId": "w2"})
     assert (run["status"], run["attempts"]) == ("queued", 2)
 
 
 async def test_list_runs_filters_by_conversation_and_status(pair: Store) -> None:
     sent = await ask(pair, "conv-a", "conv-b", "q")
-    started = await runs.start_run(pair, {"sessionId": "conv-a"})
-    everything = await runs.list_runs(pair, {})
+    started = await host_calls.start_run(pair, {"sessionId": "conv-a"})
+    everything = await host_calls.list_runs(pair, {})
     assert [r["id"] for r in everything["runs"]] == [started["id"], sent["runId"]]
-    assert [r["id"] for r in (await runs.list_runs(pair, {"sessionId": "conv-b"}))["runs"]] == [
-        sent["runId"]
-    ]
-    running = await runs.list_runs(pair, {"status": "running", "limit": 10})
+    assert [
+        r["id"] for r in (await host_calls.list_runs(pair, {"sessionId": "conv-b"}))["runs"]
+    ] == [sent["runId"]]
+    running = await host_calls.list_runs(pair, {"status": "running", "limit": 10})
     assert [r["id"] for r in running["runs"]] == [started["id"]]
     with pytest.raises(DomainError) as caught:
-        await runs.list_runs(pair, {"status": "asleep"})
+        await host_calls.list_runs(pair, {"status": "asleep"})
     assert caught.value.code == errors.INVALID_STATUS
 
 
 async def test_enqueue_run_queues_a_run_for_a_worker_to_claim(pair: Store) -> None:
-    queued = await runs.enqueue_run(pair, {"sessionId": "conv-a", "runtimeText": "hi"})
+    queued = await host_calls.enqueue_run(pair, {"sessionId": "conv-a", "runtimeText": "hi"})
     assert (queued["status"], queued["kind"], queued["runtimeText"]) == (
         "queued",
         "user_turn",
@@ -312,5 +315,5 @@ async def test_enqueue_run_refuses_bad_params(
     pair: Store, params: dict[str, str], code: str
 ) -> None:
     with pytest.raises(DomainError) as caught:
-        await runs.enqueue_run(pair, params)
+        await host_calls.enqueue_run(pair, params)
     assert caught.value.code == code

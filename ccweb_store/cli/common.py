@@ -14,6 +14,8 @@ from ccweb_store.cli.logs import setup_logging as setup_logging  # the commands 
 from ccweb_store.config import Settings
 from ccweb_store.domain.durations import parse_duration
 
+_Call = TypeVar("_Call")
+
 if TYPE_CHECKING:
     from ccweb_store.store.uow import Store
 
@@ -127,6 +129,19 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``message`` to stderr and exit with ``code``."""
     typer.echo(f"ccweb-store: {message}", err=True)
     raise typer.Exit(code)
+
+
+def model_call(model: type[_Call], **fields: Any) -> _Call:
+    """A command's call as its model (``domain/host_calls.py``); a value the model refuses is
+    one line and exit 2, in the words the host API answers it with."""
+    from pydantic import ValidationError
+
+    from ccweb_store.protocol.argument_errors import invalid_arguments
+
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        fail(invalid_arguments(exc).message)
 
 
 def duration_option(value: str | None, flag: str) -> int | None:

@@ -14,6 +14,7 @@ from ccweb_store.cli.common import (
     Limit,
     OlderThan,
     duration_option,
+    model_call,
     print_json,
     with_store,
 )
@@ -44,20 +45,21 @@ def runs_list(
 
     Example: ccweb-store runs list --status running --older-than 1h
     """
-    from ccweb_store.services.debugging import list_runs
+    from ccweb_store.domain.host_calls import ListRuns
+    from ccweb_store.domain.ids import MAX_PAGE
+    from ccweb_store.services.runs import list_runs
     from ccweb_store.services.schemas import run_out
 
     seconds = duration_option(older_than, "--older-than")
-    runs = with_store(
-        database_url,
-        lambda store: list_runs(
-            store,
-            statuses=status,
-            conversation_id=conversation,
-            older_than_seconds=seconds,
-            limit=limit,
-        ),
+    limit = min(limit, MAX_PAGE)
+    query = model_call(
+        ListRuns,
+        status=status,
+        session_id=conversation,
+        older_than_seconds=seconds,
+        limit=limit,
     )
+    runs = with_store(database_url, lambda store: list_runs(store, query))
     if as_json:
         print_json({"runs": [run_out(run) for run in runs], "count": len(runs)})
     elif not runs:
@@ -81,9 +83,11 @@ def runs_requeue(
 
     Example: ccweb-store runs requeue run_0123
     """
+    from ccweb_store.domain.host_calls import RequeueRun
     from ccweb_store.services.runs import requeue_run
 
-    run = with_store(database_url, lambda store: requeue_run(store, {"runId": run_id}))
+    call = model_call(RequeueRun, run_id=run_id)
+    run = with_store(database_url, lambda store: requeue_run(store, call))
     if as_json:
         print_json(run)
     else:
@@ -112,12 +116,11 @@ def runs_cancel(
 
     Example: ccweb-store runs cancel run_0123 --reason "asked the wrong conversation"
     """
+    from ccweb_store.domain.host_calls import CancelRun
     from ccweb_store.services.runs import cancel_run
 
-    params: dict[str, object] = {"runId": run_id, "force": force}
-    if reason is not None:
-        params["reason"] = reason
-    result = with_store(database_url, lambda store: cancel_run(store, params))
+    call = model_call(CancelRun, run_id=run_id, reason=reason, force=force)
+    result = with_store(database_url, lambda store: cancel_run(store, call))
     if as_json:
         print_json(result)
         return

@@ -15,15 +15,16 @@ from collections.abc import Sequence
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.domain.kinds import ReplyStatus, Role, RunKind, RunStatus
 
-ROLES = ("user", "assistant", "system", "tool")
-REPLY_STATUSES = ("waiting", "ready", "returned", "failed")
-OPEN_REPLY_STATUSES = ("waiting", "ready", "failed")
-RUN_KINDS = ("user_turn", "cross_conversation", "reply_auto_run")
-RUN_STATUSES = ("queued", "running", "completed", "failed", "cancelled")
+ROLES = tuple(Role)
+REPLY_STATUSES = tuple(ReplyStatus)
+OPEN_REPLY_STATUSES = (ReplyStatus.WAITING, ReplyStatus.READY, ReplyStatus.FAILED)
+RUN_KINDS = tuple(RunKind)
+RUN_STATUSES = tuple(RunStatus)
 #: A run in one of these makes its conversation busy: a send to it is refused (``target_busy``).
-ACTIVE_RUN_STATUSES = ("queued", "running")
-FINISHED_RUN_STATUSES = ("completed", "failed", "cancelled")
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+FINISHED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 #: The state of the copy a database holds (``copy_marker``): being written, or finished.
 COPY_STATES = ("in progress", "done")
 

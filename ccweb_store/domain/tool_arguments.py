@@ -7,34 +7,30 @@ enum is the model's. On the wire the names are camelCase (generated aliases); in
 are snake_case. Keys a model does not name are ignored: threads that loaded an older schema
 still send them.
 
-A check that fails raises ``PydanticCustomError``: type ``"argument"`` carries the end of a
-sentence that starts with the argument's place (``questions[0].id must be …``); any other
-type is an error code (``invalid_conversation_id``) with its whole message.
+The base class, the common argument types and the checks are ``call_models``'.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
-from pydantic_core import PydanticCustomError
 
-from ccweb_store.domain.errors import INVALID_REPLY_MODE, DomainError
-from ccweb_store.domain.ids import AGENT_MAX_LENGTH, validate_session_id
+from ccweb_store.domain.call_models import (
+    CallModel,
+    ConversationId,
+    Text,
+    clamped,
+    clamped_int,
+    coded,
+    json_type,
+    refuse,
+    stripped_or_none,
+)
+from ccweb_store.domain.errors import INVALID_REPLY_MODE
+from ccweb_store.domain.ids import AGENT_MAX_LENGTH
 from ccweb_store.domain.kinds import ReplyMode
-
-#: The error type of a check whose message continues the argument's place.
-ARGUMENT = "argument"
 
 LIST_CONVERSATIONS_DEFAULT = 20
 LIST_CONVERSATIONS_MAX = 100
@@ -46,52 +42,6 @@ MAX_CHARS_MAX = 1000
 MAX_QUESTIONS = 10
 
 
-def _refuse(message: str) -> PydanticCustomError:
-    return PydanticCustomError(ARGUMENT, "{text}", {"text": message})
-
-
-def _domain_check(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``check`` with its ``DomainError`` turned into a validation error of that code."""
-
-    def checked(value: Any) -> Any:
-        try:
-            return check(value)
-        except DomainError as exc:
-            raise PydanticCustomError(exc.code, "{text}", {"text": exc.message}) from None
-
-    return checked
-
-
-def _clamped(low: int, high: int) -> Callable[[int], int]:
-    """A page size or budget outside ``low..high`` is brought inside it rather than refused:
-    a model that asks for too much still gets an answer."""
-    return lambda value: max(low, min(high, value))
-
-
-def _non_blank(value: str) -> str:
-    if not value.strip():
-        raise _refuse("must be a non-empty string")
-    return value
-
-
-def _stripped_or_none(value: str | None) -> str | None:
-    return (value.strip() or None) if value is not None else None
-
-
-def json_type(value: Any) -> str:
-    """The JSON type name of a decoded value, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    for kind, name in ((str, "string"), (int, "integer"), (float, "number")):
-        if isinstance(value, kind):
-            return name
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else type(value).__name__
-
-
 def _reply_mode(value: Any) -> Any:
     """An absent or null ``replyMode`` means ``one_way``; a text that is no mode is
     ``invalid_reply_mode`` with the rule an agent needs to choose."""
@@ -100,46 +50,20 @@ def _reply_mode(value: Any) -> Any:
     if isinstance(value, ReplyMode):
         return value
     if not isinstance(value, str):
-        raise _refuse(f"must be a string, got {json_type(value)}")
+        raise refuse(f"must be a string, got {json_type(value)}")
     if value not in tuple(ReplyMode):
-        raise PydanticCustomError(
+        raise coded(
             INVALID_REPLY_MODE,
-            "{text}",
-            {
-                "text": f"invalid replyMode {value!r}: use 'one_way' when you do not need the "
-                "result, 'return_and_continue' when you need it back"
-            },
+            f"invalid replyMode {value!r}: use 'one_way' when you do not need the result, "
+            "'return_and_continue' when you need it back",
         )
     return ReplyMode(value)
 
 
-def _clamped_int(default: int, high: int, description: str) -> Any:
-    return Field(
-        default=default,
-        description=description,
-        json_schema_extra={"minimum": 1, "maximum": high},
-    )
+class ToolArguments(CallModel):
+    """What every tool's arguments share (``CallModel``), and the arguments the published
+    schema lists as required although the model has a default for them."""
 
-
-ConversationId = Annotated[str, AfterValidator(_domain_check(validate_session_id))]
-Text = Annotated[str, AfterValidator(_non_blank)]
-
-
-class ToolArguments(BaseModel):
-    """What every tool's arguments share: camelCase on the wire, JSON types exactly (``1.0``
-    is no integer, ``"true"`` no boolean), unknown keys ignored, immutable once parsed."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        extra="ignore",
-        frozen=True,
-        strict=True,
-    )
-
-    #: Arguments the published schema lists as required although the model has a default
-    #: for them (``SendMessage.reply_mode``).
     published_required: ClassVar[tuple[str, ...]] = ()
 
 
@@ -206,10 +130,10 @@ class CreateConversation(ToolArguments):
 class ListConversations(ToolArguments):
     """``ccweb_list_conversations``."""
 
-    limit: Annotated[int, AfterValidator(_clamped(1, LIST_CONVERSATIONS_MAX))] = _clamped_int(
+    limit: Annotated[int, AfterValidator(clamped(1, LIST_CONVERSATIONS_MAX))] = clamped_int(
         LIST_CONVERSATIONS_DEFAULT, LIST_CONVERSATIONS_MAX, "How many conversations to return."
     )
-    query: Annotated[str | None, AfterValidator(_stripped_or_none)] = Field(
+    query: Annotated[str | None, AfterValidator(stripped_or_none)] = Field(
         default=None,
         max_length=QUERY_MAX_CHARS,
         description="Only conversations whose title or id contains this text (case-insensitive).",
@@ -236,17 +160,17 @@ class ListUserInputs(ToolArguments):
         default=None,
         description="Conversation to read; omit for this conversation.",
     )
-    limit: Annotated[int, AfterValidator(_clamped(1, USER_INPUTS_MAX))] = _clamped_int(
+    limit: Annotated[int, AfterValidator(clamped(1, USER_INPUTS_MAX))] = clamped_int(
         USER_INPUTS_DEFAULT, USER_INPUTS_MAX, "How many of the newest user messages to consider."
     )
-    max_chars: Annotated[int, AfterValidator(_clamped(1, MAX_CHARS_MAX))] = _clamped_int(
+    max_chars: Annotated[int, AfterValidator(clamped(1, MAX_CHARS_MAX))] = clamped_int(
         MAX_CHARS_DEFAULT, MAX_CHARS_MAX, "Character budget over all returned inputs."
     )
 
 
 def _options(value: list[str]) -> list[str]:
     if not all(option.strip() for option in value):
-        raise _refuse("must be a list of non-empty strings")
+        raise refuse("must be a list of non-empty strings")
     return [option.strip() for option in value]
 
 
@@ -265,7 +189,7 @@ class Question(ToolArguments):
     @model_validator(mode="after")
     def _answerable(self) -> Question:
         if not self.options and self.allow_free_text is False:
-            raise _refuse("offers no options and no free text, so it cannot be answered")
+            raise refuse("offers no options and no free text, so it cannot be answered")
         return self
 
     @property
@@ -278,14 +202,14 @@ def _unique_ids(questions: list[Question]) -> list[Question]:
     ids = [question.id for question in questions]
     repeated = sorted({qid for qid in ids if ids.count(qid) > 1})
     if repeated:
-        raise _refuse(f"must have unique ids; repeated: {', '.join(repeated)}")
+        raise refuse(f"must have unique ids; repeated: {', '.join(repeated)}")
     return questions
 
 
 class PromptUser(ToolArguments):
     """``ccweb_prompt_user``."""
 
-    title: Annotated[str | None, AfterValidator(_stripped_or_none)] = Field(
+    title: Annotated[str | None, AfterValidator(stripped_or_none)] = Field(
         default=None, description="Heading of the form."
     )
     questions: Annotated[list[Question], AfterValidator(_unique_ids)] = Field(

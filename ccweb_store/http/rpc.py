@@ -2,7 +2,9 @@
 
 Every entry of ``METHODS`` is ``async def fn(store, params) -> result``; a ``DomainError`` it
 raises becomes ``{"code": -32000, "message": …, "data": {"code": "<snake_case>"}}``.
-Add a method by adding a row that points at the service function.
+Add a method by adding a row that points at the service function. A method whose call has a
+model (``domain/host_calls.py``) is a ``typed`` row: its params are validated into the model
+here, once, and the service takes the model; its answer is shaped for the wire here too.
 """
 
 from __future__ import annotations
@@ -12,16 +14,29 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+from pydantic import TypeAdapter
 from starlette.responses import Response
 
 from ccweb_store.config import Settings
-from ccweb_store.domain.arguments import optional_int, optional_str, reject_nul
+from ccweb_store.domain.arguments import optional_int, optional_str, reject_nul, require_mapping
+from ccweb_store.domain.call_models import CallModel
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.domain.host_calls import (
+    CancelRun,
+    ClaimRun,
+    CompleteRun,
+    EnqueueRun,
+    HeartbeatRun,
+    ListRuns,
+    RequeueRun,
+    StartRun,
+)
 from ccweb_store.http.asgi import Answer, Incoming, JSONAnswer
 from ccweb_store.http.metrics import note_call
 from ccweb_store.http.payloads import Rejected, read_payload
 from ccweb_store.protocol import jsonrpc, tools
+from ccweb_store.protocol.argument_errors import parsed
 from ccweb_store.services import (
     conversations,
     credentials,
@@ -32,6 +47,8 @@ from ccweb_store.services import (
     replies,
     runs,
 )
+from ccweb_store.services.schemas import run_out
+from ccweb_store.store.models import Run
 from ccweb_store.store.uow import Store
 
 #: What the 405 answer to any method but ``POST`` adds.
@@ -40,6 +57,29 @@ NOT_ALLOWED = "send JSON-RPC with POST"
 _T = TypeVar("_T")
 
 RpcMethod = Callable[[Store, Mapping[str, Any]], Awaitable[Any]]
+_M = TypeVar("_M", bound=CallModel)
+_R = TypeVar("_R")
+
+
+def typed(
+    model: type[_M],
+    handler: Callable[[Store, _M], Awaitable[_R]],
+    shown: Callable[[_R], Any] | None = None,
+) -> RpcMethod:
+    """A method whose params are validated into ``model`` before ``handler`` runs (a
+    non-object ``params`` is ``invalid_arguments`` too), its result shaped by ``shown``."""
+    adapter = TypeAdapter(model)
+
+    async def method(store: Store, params: Mapping[str, Any]) -> Any:
+        call = parsed(adapter, require_mapping(params, "params"))
+        result = await handler(store, call)
+        return shown(result) if shown is not None else result
+
+    return method
+
+
+def _runs_out(rows: list[Run]) -> dict[str, Any]:
+    return {"runs": [run_out(row) for row in rows]}
 
 
 async def list_tools(store: Store, params: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -85,14 +125,14 @@ METHODS: dict[str, RpcMethod] = {
     "message.append": conversations.append_message,
     "message.list": conversations.list_messages,
     "message.recent": conversations.recent_messages,
-    "run.start": runs.start_run,
-    "run.enqueue": runs.enqueue_run,
-    "run.claim": runs.claim_run,
-    "run.heartbeat": runs.heartbeat_run,
-    "run.complete": runs.complete_run,
-    "run.list": runs.list_runs,
-    "run.requeue": runs.requeue_run,
-    "run.cancel": runs.cancel_run,
+    "run.start": typed(StartRun, runs.start_run),
+    "run.enqueue": typed(EnqueueRun, runs.enqueue_run),
+    "run.claim": typed(ClaimRun, runs.claim_run),
+    "run.heartbeat": typed(HeartbeatRun, runs.heartbeat_run),
+    "run.complete": typed(CompleteRun, runs.complete_run),
+    "run.list": typed(ListRuns, runs.list_runs, _runs_out),
+    "run.requeue": typed(RequeueRun, runs.requeue_run),
+    "run.cancel": typed(CancelRun, runs.cancel_run),
     "events.list": events.list_events,
     "reply.list": replies.list_replies,
     "reply.get": replies.get_reply,

@@ -10,13 +10,16 @@ brings its sentence, or its error code and whole message.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
+from ccweb_store.domain.call_models import ARGUMENT, json_type
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, InvalidInput
-from ccweb_store.domain.tool_arguments import ARGUMENT, json_type
+
+M = TypeVar("M")
 
 #: The JSON type pydantic's type errors ask for, by error type.
 EXPECTED_TYPES = {
@@ -40,15 +43,24 @@ def place(location: Sequence[int | str]) -> str:
     return text or "arguments"
 
 
-def invalid_arguments(error: ValidationError, tool_name: str) -> InvalidInput:
+def parsed(adapter: TypeAdapter[M], args: Mapping[str, Any], prefix: str | None = None) -> M:
+    """``args`` validated into ``adapter``'s model, reading only the wire's camelCase names;
+    else the first problem as ``invalid_arguments`` (led by ``prefix``, a tool's name)."""
+    try:
+        return adapter.validate_python(args, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        raise invalid_arguments(exc, prefix) from None
+
+
+def invalid_arguments(error: ValidationError, prefix: str | None = None) -> InvalidInput:
     """The first problem of ``error`` as ``invalid_arguments`` (or a model check's own code),
-    its message led by the tool's name."""
+    its message led by ``prefix`` (a tool's name) when there is one."""
     details = error.errors(include_url=False)
     # An argument given wrong comes before one left out: the model learns at once what it
     # got wrong, as the tools have always told it.
     first = next((d for d in details if d["type"] != "missing"), details[0])
     message, code = _sentence(first)
-    return InvalidInput(f"{tool_name}: {message}", code=code)
+    return InvalidInput(f"{prefix}: {message}" if prefix else message, code=code)
 
 
 def _sentence(detail: ErrorDetails) -> tuple[str, str]:
@@ -69,6 +81,10 @@ def _sentence(detail: ErrorDetails) -> tuple[str, str]:
     if kind == "string_too_long":
         limit = context["max_length"]
         return f"{where} is {len(value)} characters long; the limit is {limit}", INVALID_ARGUMENTS
+    if kind == "greater_than_equal":
+        return f"{where} must be at least {context['ge']}, got {value}", INVALID_ARGUMENTS
+    if kind == "less_than_equal":
+        return f"{where} must be at most {context['le']}, got {value}", INVALID_ARGUMENTS
     if kind in ("too_short", "too_long"):
         return _count_sentence(where, detail), INVALID_ARGUMENTS
     return f"{where}: {detail['msg']}", INVALID_ARGUMENTS

@@ -16,14 +16,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from ccweb_store.domain import tool_arguments as arguments
 from ccweb_store.domain.arguments import reject_nul
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.domain.kinds import ReplyMode
-from ccweb_store.protocol.argument_errors import invalid_arguments
+from ccweb_store.protocol.argument_errors import parsed
 from ccweb_store.services import conversations, messaging, prompt_forms, user_inputs
 from ccweb_store.store.uow import Store
 
@@ -107,10 +107,7 @@ class Tool(Generic[A]):
     def parse(self, args: Mapping[str, Any]) -> A:
         """The call's arguments as the tool's model, or ``invalid_arguments`` naming the
         first problem. Only the wire's camelCase names are read."""
-        try:
-            return self.adapter.validate_python(args, by_alias=True, by_name=False)
-        except ValidationError as exc:
-            raise invalid_arguments(exc, self.name) from None
+        return parsed(self.adapter, args, self.name)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_schema", published_schema(self.arguments))

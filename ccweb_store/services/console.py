@@ -14,6 +14,7 @@ from typing import Any
 
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.domain.host_calls import ListRuns
 from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
     OPEN_REPLY_STATUSES,
@@ -21,7 +22,7 @@ from ccweb_store.domain.ids import (
 )
 from ccweb_store.domain.tool_arguments import ListUserInputs
 from ccweb_store.services import conversations, replies, runs, user_inputs
-from ccweb_store.services.schemas import message_out
+from ccweb_store.services.schemas import message_out, run_out
 from ccweb_store.store.uow import Store
 
 #: How many conversations, open requests and active runs the overview shows at most.
@@ -76,9 +77,12 @@ async def overview(store: Store, chosen: ReplyFilter) -> dict[str, Any]:
             store, {"status": list(OPEN_REPLY_STATUSES), "limit": OVERVIEW_REPLIES}
         )
     )["replies"]
-    active_runs = (
-        await runs.list_runs(store, {"status": list(ACTIVE_RUN_STATUSES), "limit": OVERVIEW_RUNS})
-    )["runs"]
+    active_runs = [
+        run_out(row)
+        for row in await runs.list_runs(
+            store, ListRuns(status=list(ACTIVE_RUN_STATUSES), limit=OVERVIEW_RUNS)
+        )
+    ]
     incoming = Counter(reply["targetConversationId"] for reply in open_replies)
     outgoing = Counter(reply["sourceConversationId"] for reply in open_replies)
     for session in sessions:
@@ -118,11 +122,12 @@ async def conversation(store: Store, session_id: str, before_seq: int | None) ->
             {"status": list(OPEN_REPLY_STATUSES), "sessionId": session_id, "limit": 100},
         )
     )["replies"]
-    active_runs = (
-        await runs.list_runs(
-            store, {"sessionId": session_id, "status": list(ACTIVE_RUN_STATUSES), "limit": 50}
+    active_runs = [
+        run_out(row)
+        for row in await runs.list_runs(
+            store, ListRuns(session_id=session_id, status=list(ACTIVE_RUN_STATUSES), limit=50)
         )
-    )["runs"]
+    ]
     for run in active_runs:  # the runs table names each run's conversation, as the overview's
         run["sessionTitle"] = session["title"]
     return {

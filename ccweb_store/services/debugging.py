@@ -15,7 +15,6 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.errors import InvalidInput, NotFound
 from ccweb_store.domain.ids import (
     OPEN_REPLY_STATUSES,
-    RUN_STATUSES,
     validate_choice,
     validate_session_id,
 )
@@ -204,27 +203,3 @@ async def reply_story(store: Store, request_id: str) -> ReplyStory:
             if reply_message is not None and reply_message not in source_messages:
                 source_messages.append(reply_message)
     return ReplyStory(reply, runs, request_message, reply_message, source_messages)
-
-
-async def list_runs(
-    store: Store,
-    *,
-    statuses: Sequence[str] | None = None,
-    conversation_id: str | None = None,
-    older_than_seconds: int | None = None,
-    limit: int = 100,
-    now: datetime | None = None,
-) -> list[Run]:
-    """Runs matching the filters, newest first."""
-    for status in statuses or ():
-        validate_choice(status, RUN_STATUSES, errors.INVALID_STATUS, "run status")
-    if conversation_id is not None:
-        validate_session_id(conversation_id)
-    _check_limit(limit)
-    async with store.read_uow() as uow:
-        return await uow.runs.list_recent(
-            session_id=conversation_id,
-            statuses=statuses,
-            created_before=_cutoff(older_than_seconds, now),
-            limit=limit,
-        )

@@ -34,9 +34,9 @@ async def backlog(store: Store, *, now: datetime | None = None) -> Backlog:
         run_counts = await uow.monitoring.active_runs_by_status()
         reply_counts = await uow.monitoring.open_replies_by_status()
         oldest = await uow.monitoring.oldest_waiting_since()
-    runs = dict.fromkeys(ACTIVE_RUN_STATUSES, 0)
+    runs: dict[str, int] = dict.fromkeys(ACTIVE_RUN_STATUSES, 0)
     runs.update(run_counts)
-    replies = dict.fromkeys(OPEN_REPLY_STATUSES, 0)
+    replies: dict[str, int] = dict.fromkeys(OPEN_REPLY_STATUSES, 0)
     replies.update(reply_counts)
     waited = 0.0
     if oldest is not None:

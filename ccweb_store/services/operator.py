@@ -18,11 +18,13 @@ from ccweb_store.domain.arguments import (
     optional_str_list,
     require_str,
 )
+from ccweb_store.domain.host_calls import ListRuns
 from ccweb_store.domain.ids import MAX_PAGE, validate_session_id
 from ccweb_store.domain.timestamps import iso
 from ccweb_store.services import debugging
 from ccweb_store.services.conversations import session_search
 from ccweb_store.services.debugging import ConversationActivity
+from ccweb_store.services.runs import list_runs
 from ccweb_store.services.schemas import run_out, session_fields
 from ccweb_store.store.models import Session
 from ccweb_store.store.uow import Store
@@ -70,7 +72,7 @@ async def show_conversation(store: Store, params: Mapping[str, Any]) -> dict[str
         row = await uow.sessions.require(session_id)
     activity = await debugging.activity_of(store, session_id)
     pending = await debugging.list_pending_replies(store, conversation_id=session_id)
-    runs = await debugging.list_runs(store, conversation_id=session_id, limit=CONVERSATION_RUNS)
+    runs = await list_runs(store, ListRuns(session_id=session_id, limit=CONVERSATION_RUNS))
     return {
         "conversation": conversation_out(row, activity),
         "openRequests": [item.to_json() for item in pending],

@@ -13,32 +13,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ccweb_store.config import MAX_LEASE_SECONDS
 from ccweb_store.domain import errors
-from ccweb_store.domain.arguments import (
-    bounded_int,
-    optional_bool,
-    optional_int,
-    optional_number,
-    optional_object,
-    optional_str,
-    optional_str_list,
-    require_mapping,
-    require_str,
-)
 from ccweb_store.domain.errors import Conflict
 from ccweb_store.domain.events import CLAIMABLE_AFTER
+from ccweb_store.domain.host_calls import (
+    MIN_LEASE_SECONDS,
+    CancelRun,
+    ClaimRun,
+    CompleteRun,
+    EnqueueRun,
+    HeartbeatRun,
+    ListRuns,
+    RequeueRun,
+    StartRun,
+)
 from ccweb_store.domain.ids import (
     FINISHED_RUN_STATUSES,
-    ID_MAX_LENGTH,
-    MAX_PAGE,
-    RUN_KINDS,
-    validate_choice,
-    validate_session_id,
 )
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import credentials
@@ -56,49 +50,35 @@ from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
 
-COMPLETION_STATUSES = ("completed", "failed")
 #: How many times ``run.claim`` claims again after losing a race (``ClaimRace``).
 CLAIM_ATTEMPTS = 5
-#: The longest a long-polling ``run.claim`` waits (``waitSeconds``).
-MAX_WAIT_SECONDS = 60
 #: A long-polling claim tries again at least this often with no event: a lease that expired
 #: makes its run claimable without one when no sweeper runs.
 RECLAIM_EVERY_S = 5.0
-#: The shortest lease a worker may ask for (``leaseSeconds``); ``_lease_expired`` relies on it.
-MIN_LEASE_SECONDS = 1
 
 
-async def start_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def start_run(store: Store, call: StartRun) -> dict[str, Any]:
     """``run.start``: a run the host drives itself, already ``running`` (``conversation_busy``)."""
-    params = require_mapping(params, "params")
-    session_id = validate_session_id(require_str(params, "sessionId"))
-    kind = validate_choice(params.get("kind", "user_turn"), RUN_KINDS, errors.INVALID_KIND, "kind")
-    runtime_text = optional_str(params, "runtimeText")
-    worker_id = optional_str(params, "workerId", max_length=ID_MAX_LENGTH)
     async with store.uow() as uow:
-        await uow.sessions.require(session_id)
-        run = await uow.runs.start(session_id, kind, runtime_text=runtime_text, worker_id=worker_id)
+        await uow.sessions.require(call.session_id)
+        run = await uow.runs.start(
+            call.session_id, call.kind, runtime_text=call.runtime_text, worker_id=call.worker_id
+        )
         await uow.commit()
     return run_out(run)
 
 
-async def enqueue_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def enqueue_run(store: Store, call: EnqueueRun) -> dict[str, Any]:
     """``run.enqueue``: a ``queued`` run for a worker to claim (what a host does when a person
     writes in a conversation that a worker drives, ``ccweb-store worker``)."""
-    params = require_mapping(params, "params")
-    session_id = validate_session_id(require_str(params, "sessionId"))
-    kind = validate_choice(params.get("kind", "user_turn"), RUN_KINDS, errors.INVALID_KIND, "kind")
-    runtime_text = optional_str(params, "runtimeText")
     async with store.uow() as uow:
-        await uow.sessions.require(session_id)
-        run = await uow.runs.enqueue(session_id, kind, runtime_text=runtime_text)
+        await uow.sessions.require(call.session_id)
+        run = await uow.runs.enqueue(call.session_id, call.kind, runtime_text=call.runtime_text)
         await uow.commit()
     return run_out(run)
 
 
-async def claim_run(
-    store: Store, params: Mapping[str, Any], *, now: datetime | None = None
-) -> dict[str, Any]:
+async def claim_run(store: Store, call: ClaimRun, *, now: datetime | None = None) -> dict[str, Any]:
     """``run.claim``: lease the oldest queued run of an idle conversation, or ``{run: None}``.
 
     Expired leases are requeued (or failed) first, so a dead worker's run is claimable again.
@@ -113,16 +93,11 @@ async def claim_run(
     ``mintCredential: {expiresInSeconds?, label?}`` adds ``credential`` (as
     ``credential.mint``: the run's conversation, at the run's hop count).
     """
-    params = require_mapping(params, "params")
-    worker_id = require_str(params, "workerId", max_length=ID_MAX_LENGTH)
-    lease = _lease_seconds(store, params)
-    kinds = optional_str_list(params, "kinds")
-    for kind in kinds or ():
-        validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "kind")
-    wait = optional_number(
-        params, "waitSeconds", minimum=0, maximum=MAX_WAIT_SECONDS, unit=" seconds"
-    )
-    extras = await _claim_extras(store, params)
+    worker_id = call.worker_id
+    lease = call.lease_seconds or store.settings.lease_seconds
+    kinds: list[str] | None = list(call.kinds) if call.kinds is not None else None
+    wait = call.wait_seconds
+    extras = await _claim_extras(store, call)
     if not wait:
         return await _claim_now(store, worker_id, lease, kinds, now, extras)
     loop = asyncio.get_running_loop()
@@ -146,11 +121,11 @@ def _claimable(event: dict[str, Any]) -> bool:
 ClaimExtras = Callable[[UnitOfWork, Run], Awaitable[dict[str, Any]]]
 
 
-async def _claim_extras(store: Store, params: Mapping[str, Any]) -> ClaimExtras | None:
+async def _claim_extras(store: Store, call: ClaimRun) -> ClaimExtras | None:
     """What ``withConversation`` and ``mintCredential`` ask the claim to add (checked before
     anything is claimed; None: nothing)."""
-    with_conversation = optional_bool(params, "withConversation")
-    minting = optional_object(params, "mintCredential")
+    with_conversation = call.with_conversation
+    minting = call.mint_credential
     if not with_conversation and minting is None:
         return None
     mint = None
@@ -231,18 +206,6 @@ async def _claim_in(
     return None if run is None else (run, added)
 
 
-def _lease_seconds(store: Store, params: Mapping[str, Any]) -> int:
-    """``leaseSeconds`` (``MIN_LEASE_SECONDS`` to ``MAX_LEASE_SECONDS``), else the setting."""
-    lease = optional_int(
-        params,
-        "leaseSeconds",
-        minimum=MIN_LEASE_SECONDS,
-        maximum=MAX_LEASE_SECONDS,
-        unit=" (7 days; heartbeat to hold a run longer)",
-    )
-    return lease or store.settings.lease_seconds
-
-
 async def _lease_expired(store: Store, uow: UnitOfWork, now: datetime | None) -> bool:
     """Whether a running run's lease has passed, asking the database at most once a second.
 
@@ -274,12 +237,10 @@ def _lease_probe_due(store: Store, now: datetime | None) -> bool:
     return horizon is None or utcnow() >= horizon
 
 
-async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def heartbeat_run(store: Store, call: HeartbeatRun) -> dict[str, Any]:
     """``run.heartbeat``: extend the lease of a run this worker holds (``lease_lost`` otherwise)."""
-    params = require_mapping(params, "params")
-    run_id = require_str(params, "runId")
-    worker_id = require_str(params, "workerId", max_length=ID_MAX_LENGTH)
-    lease = _lease_seconds(store, params)
+    run_id, worker_id = call.run_id, call.worker_id
+    lease = call.lease_seconds or store.settings.lease_seconds
     async with store.uow() as uow:
         run = await uow.runs.require(run_id)
         if not await uow.runs.heartbeat(run_id, worker_id, lease_seconds=lease):
@@ -288,7 +249,7 @@ async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> dict[str, An
     return run_out(run)
 
 
-async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def complete_run(store: Store, call: CompleteRun) -> dict[str, Any]:
     """``run.complete``: close the run, append its output, answer and deliver replies.
 
     One transaction. Only the run's lease holder closes it: ``workerId`` must name the worker
@@ -298,14 +259,8 @@ async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any
     a finished run, as its holder, changes nothing and returns the same run, message and
     replies (in their current state).
     """
-    params = require_mapping(params, "params")
-    run_id = require_str(params, "runId")
-    status = validate_choice(
-        params.get("status"), COMPLETION_STATUSES, errors.INVALID_STATUS, "run status"
-    )
-    output = optional_str(params, "output")
-    error = optional_str(params, "error")
-    worker_id = optional_str(params, "workerId", max_length=ID_MAX_LENGTH)
+    run_id, status, worker_id = call.run_id, call.status, call.worker_id
+    output, error = call.output, call.error
     async with store.uow() as uow:
         # The conditional UPDATE locks and closes the run in one statement, if this caller
         # holds it; only a run it could not close (finished, held by another, unknown) needs
@@ -321,28 +276,28 @@ async def complete_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any
     return completion_out(run, message, replies)
 
 
-async def list_runs(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
-    """``run.list``: newest first, by conversation and/or status."""
-    params = require_mapping(params, "params")
-    session_id = optional_str(params, "sessionId")
-    if session_id is not None:
-        validate_session_id(session_id)
-    statuses = optional_str_list(params, "status")
-    limit = bounded_int(params, "limit", 50, MAX_PAGE)
+async def list_runs(store: Store, query: ListRuns, *, now: datetime | None = None) -> list[Run]:
+    """``run.list`` (and the operator's listings): runs newest first, by conversation, status
+    and age."""
+    cutoff = None
+    if query.older_than_seconds is not None:
+        cutoff = (now or utcnow()) - timedelta(seconds=query.older_than_seconds)
     async with store.read_uow() as uow:
-        rows = await uow.runs.list_recent(session_id=session_id, statuses=statuses, limit=limit)
-    return {"runs": [run_out(row) for row in rows]}
+        return await uow.runs.list_recent(
+            session_id=query.session_id,
+            statuses=query.status,
+            created_before=cutoff,
+            limit=query.limit,
+        )
 
 
-async def requeue_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def requeue_run(store: Store, call: RequeueRun) -> dict[str, Any]:
     """Put a running run back in the queue (its worker died); counts as an attempt.
 
     With ``workerId`` (a worker giving back a run it cannot finish), only while that worker
     holds the run: ``lease_lost`` when the lease moved, so it never takes a run from its new
     holder."""
-    params = require_mapping(params, "params")
-    run_id = require_str(params, "runId")
-    worker_id = optional_str(params, "workerId", max_length=ID_MAX_LENGTH)
+    run_id, worker_id = call.run_id, call.worker_id
     async with store.uow() as uow:
         run = await uow.runs.require(run_id, for_update=True)
         if worker_id is not None and run.status == "running" and run.worker_id != worker_id:
@@ -356,17 +311,15 @@ async def requeue_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]
     return run_out(run)
 
 
-async def cancel_run(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def cancel_run(store: Store, call: CancelRun) -> dict[str, Any]:
     """``run.cancel``: end a queued run (or, with ``force``, a running one) as ``cancelled``.
 
     The reply requests the run carried move as ``run.complete`` with ``status: failed`` moves
     them (the source is told its request failed, with ``reason``), so nobody waits for a run
     that will never end. A worker still holding a forced run loses its lease at its next
     heartbeat and stops. Returns what ``run.complete`` returns."""
-    params = require_mapping(params, "params")
-    run_id = require_str(params, "runId")
-    reason = optional_str(params, "reason") or "cancelled by the operator"
-    force = optional_bool(params, "force")
+    run_id, force = call.run_id, call.force
+    reason = call.reason or "cancelled by the operator"
     async with store.uow() as uow:
         current = await uow.runs.require(run_id, for_update=True)
         if current.status == "running" and not force:

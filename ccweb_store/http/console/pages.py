@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
+from ccweb_store.domain.host_calls import RequeueRun
 from ccweb_store.domain.ids import OPEN_REPLY_STATUSES
 from ccweb_store.http.console import HOME, LOGIN_PATH, STATIC_PREFIX, session
 from ccweb_store.http.headers import SECURITY_HEADERS
@@ -333,7 +334,7 @@ async def requeue_run(request: Request) -> Response:
     run_id = request.path_params["run_id"]
 
     async def act(store: Store, form: dict[str, str]) -> str:
-        await runs.requeue_run(store, {"runId": run_id})
+        await runs.requeue_run(store, RequeueRun(run_id=run_id))
         return f"run {run_id} requeued"
 
     return await _action(request, act)

@@ -1,0 +1,101 @@
+"""What every call's model shares: the base class (camelCase on the wire, JSON types exactly,
+unknown keys ignored, immutable), the types of common arguments, and the checks that raise
+validation errors the edge turns into ``invalid_arguments`` sentences
+(``protocol.argument_errors``).
+
+A check that fails raises ``PydanticCustomError``: type ``"argument"`` carries the end of a
+sentence that starts with the argument's place (``questions[0].id must be …``); any other
+type is an error code (``invalid_conversation_id``) with its whole message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from ccweb_store.domain.errors import DomainError
+from ccweb_store.domain.ids import validate_session_id
+
+#: The error type of a check whose message continues the argument's place.
+ARGUMENT = "argument"
+
+
+def refuse(message: str) -> PydanticCustomError:
+    return PydanticCustomError(ARGUMENT, "{text}", {"text": message})
+
+
+def domain_check(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``check`` with its ``DomainError`` turned into a validation error of that code."""
+
+    def checked(value: Any) -> Any:
+        try:
+            return check(value)
+        except DomainError as exc:
+            raise PydanticCustomError(exc.code, "{text}", {"text": exc.message}) from None
+
+    return checked
+
+
+def clamped(low: int, high: int) -> Callable[[int], int]:
+    """A page size or budget outside ``low..high`` is brought inside it rather than refused:
+    a model that asks for too much still gets an answer."""
+    return lambda value: max(low, min(high, value))
+
+
+def non_blank(value: str) -> str:
+    if not value.strip():
+        raise refuse("must be a non-empty string")
+    return value
+
+
+def stripped_or_none(value: str | None) -> str | None:
+    return (value.strip() or None) if value is not None else None
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a decoded value, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    for kind, name in ((str, "string"), (int, "integer"), (float, "number")):
+        if isinstance(value, kind):
+            return name
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else type(value).__name__
+
+
+def coded(code: str, message: str) -> PydanticCustomError:
+    """A validation error with an error code of its own and its whole message."""
+    return PydanticCustomError(code, "{text}", {"text": message})
+
+
+def clamped_int(default: int, high: int, description: str) -> Any:
+    return Field(
+        default=default,
+        description=description,
+        json_schema_extra={"minimum": 1, "maximum": high},
+    )
+
+
+ConversationId = Annotated[str, AfterValidator(domain_check(validate_session_id))]
+Text = Annotated[str, AfterValidator(non_blank)]
+
+
+class CallModel(BaseModel):
+    """What every call's model shares: camelCase on the wire, JSON types exactly (``1.0``
+    is no integer, ``"true"`` no boolean), unknown keys ignored, immutable once parsed."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        extra="ignore",
+        frozen=True,
+        strict=True,
+    )

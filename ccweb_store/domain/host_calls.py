@@ -1,0 +1,182 @@
+"""The host API's calls as pydantic models (SPEC §3), one per method: what ``/rpc`` parses a
+call's ``params`` into, once, where it enters (``http/rpc.py``), and what the services take.
+
+The run queue's methods (``run.*``) are here. Like the tools' models (``tool_arguments``),
+names are camelCase on the wire and snake_case in Python, JSON types are exact and unknown
+keys are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field
+
+from ccweb_store.domain.call_models import (
+    CallModel,
+    ConversationId,
+    Text,
+    clamped,
+    coded,
+    json_type,
+    refuse,
+)
+from ccweb_store.domain.errors import INVALID_KIND, INVALID_STATUS
+from ccweb_store.domain.ids import ID_MAX_LENGTH, MAX_PAGE
+from ccweb_store.domain.kinds import RunKind, RunStatus
+
+#: The longest lease a worker may ask for: a week (it heartbeats to hold a run longer).
+MAX_LEASE_SECONDS = 7 * 24 * 3600
+#: The shortest lease a worker may ask for (``leaseSeconds``); ``runs._lease_expired`` relies
+#: on it.
+MIN_LEASE_SECONDS = 1
+#: The longest a long-polling ``run.claim`` waits (``waitSeconds``).
+MAX_WAIT_SECONDS = 60
+#: How many runs ``run.list`` returns when it is not told.
+DEFAULT_RUN_PAGE = 50
+#: The statuses ``run.complete`` closes a run with.
+COMPLETION_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED)
+
+
+def _one_of(
+    choices: tuple[str, ...], code: str, what: str, make: Callable[[str], Any]
+) -> Callable[[Any], Any]:
+    """A text that must be one of ``choices`` (``code`` otherwise), as ``make`` makes it."""
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, str) or value not in choices:
+            raise coded(code, f"invalid {what} {value!r}: expected one of {', '.join(choices)}")
+        return make(value)
+
+    return check
+
+
+def _listed(value: Any) -> Any:
+    """One text stands for a list of one."""
+    return [value] if isinstance(value, str) else value
+
+
+def _shown(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _between(low: float, high: float, unit: str = "") -> Callable[[Any], Any]:
+    """A number from ``low`` to ``high``; the refusal names the bound and ``unit``."""
+
+    def check(value: Any) -> Any:
+        if value < low:
+            raise refuse(f"must be at least {_shown(low)}, got {_shown(value)}")
+        if value > high:
+            raise refuse(f"must be at most {_shown(high)}{unit}, got {_shown(value)}")
+        return value
+
+    return check
+
+
+def _number(value: Any) -> Any:
+    """An integer where a number is asked is that number (JSON does not tell them apart)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if value is not None and not isinstance(value, float):
+        raise refuse(f"must be a number, got {json_type(value)}")
+    return value
+
+
+RUN_KIND_NAMES = tuple(RunKind)
+Kind = Annotated[RunKind, BeforeValidator(_one_of(RUN_KIND_NAMES, INVALID_KIND, "kind", RunKind))]
+WorkerId = Annotated[str, Field(max_length=ID_MAX_LENGTH)]
+LeaseSeconds = Annotated[
+    int,
+    AfterValidator(
+        _between(MIN_LEASE_SECONDS, MAX_LEASE_SECONDS, " (7 days; heartbeat to hold a run longer)")
+    ),
+]
+
+
+class StartRun(CallModel):
+    """``run.start``: a run the host drives itself, already ``running``."""
+
+    session_id: ConversationId
+    kind: Kind = RunKind.USER_TURN
+    runtime_text: str | None = None
+    worker_id: WorkerId | None = None
+
+
+class EnqueueRun(CallModel):
+    """``run.enqueue``: a ``queued`` run for a worker to claim."""
+
+    session_id: ConversationId
+    kind: Kind = RunKind.USER_TURN
+    runtime_text: str | None = None
+
+
+class ClaimRun(CallModel):
+    """``run.claim``: lease the oldest queued run of an idle conversation."""
+
+    worker_id: Annotated[Text, Field(max_length=ID_MAX_LENGTH)]
+    lease_seconds: LeaseSeconds | None = None
+    kinds: Annotated[list[Kind] | None, BeforeValidator(_listed)] = None
+    wait_seconds: Annotated[
+        float | None,
+        BeforeValidator(_number),
+        AfterValidator(_between(0, MAX_WAIT_SECONDS, " seconds")),
+    ] = None
+    with_conversation: bool = False
+    mint_credential: dict[str, Any] | None = None
+
+
+class HeartbeatRun(CallModel):
+    """``run.heartbeat``: extend the lease of a run this worker holds."""
+
+    run_id: Text
+    worker_id: Annotated[Text, Field(max_length=ID_MAX_LENGTH)]
+    lease_seconds: LeaseSeconds | None = None
+
+
+class CompleteRun(CallModel):
+    """``run.complete``: close a run with its output or error."""
+
+    run_id: Text
+    status: Annotated[
+        RunStatus,
+        BeforeValidator(
+            _one_of(tuple(COMPLETION_STATUSES), INVALID_STATUS, "run status", RunStatus)
+        ),
+    ]
+    output: str | None = None
+    error: str | None = None
+    worker_id: WorkerId | None = None
+
+
+class ListRuns(CallModel):
+    """``run.list``: runs newest first, by conversation, status and age."""
+
+    session_id: ConversationId | None = None
+    status: Annotated[
+        list[
+            Annotated[
+                RunStatus,
+                BeforeValidator(_one_of(tuple(RunStatus), INVALID_STATUS, "run status", RunStatus)),
+            ]
+        ]
+        | None,
+        BeforeValidator(_listed),
+    ] = None
+    older_than_seconds: Annotated[int, Field(ge=0)] | None = None
+    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_RUN_PAGE
+
+
+class RequeueRun(CallModel):
+    """``run.requeue``: put a running run back in the queue."""
+
+    run_id: Text
+    worker_id: WorkerId | None = None
+
+
+class CancelRun(CallModel):
+    """``run.cancel``: end a queued run, or a running one with ``force``."""
+
+    run_id: Text
+    reason: str | None = None
+    force: bool = False

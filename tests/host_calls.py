@@ -1,0 +1,55 @@
+"""The host API's ``run.*`` methods called as ``/rpc`` calls them: wire params validated into
+the method's model at the edge (``http/rpc.py``'s table), so a test pins what a host sees."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ccweb_store.domain.host_calls import ClaimRun
+from ccweb_store.http.rpc import METHODS
+from ccweb_store.protocol.argument_errors import parsed
+from ccweb_store.services import runs
+from ccweb_store.store.uow import Store
+
+_CLAIM = TypeAdapter(ClaimRun)
+
+
+async def call(store: Store, method: str, params: Mapping[str, Any]) -> Any:
+    return await METHODS[method](store, params)
+
+
+async def start_run(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "run.start", params)
+
+
+async def enqueue_run(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "run.enqueue", params)
+
+
+async def claim_run(store: Store, params: Mapping[str, Any], *, now: datetime | None = None) -> Any:
+    """``run.claim``, at ``now`` when a test sets the clock."""
+    return await runs.claim_run(store, parsed(_CLAIM, params), now=now)
+
+
+async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "run.heartbeat", params)
+
+
+async def complete_run(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "run.complete", params)
+
+
+async def list_runs(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "run.list", params)
+
+
+async def requeue_run(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "run.requeue", params)
+
+
+async def cancel_run(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "run.cancel", params)
