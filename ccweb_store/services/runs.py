@@ -31,7 +31,7 @@ from ccweb_store.domain.arguments import (
     require_str,
 )
 from ccweb_store.domain.errors import Conflict
-from ccweb_store.domain.events import CLAIMABLE_AFTER
+from ccweb_store.domain.event_types import CLAIMABLE_AFTER
 from ccweb_store.domain.ids import (
     FINISHED_RUN_STATUSES,
     ID_MAX_LENGTH,

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors, events
+from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.errors import Conflict, NotFound
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, new_id, validate_session_id
 from ccweb_store.domain.timestamps import utcnow
@@ -172,7 +172,7 @@ class SessionRepository(Repository):
         if await self.get(session_id) is not None:
             raise taken()
         created = await self._insert(SessionRow, values, taken)
-        self.state.note(events.SESSION_CREATED, session_id, payload={"title": title})
+        self.state.note(event_types.SESSION_CREATED, session_id, payload={"title": title})
         return created
 
     async def get(self, session_id: str) -> SessionRow | None:
@@ -294,7 +294,7 @@ class SessionRepository(Repository):
         session = await self._update_returning(SessionRow, stmt)
         if session is not None:
             self.state.note(
-                events.SESSION_UPDATED,
+                event_types.SESSION_UPDATED,
                 session_id,
                 payload={"columns": ["archived_at"], "archived": archived_at is not None},
             )
@@ -304,4 +304,6 @@ class SessionRepository(Repository):
         """Overwrite the given columns of one session (the importer's final sync)."""
         stmt = sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
         await self._execute(stmt)
-        self.state.note(events.SESSION_UPDATED, session_id, payload={"columns": sorted(values)})
+        self.state.note(
+            event_types.SESSION_UPDATED, session_id, payload={"columns": sorted(values)}
+        )

@@ -1,4 +1,4 @@
-"""``GET /events``: the event outbox as Server-Sent Events (``services.events``).
+"""``GET /events``: the event outbox as Server-Sent Events (``services.event_reads``).
 
 Each event goes out as ``id: <id>``, ``event: <type>`` and ``data: <the event as JSON>``, so a
 browser's ``EventSource`` resumes by itself after a dropped connection (it sends the last
@@ -43,7 +43,7 @@ from ccweb_store.http.asgi import Answer, Incoming
 from ccweb_store.http.mcp_http import SourceError, presented_token
 from ccweb_store.services import credentials
 from ccweb_store.services.credentials import CredentialRefused
-from ccweb_store.services.events import (
+from ccweb_store.services.event_reads import (
     Cut,
     EventFilter,
     EventsExpired,
@@ -59,7 +59,9 @@ SEND_TIMEOUT_S = 30.0
 #: What a client's ``EventSource`` waits before reconnecting, in milliseconds.
 RETRY_MS = 1000
 
-log = logging.getLogger(__name__)
+#: Named as before the module was renamed from ``http.events``, so that log lines (and
+#: filters on their logger name) stay as they were.
+log = logging.getLogger("ccweb_store.http.events")
 
 
 class EventStream(EventSourceResponse):
