@@ -57,7 +57,7 @@ async def list_composer_items(store: Store, params: Mapping[str, Any]) -> list[d
     return tools.composer_items()
 
 
-async def call_tool(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def tools_call_method(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     """``tools.call`` / ``tools.callDynamic``: run a tool for a source conversation.
 
     Accepts ``tool`` or ``name``, ``args`` or ``arguments``, ``sourceSessionId`` and
@@ -111,8 +111,8 @@ METHODS: dict[str, RpcMethod] = {
     "tools.list": list_tools,
     "tools.dynamic": list_dynamic_tools,
     "tools.composerItems": list_composer_items,
-    "tools.call": call_tool,
-    "tools.callDynamic": call_tool,
+    "tools.call": tools_call_method,
+    "tools.callDynamic": tools_call_method,
 }
 
 
