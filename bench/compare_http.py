@@ -32,7 +32,7 @@ from harness import (
 
 from ccweb_store.config import Settings
 from ccweb_store.store.db import migrate
-from ccweb_store.store.models import Session
+from ccweb_store.store.models import SessionRow
 from ccweb_store.store.uow import Store
 
 SENDER = "sender"
@@ -107,7 +107,7 @@ async def prefill(url: str, targets: int) -> None:
         rows = [{"id": SENDER, "title": "Sender"}]
         rows += [{"id": f"target-{i}", "title": f"Target {i}"} for i in range(targets)]
         async with store.engine.begin() as connection:
-            await connection.execute(sa.insert(Session), rows)
+            await connection.execute(sa.insert(SessionRow), rows)
     finally:
         await store.dispose()
 

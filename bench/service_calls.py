@@ -49,7 +49,7 @@ from ccweb_store.domain.kinds import RunKind, RunStatus  # noqa: E402
 from ccweb_store.protocol import tools  # noqa: E402
 from ccweb_store.services import conversations, runs  # noqa: E402
 from ccweb_store.store.db import migrate  # noqa: E402
-from ccweb_store.store.models import Session  # noqa: E402
+from ccweb_store.store.models import SessionRow  # noqa: E402
 from ccweb_store.store.uow import Store  # noqa: E402
 
 WARM_UP = 100
@@ -128,7 +128,7 @@ async def measure_sends(url: str, sends: int, clients: int) -> dict[str, float]:
         targets = [f"tgt-{i}" for i in range(sends + WARM_UP * clients)]
         async with store.engine.begin() as connection:
             await connection.execute(
-                sa.insert(Session), [{"id": t, "title": f"Target {t}"} for t in targets]
+                sa.insert(SessionRow), [{"id": t, "title": f"Target {t}"} for t in targets]
             )
         source = Source("src", 0)
         queue = iter(targets)

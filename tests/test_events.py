@@ -20,12 +20,12 @@ import pytest
 import uvicorn
 
 from ccweb_store.config import Settings
-from ccweb_store.domain import events as types
+from ccweb_store.domain import event_types as types
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.http import events as events_endpoint
+from ccweb_store.http import event_stream as events_endpoint
 from ccweb_store.http.app import create_app
-from ccweb_store.services import events as event_service
-from ccweb_store.services.events import EventsExpired
+from ccweb_store.services import event_reads as event_service
+from ccweb_store.services.event_reads import EventsExpired
 from ccweb_store.store.event_feed import Subscription
 from ccweb_store.store.uow import Store
 from tests import host_calls, tool_calls
@@ -617,7 +617,7 @@ async def test_events_nobody_takes_wake_nobody_and_reach_no_later_subscriber(
 ) -> None:
     """A commit whose events no subscriber takes does not wake the reader; a subscriber that
     joins afterwards starts after them, and a later event still reaches everyone."""
-    from ccweb_store.services.events import EventFilter, follow
+    from ccweb_store.services.event_reads import EventFilter, follow
 
     async def append(conversation: str, text: str) -> None:
         async with pair.uow() as uow:

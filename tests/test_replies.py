@@ -17,7 +17,7 @@ from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.prompts import LEGACY_ORIGINAL_REQUEST
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import replies
-from ccweb_store.store.models import Session
+from ccweb_store.store.models import SessionRow
 from ccweb_store.store.uow import Store
 from tests import host_calls, tool_calls
 from tests.conftest import migrate_url
@@ -223,7 +223,7 @@ async def test_a_failure_notice_already_in_the_source_is_not_an_answer(pair: Sto
 async def test_a_reply_whose_source_is_gone_fails(pair: Store) -> None:
     request_id = (await ask(pair, "conv-a", "conv-b", "Anyone there?"))["requestId"]
     async with pair.uow() as uow:
-        await uow._execute(sa.delete(Session).where(Session.id == "conv-a"))
+        await uow._execute(sa.delete(SessionRow).where(SessionRow.id == "conv-a"))
         await uow.commit()
     await _answer(pair, "yes")
     row = await reply_row(pair, request_id)

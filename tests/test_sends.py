@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from ccweb_store.domain.ids import new_id
-from ccweb_store.store.models import Message, ReplyRequest, Run, Session
+from ccweb_store.store.models import Message, ReplyRequest, Run, SessionRow
 from ccweb_store.store.repositories.sends import _APPEND_READ
 from ccweb_store.store.uow import Store
 
@@ -32,7 +32,7 @@ async def _rows(store: Store, target: str) -> dict[str, Any]:
             return list(result.mappings())
 
         return {
-            "session": await read(Session, Session.id == target, "id", "title", "created_at"),
+            "session": await read(SessionRow, SessionRow.id == target, "id", "title", "created_at"),
             "messages": await read(Message, Message.session_id == target, "id", "session_id"),
             "requests": await read(
                 ReplyRequest,

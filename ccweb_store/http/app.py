@@ -28,7 +28,7 @@ from starlette.routing import Route
 from ccweb_store import __version__
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import DatabaseFileMissing, DatabaseUnavailable
-from ccweb_store.http import events, mcp_http, metrics, rpc
+from ccweb_store.http import event_stream, mcp_http, metrics, rpc
 from ccweb_store.http.asgi import Endpoint
 from ccweb_store.http.auth import BearerAuth
 from ccweb_store.http.console import pages as console_pages
@@ -38,7 +38,7 @@ from ccweb_store.http.origins import origin_checked
 from ccweb_store.http.payloads import http_error, method_not_allowed
 from ccweb_store.http.throttle import LoginThrottle
 from ccweb_store.protocol import jsonrpc
-from ccweb_store.services.events import keep_events_pruned
+from ccweb_store.services.event_reads import keep_events_pruned
 from ccweb_store.services.run_endings import sweep_expired_leases
 from ccweb_store.store.background import running
 from ccweb_store.store.db import migrate
@@ -95,7 +95,7 @@ def create_app(
     routes = [  # matched in order: the busiest first
         Route("/mcp", Endpoint(origin_checked(mcp_http.answer_mcp, allowed)), methods=["POST"]),
         Route("/rpc", Endpoint(origin_checked(rpc.answer_rpc, allowed)), methods=["POST"]),
-        Route("/events", Endpoint(events.answer_events), methods=["GET"]),
+        Route("/events", Endpoint(event_stream.answer_events), methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics.answer_metrics, methods=["GET"]),
         *console_pages.ROUTES,
@@ -124,7 +124,7 @@ def create_app(
     app.state.settings = settings
     app.state.store = store
     app.state.login_throttle = throttle
-    events.quiet_cut_streams()
+    event_stream.quiet_cut_streams()
     return app
 
 

@@ -41,7 +41,7 @@ from ccweb_store.services import (
     conversations,
     credentials,
     doctor,
-    events,
+    event_reads,
     operator,
     prompt_forms,
     replies,
@@ -97,7 +97,7 @@ async def list_composer_items(store: Store, params: Mapping[str, Any]) -> list[d
     return tools.composer_items()
 
 
-async def call_tool(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def tools_call_method(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
     """``tools.call`` / ``tools.callDynamic``: run a tool for a source conversation.
 
     Accepts ``tool`` or ``name``, ``args`` or ``arguments``, ``sourceSessionId`` and
@@ -133,7 +133,7 @@ METHODS: dict[str, RpcMethod] = {
     "run.list": typed(ListRuns, runs.list_runs, _runs_out),
     "run.requeue": typed(RequeueRun, runs.requeue_run),
     "run.cancel": typed(CancelRun, runs.cancel_run),
-    "events.list": events.list_events,
+    "events.list": event_reads.list_events,
     "reply.list": replies.list_replies,
     "reply.get": replies.get_reply,
     "reply.retry": replies.retry_reply,
@@ -151,8 +151,8 @@ METHODS: dict[str, RpcMethod] = {
     "tools.list": list_tools,
     "tools.dynamic": list_dynamic_tools,
     "tools.composerItems": list_composer_items,
-    "tools.call": call_tool,
-    "tools.callDynamic": call_tool,
+    "tools.call": tools_call_method,
+    "tools.callDynamic": tools_call_method,
 }
 
 

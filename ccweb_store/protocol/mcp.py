@@ -101,7 +101,7 @@ def legacy_dispatcher(store: Store, source: Source) -> jsonrpc.Dispatch:
 
     async def dispatch(method: str, params: Mapping[str, Any]) -> Any:
         if method == "tools/call":  # the busiest first
-            return await call_tool(store, source, params)
+            return await answer_tools_call(store, source, params)
         if method == "initialize":
             return {
                 "protocolVersion": negotiate_version(params.get("protocolVersion")),
@@ -135,7 +135,7 @@ def modern_dispatcher(
         elif method == "tools/list":
             result = {**list_tools_page(params.get("cursor")), **CACHE_HINTS}
         elif method == "tools/call":
-            result = await call_tool(store, source, params)
+            result = await answer_tools_call(store, source, params)
         else:
             raise jsonrpc.RpcError(
                 jsonrpc.METHOD_NOT_FOUND,
@@ -174,7 +174,9 @@ def list_tools_page(cursor: object, page_size: int = 50) -> dict[str, Any]:
     return page
 
 
-async def call_tool(store: Store, source: Source, params: Mapping[str, Any]) -> dict[str, Any]:
+async def answer_tools_call(
+    store: Store, source: Source, params: Mapping[str, Any]
+) -> dict[str, Any]:
     """``tools/call``: a domain error is a tool error the model can read and correct."""
     name = params.get("name")
     try:

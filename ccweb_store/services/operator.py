@@ -26,7 +26,7 @@ from ccweb_store.services.conversations import session_search
 from ccweb_store.services.debugging import ConversationActivity
 from ccweb_store.services.runs import list_runs
 from ccweb_store.services.schemas import run_out, session_fields
-from ccweb_store.store.models import Session
+from ccweb_store.store.models import SessionRow
 from ccweb_store.store.uow import Store
 
 DEFAULT_CONVERSATIONS = 100
@@ -35,7 +35,7 @@ DEFAULT_PENDING = 100
 CONVERSATION_RUNS = 10
 
 
-def conversation_out(row: Session, activity: ConversationActivity | None) -> dict[str, Any]:
+def conversation_out(row: SessionRow, activity: ConversationActivity | None) -> dict[str, Any]:
     """A conversation as the operator sees it: the Session's fields, its active run, its
     messages and the open requests it made (``openAsSource``) and must answer
     (``openAsTarget``), by status."""

@@ -15,11 +15,11 @@ from ccweb_store.store.models import (
     Message,
     ReplyRequest,
     Run,
-    Session,
+    SessionRow,
 )
 
 
-def session_fields(row: Session) -> dict[str, Any]:
+def session_fields(row: SessionRow) -> dict[str, Any]:
     """What every answer about a conversation says of it."""
     return {
         "id": row.id,
@@ -32,7 +32,7 @@ def session_fields(row: Session) -> dict[str, Any]:
     }
 
 
-def session_out(row: Session, *, active_run: Run | None = None) -> dict[str, Any]:
+def session_out(row: SessionRow, *, active_run: Run | None = None) -> dict[str, Any]:
     return session_fields(row) | {
         "running": active_run is not None and active_run.status == "running",
         "activeRunId": active_run.id if active_run is not None else None,

@@ -12,7 +12,7 @@ resumes from the last event it took.
 Ids only grow in commit order (``repositories.events``), so "after id N" never misses or
 repeats an event, whatever the feed was doing when a subscriber joined: it registers first,
 then reads from the database what came before (``Subscription`` users do this; see
-``services.events``).
+``services.event_reads``).
 """
 
 from __future__ import annotations

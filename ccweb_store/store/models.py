@@ -78,7 +78,7 @@ class Base(DeclarativeBase):
         super().__setattr__(key, value)
 
 
-class Session(Base):
+class SessionRow(Base):
     """A conversation (``conversationId`` = ``sessions.id``)."""
 
     __tablename__ = "sessions"

@@ -17,13 +17,13 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ccweb_store.store.bulk import copy_select, is_json
-from ccweb_store.store.models import Base, Message, ReplyRequest, Session
+from ccweb_store.store.models import Base, Message, ReplyRequest, SessionRow
 from ccweb_store.store.uow import Store
 
 #: A table of the schema, as the data tools hold it.
 Table = sa.Table
 
-SESSIONS = Base.metadata.tables[Session.__tablename__]
+SESSIONS = Base.metadata.tables[SessionRow.__tablename__]
 MESSAGES = Base.metadata.tables[Message.__tablename__]
 REPLIES = Base.metadata.tables[ReplyRequest.__tablename__]
 

@@ -24,7 +24,7 @@ from ccweb_store.store.models import (
     Message,
     ReplyRequest,
     Run,
-    Session,
+    SessionRow,
 )
 from ccweb_store.store.statements import Batch, Rows
 from ccweb_store.store.statements import prebuilt as prebuilt
@@ -134,7 +134,7 @@ def _insert_columns(model: type[Base]) -> tuple[tuple[str, str, bool], ...]:
     return columns
 
 
-SESSIONS = Base.metadata.tables[Session.__tablename__]
+SESSIONS = Base.metadata.tables[SessionRow.__tablename__]
 MESSAGES = Base.metadata.tables[Message.__tablename__]
 REPLIES = Base.metadata.tables[ReplyRequest.__tablename__]
 RUNS = Base.metadata.tables[Run.__tablename__]

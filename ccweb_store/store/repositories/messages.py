@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors, events
+from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
 from ccweb_store.domain.ids import ROLES, new_id, validate_choice
 from ccweb_store.domain.timestamps import utcnow
@@ -160,7 +160,7 @@ class MessageRepository(MessageImport):
 
     def _note_appended(self, params: dict[str, Any]) -> None:
         self.state.note(
-            events.MESSAGE_APPENDED,
+            event_types.MESSAGE_APPENDED,
             params["p_session_id"],
             message_id=params["p_id"],
             payload={"role": params["p_role"]},

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors, events
+from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
 from ccweb_store.domain.ids import REPLY_STATUSES, validate_choice
 from ccweb_store.domain.timestamps import utcnow
@@ -195,7 +195,7 @@ class ReplyRepository(Repository):
     def _note(self, status: str, source: str, target: str, request_id: str) -> None:
         """The event of a request now in ``status``: seen by its source and its target."""
         self.state.note(
-            events.REPLY_EVENT_BY_STATUS[status],
+            event_types.REPLY_EVENT_BY_STATUS[status],
             source,
             peer=target,
             request_id=request_id,

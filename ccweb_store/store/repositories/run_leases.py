@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors, events
+from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, RUN_KINDS, validate_choice
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Run
@@ -64,7 +64,7 @@ def _claim_oldest_with_event_statement(kinds: tuple[str, ...]) -> sa.Select[Any]
     ``p_event_at``, ``origin``). PostgreSQL only: a data-modifying ``WITH``."""
     claimed = _claim_oldest_statement(kinds).cte("claimed")
     started = sa.select(
-        sa.literal(events.RUN_STARTED, EVENTS.c.type.type).label("type"),
+        sa.literal(event_types.RUN_STARTED, EVENTS.c.type.type).label("type"),
         claimed.c.session_id.label("conversation_id"),
         sa.cast(sa.null(), EVENTS.c.peer_conversation_id.type).label("peer_conversation_id"),
         sa.cast(sa.null(), EVENTS.c.message_id.type).label("message_id"),
@@ -171,7 +171,7 @@ class RunLeases(Repository):
             raise ClaimRace(f"worker {worker_id!r} lost a claim race") from exc
         if run is not None:
             payload = {"kind": run.kind, "workerId": worker_id}
-            self._note(events.RUN_STARTED, run, payload, at=event_at, written=in_statement)
+            self._note(event_types.RUN_STARTED, run, payload, at=event_at, written=in_statement)
         return run
 
     def _note(
@@ -244,7 +244,7 @@ class RunLeases(Repository):
         }
         run = await self._first(Run, _FINISH_RUN, params)
         if run is not None:
-            self._note(events.RUN_FINISHED, run, {"kind": run.kind, "status": status})
+            self._note(event_types.RUN_FINISHED, run, {"kind": run.kind, "status": status})
         return run
 
     async def earliest_lease_expiry(self) -> datetime | None:
@@ -278,5 +278,5 @@ class RunLeases(Repository):
         run = await self._update_returning(Run, stmt)
         if run is None:
             return False
-        self._note(events.RUN_REQUEUED, run, {"kind": run.kind, "attempts": run.attempts})
+        self._note(event_types.RUN_REQUEUED, run, {"kind": run.kind, "attempts": run.attempts})
         return True

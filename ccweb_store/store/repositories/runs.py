@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors, events
+from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
 from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
@@ -169,7 +169,7 @@ class RunRepository(RunLeases):
         except IntegrityError as exc:
             raise _busy(session_id)() from exc
         self.state.note(
-            events.RUN_QUEUED,
+            event_types.RUN_QUEUED,
             session_id,
             run_id=run_id,
             request_id=reply_request_id,
@@ -207,7 +207,7 @@ class RunRepository(RunLeases):
         )
         run = await self._insert(Run, values, _busy(session_id))
         self.state.note(
-            events.RUN_STARTED if status == "running" else events.RUN_QUEUED,
+            event_types.RUN_STARTED if status == "running" else event_types.RUN_QUEUED,
             session_id,
             run_id=run.id,
             request_id=reply_request_id,

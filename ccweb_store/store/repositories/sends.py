@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ccweb_store.domain import errors, events
+from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.ids import ROLES, new_id, validate_choice
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Message
@@ -77,7 +77,7 @@ class SendRepository(Repository):
 
     def _note_message(self, session_id: str, message_id: str, role: str, now: datetime) -> None:
         self.state.note(
-            events.MESSAGE_APPENDED,
+            event_types.MESSAGE_APPENDED,
             session_id,
             message_id=message_id,
             payload={"role": role},
@@ -88,7 +88,7 @@ class SendRepository(Repository):
         self, session_id: str, run_id: str, kind: str, request_id: str | None, now: datetime
     ) -> None:
         self.state.note(
-            events.RUN_QUEUED,
+            event_types.RUN_QUEUED,
             session_id,
             run_id=run_id,
             request_id=request_id,
@@ -134,7 +134,7 @@ class SendRepository(Repository):
         self._note_message(target[0], message_id, "user", now)
         if request_id is not None:
             self.state.note(
-                events.REPLY_WAITING,
+                event_types.REPLY_WAITING,
                 source[0],
                 peer=target[0],
                 request_id=request_id,

@@ -1,4 +1,4 @@
-"""``GET /events``: the event outbox as Server-Sent Events (``services.events``).
+"""``GET /events``: the event outbox as Server-Sent Events (``services.event_reads``).
 
 Each event goes out as ``id: <id>``, ``event: <type>`` and ``data: <the event as JSON>``, so a
 browser's ``EventSource`` resumes by itself after a dropped connection (it sends the last
@@ -43,7 +43,7 @@ from ccweb_store.http.asgi import Answer, Incoming
 from ccweb_store.http.mcp_http import SourceError, presented_token
 from ccweb_store.services import credentials
 from ccweb_store.services.credentials import CredentialRefused
-from ccweb_store.services.events import (
+from ccweb_store.services.event_reads import (
     Cut,
     EventFilter,
     EventsExpired,

@@ -27,7 +27,7 @@ from ccweb_store.domain.arguments import (
     require_mapping,
 )
 from ccweb_store.domain.errors import DomainError, InvalidInput
-from ccweb_store.domain.events import EVENT_TYPES
+from ccweb_store.domain.event_types import EVENT_TYPES
 from ccweb_store.domain.ids import ID_MAX_LENGTH
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.store.event_feed import Event
