@@ -1,5 +1,6 @@
-"""The host API's ``run.*`` methods called as ``/rpc`` calls them: wire params validated into
-the method's model at the edge (``http/rpc.py``'s table), so a test pins what a host sees."""
+"""The host API's ``run.*`` and ``reply.*`` methods called as ``/rpc`` calls them: wire
+params validated into the method's model at the edge (``http/rpc.py``'s table), so a test pins
+what a host sees."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ccweb_store.domain.host_calls import ClaimRun
+from ccweb_store.domain.host_calls import ClaimRun, ExpireReplies
 from ccweb_store.http.rpc import METHODS
 from ccweb_store.protocol.argument_errors import parsed
-from ccweb_store.services import runs
+from ccweb_store.services import replies, runs
 from ccweb_store.store.uow import Store
 
 _CLAIM = TypeAdapter(ClaimRun)
+_EXPIRE = TypeAdapter(ExpireReplies)
 
 
 async def call(store: Store, method: str, params: Mapping[str, Any]) -> Any:
@@ -53,3 +55,33 @@ async def requeue_run(store: Store, params: Mapping[str, Any]) -> Any:
 
 async def cancel_run(store: Store, params: Mapping[str, Any]) -> Any:
     return await call(store, "run.cancel", params)
+
+
+async def list_replies(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "reply.list", params)
+
+
+async def get_reply(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "reply.get", params)
+
+
+async def retry_reply(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "reply.retry", params)
+
+
+async def fail_reply(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "reply.fail", params)
+
+
+async def expire_replies(
+    store: Store, params: Mapping[str, Any], *, now: datetime | None = None
+) -> Any:
+    """``reply.expire``, at ``now`` when a test sets the clock."""
+    return await replies.expire_replies(store, parsed(_EXPIRE, params), now=now)
+
+
+async def expirable_replies(
+    store: Store, params: Mapping[str, Any], *, now: datetime | None = None
+) -> Any:
+    """What ``reply.expire`` would fail (the CLI's dry run), at ``now``."""
+    return await replies.expirable_replies(store, parsed(_EXPIRE, params), now=now)

@@ -13,7 +13,6 @@ import pytest
 from ccweb_store.domain.ids import RUN_STATUSES
 from ccweb_store.http.app import create_app
 from ccweb_store.http.headers import CSP
-from ccweb_store.services import replies
 from ccweb_store.store.uow import Store
 from tests import host_calls
 from tests.http_client import BASE_URL, app_client
@@ -40,7 +39,7 @@ async def every_state(store: Store) -> dict[str, str]:
     await complete(store, answering["id"], "Checked", workerId="w-4")
     # the planner's reply auto-run is queued now; a request failed by hand, its run queued
     failed = await ask(store, "writer", "tester", "Test it")
-    await replies.fail_reply(store, {"requestId": failed["requestId"], "reason": "no"})
+    await host_calls.fail_reply(store, {"requestId": failed["requestId"], "reason": "no"})
     # cancelled and failed runs
     started = await host_calls.start_run(store, {"sessionId": "idle", "workerId": "w-2"})
     await complete(store, started["id"], status="failed", error="boom", workerId="w-2")
@@ -53,7 +52,7 @@ async def every_state(store: Store) -> dict[str, str]:
 
 async def _states(store: Store) -> dict[str, Any]:
     every_run = (await host_calls.list_runs(store, {"limit": 100}))["runs"]
-    every_reply = (await replies.list_replies(store, {"limit": 100}))["replies"]
+    every_reply = (await host_calls.list_replies(store, {"limit": 100}))["replies"]
     return {
         "runs": {run["status"] for run in every_run},
         "replies": {reply["status"] for reply in every_reply},

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from ccweb_store.importer.load import import_state
-from ccweb_store.services import replies
 from ccweb_store.store.uow import Store
 from tests import host_calls
 from tests.lifecycle_support import claim, complete, messages_of, reply_row, runs_of
@@ -147,7 +146,7 @@ async def test_a_request_that_fails_after_the_import_gets_its_notice_exactly_onc
     await import_replies(store, tmp_path / "state", [SETTLED_FAILURE, STILL_OPEN])
     started = await host_calls.start_run(store, {"sessionId": "planner"})
 
-    await replies.fail_reply(store, {"requestId": "req-still-open", "reason": "no answer"})
+    await host_calls.fail_reply(store, {"requestId": "req-still-open", "reason": "no answer"})
     assert await notices_in(store, "planner") == []  # the source is running: it waits
     completed = await host_calls.complete_run(
         store, {"runId": started["id"], "status": "completed", "output": "done planning"}
@@ -166,7 +165,7 @@ async def test_retrying_an_imported_failure_with_an_answer_delivers_it(
 ) -> None:
     await import_replies(store, tmp_path / "state", [ANSWERED_FAILURE])
 
-    retried = await replies.retry_reply(store, {"requestId": "req-answered-late"})
+    retried = await host_calls.retry_reply(store, {"requestId": "req-answered-late"})
 
     assert retried["status"] == "returned"
     delivered = [
@@ -184,7 +183,7 @@ async def test_retrying_an_imported_failure_asks_the_target_again_and_a_new_fail
 ) -> None:
     await import_replies(store, tmp_path / "state", [SETTLED_FAILURE])
 
-    retried = await replies.retry_reply(store, {"requestId": "req-failed-long-ago"})
+    retried = await host_calls.retry_reply(store, {"requestId": "req-failed-long-ago"})
     asked = await claim(store, kinds=["cross_conversation"])
     assert asked is not None
     await complete(

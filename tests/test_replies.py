@@ -16,7 +16,6 @@ from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.prompts import LEGACY_ORIGINAL_REQUEST
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.services import replies
 from ccweb_store.store.models import SessionRow
 from ccweb_store.store.uow import Store
 from tests import host_calls, tool_calls
@@ -118,7 +117,7 @@ async def test_a_reply_for_a_busy_source_stays_ready_until_its_run_completes(pai
     assert (await reply_row(pair, request_id)).status == "ready"
     pending = await tool_calls.get_pending_reply(pair, Source("conv-a"), {})
     assert [(r["requestId"], r["status"]) for r in pending["replies"]] == [(request_id, "ready")]
-    listed = await replies.list_replies(pair, {"status": "ready"})
+    listed = await host_calls.list_replies(pair, {"status": "ready"})
     assert [r["requestId"] for r in listed["replies"]] == [request_id]
     assert _reply_messages(await messages_of(pair, "conv-a"), request_id) == []
     assert await runs_of(pair, "conv-a", "reply_auto_run") == []
@@ -233,14 +232,16 @@ async def test_a_reply_whose_source_is_gone_fails(pair: Store) -> None:
 
 async def test_fail_reply_fails_a_waiting_request_and_notifies_the_source(pair: Store) -> None:
     request_id = (await ask(pair, "conv-a", "conv-b", "Slow job"))["requestId"]
-    failed = await replies.fail_reply(pair, {"requestId": request_id, "reason": "cancelled by ops"})
+    failed = await host_calls.fail_reply(
+        pair, {"requestId": request_id, "reason": "cancelled by ops"}
+    )
     assert failed["status"] == "failed" and failed["lastError"] == "cancelled by ops"
     [notice] = _reply_messages(await messages_of(pair, "conv-a"), request_id)
     assert "cancelled by ops" in notice.content
-    assert await replies.fail_reply(pair, {"requestId": request_id, "reason": "x"}) == failed
+    assert await host_calls.fail_reply(pair, {"requestId": request_id, "reason": "x"}) == failed
 
     with pytest.raises(DomainError) as caught:
-        await replies.fail_reply(pair, {"requestId": request_id})
+        await host_calls.fail_reply(pair, {"requestId": request_id})
     assert caught.value.code == errors.INVALID_ARGUMENTS
 
 
@@ -254,10 +255,12 @@ async def test_expire_fails_only_waiting_requests_older_than_the_cutoff(pair: St
     await complete(pair, run["id"], "answer", workerId=run["workerId"])
 
     later = utcnow() + timedelta(hours=1)
-    assert await replies.expire_replies(pair, {"olderThanSeconds": 7200}, now=later) == {
+    assert await host_calls.expire_replies(pair, {"olderThanSeconds": 7200}, now=later) == {
         "expired": 0
     }
-    assert await replies.expire_replies(pair, {"olderThanSeconds": 60}, now=later) == {"expired": 1}
+    assert await host_calls.expire_replies(pair, {"olderThanSeconds": 60}, now=later) == {
+        "expired": 1
+    }
     row = await reply_row(pair, old)
     assert (row.status, row.last_error) == ("failed", "expired")
     assert (await reply_row(pair, returned)).status == "returned"
@@ -267,7 +270,7 @@ async def test_expire_fails_only_waiting_requests_older_than_the_cutoff(pair: St
     [late] = await runs_of(pair, "conv-b")
     await complete(pair, late.id, "late answer", workerId=late.worker_id)
     assert (await reply_row(pair, old)).reply_text == "late answer"
-    retried = await replies.retry_reply(pair, {"requestId": old})
+    retried = await host_calls.retry_reply(pair, {"requestId": old})
     assert retried["status"] == "returned"
     assert [m.content for m in _reply_messages(await messages_of(pair, "conv-a"), old)][-1] == (
         "late answer"
@@ -282,17 +285,17 @@ async def test_expirable_replies_lists_what_expire_would_fail_and_writes_nothing
     second = (await ask(pair, "conv-c", "conv-a", "second"))["requestId"]
     later = utcnow() + timedelta(hours=1)
 
-    listed = await replies.expirable_replies(pair, {"olderThanSeconds": 60}, now=later)
-    too_young = await replies.expirable_replies(pair, {"olderThanSeconds": 7200}, now=later)
+    listed = await host_calls.expirable_replies(pair, {"olderThanSeconds": 60}, now=later)
+    too_young = await host_calls.expirable_replies(pair, {"olderThanSeconds": 7200}, now=later)
 
     assert [row.request_id for row in listed] == [first, second]
     assert too_young == []
     assert {(await reply_row(pair, rid)).status for rid in (first, second)} == {"waiting"}
-    assert await replies.expire_replies(pair, {"olderThanSeconds": 60}, now=later) == {
+    assert await host_calls.expire_replies(pair, {"olderThanSeconds": 60}, now=later) == {
         "expired": len(listed)
     }
     with pytest.raises(DomainError) as caught:
-        await replies.expirable_replies(pair, {})
+        await host_calls.expirable_replies(pair, {})
     assert caught.value.code == errors.INVALID_ARGUMENTS
 
 
@@ -300,13 +303,13 @@ async def test_retry_delivers_a_ready_reply_once_the_source_is_idle(pair: Store)
     source_run = await host_calls.start_run(pair, {"sessionId": "conv-a"})
     request_id = (await ask(pair, "conv-a", "conv-b", "q"))["requestId"]
     await _answer(pair, "a")
-    assert (await replies.retry_reply(pair, {"requestId": request_id}))["status"] == "ready"
+    assert (await host_calls.retry_reply(pair, {"requestId": request_id}))["status"] == "ready"
     async with pair.uow() as uow:  # the source's worker dies and the run is cancelled
         await uow.runs.finish(source_run["id"], "cancelled", worker_id=None)
         await uow.commit()
-    assert (await replies.retry_reply(pair, {"requestId": request_id}))["status"] == "returned"
+    assert (await host_calls.retry_reply(pair, {"requestId": request_id}))["status"] == "returned"
     with pytest.raises(DomainError) as caught:
-        await replies.retry_reply(pair, {"requestId": request_id})
+        await host_calls.retry_reply(pair, {"requestId": request_id})
     assert caught.value.code == errors.INVALID_STATE
     assert len(await runs_of(pair, "conv-a", "reply_auto_run")) == 1
 
@@ -317,7 +320,7 @@ async def test_retry_of_a_waiting_request_with_its_run_still_queued_is_target_bu
     request_id = (await ask(pair, "conv-a", "conv-b", "q"))["requestId"]
     [run] = await runs_of(pair, "conv-b")
     with pytest.raises(DomainError) as caught:
-        await replies.retry_reply(pair, {"requestId": request_id})
+        await host_calls.retry_reply(pair, {"requestId": request_id})
     assert caught.value.code == errors.TARGET_BUSY
     assert caught.value.data == {
         "runId": run.id,
@@ -331,7 +334,7 @@ async def test_retry_of_a_waiting_request_with_its_run_still_queued_is_target_bu
 async def test_retry_of_a_failed_unanswered_request_asks_the_target_again(pair: Store) -> None:
     request_id = (await ask(pair, "conv-a", "conv-b", "Try the flaky step"))["requestId"]
     await _answer(pair, None, "failed")
-    retried = await replies.retry_reply(pair, {"requestId": request_id})
+    retried = await host_calls.retry_reply(pair, {"requestId": request_id})
     assert retried["status"] == "waiting" and retried["lastError"] is None
     queued = [r for r in await runs_of(pair, "conv-b") if r.status == "queued"]
     assert len(queued) == 1 and queued[0].reply_request_id == request_id
@@ -343,17 +346,19 @@ async def test_retry_of_a_failed_unanswered_request_asks_the_target_again(pair: 
 async def test_reply_get_and_list_page_through_requests(pair: Store) -> None:
     await make_conversation(pair, "conv-c", "Builder")
     ids = [(await ask(pair, "conv-a", t, f"to {t}"))["requestId"] for t in ("conv-b", "conv-c")]
-    assert (await replies.get_reply(pair, {"requestId": ids[0]}))["originalRequest"] == "to conv-b"
-    first = await replies.list_replies(pair, {"sessionId": "conv-a", "limit": 1})
-    second = await replies.list_replies(
+    assert (await host_calls.get_reply(pair, {"requestId": ids[0]}))[
+        "originalRequest"
+    ] == "to conv-b"
+    first = await host_calls.list_replies(pair, {"sessionId": "conv-a", "limit": 1})
+    second = await host_calls.list_replies(
         pair, {"sessionId": "conv-a", "cursor": first["nextCursor"]}
     )
     assert [r["requestId"] for r in first["replies"] + second["replies"]] == ids
     assert second["nextCursor"] is None
-    only_c = await replies.list_replies(pair, {"sessionId": "conv-c", "status": ["waiting"]})
+    only_c = await host_calls.list_replies(pair, {"sessionId": "conv-c", "status": ["waiting"]})
     assert [r["requestId"] for r in only_c["replies"]] == [ids[1]]
     with pytest.raises(DomainError) as caught:
-        await replies.get_reply(pair, {"requestId": "req_nope"})
+        await host_calls.get_reply(pair, {"requestId": "req_nope"})
     assert caught.value.code == errors.REQUEST_NOT_FOUND
 
 
@@ -386,7 +391,7 @@ async def test_a_legacy_request_without_original_request_is_delivered_with_the_p
             await uow.commit()
         await migrate_url(empty_database_url)
 
-        assert (await replies.get_reply(legacy, {"requestId": "req_legacy"}))[
+        assert (await host_calls.get_reply(legacy, {"requestId": "req_legacy"}))[
             "originalRequest"
         ] is None
         run = await claim(legacy)

@@ -134,14 +134,13 @@ def fail(message: str, code: int = 2) -> NoReturn:
 def model_call(model: type[_Call], **fields: Any) -> _Call:
     """A command's call as its model (``domain/host_calls.py``); a value the model refuses is
     one line and exit 2, in the words the host API answers it with."""
-    from pydantic import ValidationError
-
-    from ccweb_store.protocol.argument_errors import invalid_arguments
+    from ccweb_store.domain.errors import DomainError
+    from ccweb_store.protocol.argument_errors import built
 
     try:
-        return model(**fields)
-    except ValidationError as exc:
-        fail(invalid_arguments(exc).message)
+        return built(model, **fields)
+    except DomainError as exc:
+        fail(exc.message)
 
 
 def duration_option(value: str | None, flag: str) -> int | None:

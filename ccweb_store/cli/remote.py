@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import BaseModel
 
 from ccweb_store.cli.common import NOT_FOUND_CODES, fail, load_settings, with_store
 
@@ -33,24 +34,30 @@ TIMEOUT_SECONDS = 60.0
 #: The JSON-RPC error code of invalid parameters.
 INVALID_PARAMS = -32602
 
-Service = Callable[["Store", Mapping[str, Any]], Awaitable[Any]]
+Service = Callable[["Store", Any], Awaitable[Any]]
 
 
 def operator_call(
     method: str,
     service: Service,
-    params: Mapping[str, Any],
+    call: Mapping[str, Any] | BaseModel,
     *,
     server: str | None,
     database_url: str | None,
     not_found: frozenset[str] = NOT_FOUND_CODES,
 ) -> Any:
-    """``service(store, params)`` on the database, or ``method`` on the server's ``/rpc``
-    when ``server`` is given; failures exit as ``with_store``'s do."""
+    """``service(store, call)`` on the database, or ``method`` on the server's ``/rpc``
+    when ``server`` is given; failures exit as ``with_store``'s do. A ``call`` that is a
+    model (``domain/host_calls.py``) goes to the server as its wire params."""
     if server is None:
-        return with_store(database_url, lambda store: service(store, params), not_found=not_found)
+        return with_store(database_url, lambda store: service(store, call), not_found=not_found)
     if database_url is not None:
         fail("--server and --database-url name two places: give one")
+    params = (
+        call.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if isinstance(call, BaseModel)
+        else call
+    )
     return rpc_call(server, method, params, not_found=not_found)
 
 

@@ -18,6 +18,7 @@ from ccweb_store.cli.common import (
     OlderThan,
     duration_option,
     fail,
+    model_call,
     print_json,
     with_store,
 )
@@ -270,12 +271,13 @@ def replies_retry(
 
     Example: ccweb-store replies retry req_0123
     """
+    from ccweb_store.domain.host_calls import RetryReply
     from ccweb_store.services.replies import retry_reply
 
     reply = operator_call(
         "reply.retry",
         retry_reply,
-        {"requestId": request_id},
+        model_call(RetryReply, request_id=request_id),
         server=server,
         database_url=database_url,
     )
@@ -298,12 +300,13 @@ def replies_fail(
 
     Example: ccweb-store replies fail req_0123 --reason "the target was deleted"
     """
+    from ccweb_store.domain.host_calls import FailReply
     from ccweb_store.services.replies import fail_reply
 
     reply = operator_call(
         "reply.fail",
         fail_reply,
-        {"requestId": request_id, "reason": reason},
+        model_call(FailReply, request_id=request_id, reason=reason),
         server=server,
         database_url=database_url,
     )
@@ -358,10 +361,13 @@ def replies_expire(
 
     Example: ccweb-store replies expire --older-than 7d --dry-run
     """
+    from ccweb_store.domain.host_calls import ExpireReplies
     from ccweb_store.services.replies import expirable_replies, expire_replies
     from ccweb_store.services.schemas import reply_out
 
-    params = {"olderThanSeconds": duration_option(older_than, "--older-than")}
+    params = model_call(
+        ExpireReplies, older_than_seconds=float(duration_option(older_than, "--older-than") or 0)
+    )
     if dry_run and server is not None:
         fail(
             "--dry-run reads the database; with --server, list them instead: "

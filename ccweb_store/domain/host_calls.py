@@ -1,9 +1,9 @@
 """The host API's calls as pydantic models (SPEC §3), one per method: what ``/rpc`` parses a
 call's ``params`` into, once, where it enters (``http/rpc.py``), and what the services take.
 
-The run queue's methods (``run.*``) are here. Like the tools' models (``tool_arguments``),
-names are camelCase on the wire and snake_case in Python, JSON types are exact and unknown
-keys are ignored.
+The run queue's methods (``run.*``) and the reply requests' (``reply.*``) are here. Like the
+tools' models (``tool_arguments``), names are camelCase on the wire and snake_case in Python,
+JSON types are exact and unknown keys are ignored.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
+from ccweb_store.domain.arguments import CENTURY_SECONDS
 from ccweb_store.domain.call_models import (
     CallModel,
     ConversationId,
@@ -24,7 +25,7 @@ from ccweb_store.domain.call_models import (
 )
 from ccweb_store.domain.errors import INVALID_KIND, INVALID_STATUS
 from ccweb_store.domain.ids import ID_MAX_LENGTH, MAX_PAGE
-from ccweb_store.domain.kinds import RunKind, RunStatus
+from ccweb_store.domain.kinds import ReplyStatus, RunKind, RunStatus
 
 #: The longest lease a worker may ask for: a week (it heartbeats to hold a run longer).
 MAX_LEASE_SECONDS = 7 * 24 * 3600
@@ -180,3 +181,50 @@ class CancelRun(CallModel):
     run_id: Text
     reason: str | None = None
     force: bool = False
+
+
+REPLY_STATUS_NAMES = tuple(ReplyStatus)
+ReplyStatusName = Annotated[
+    ReplyStatus,
+    BeforeValidator(_one_of(REPLY_STATUS_NAMES, INVALID_STATUS, "reply status", ReplyStatus)),
+]
+#: How many reply requests ``reply.list`` returns when it is not told.
+DEFAULT_REPLY_PAGE = 50
+
+
+class ListReplies(CallModel):
+    """``reply.list``: requests oldest first, by status and conversation (either side)."""
+
+    status: Annotated[list[ReplyStatusName] | None, BeforeValidator(_listed)] = None
+    session_id: ConversationId | None = None
+    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_REPLY_PAGE
+    cursor: str | None = None
+
+
+class GetReply(CallModel):
+    """``reply.get``: one request by id."""
+
+    request_id: Text
+
+
+class RetryReply(CallModel):
+    """``reply.retry``: try a request again (what that means per state: ``services/replies``)."""
+
+    request_id: Text
+
+
+class FailReply(CallModel):
+    """``reply.fail``: fail a waiting or ready request, telling its source ``reason``."""
+
+    request_id: Text
+    reason: Text
+
+
+class ExpireReplies(CallModel):
+    """``reply.expire``: fail ``waiting`` requests made more than ``olderThanSeconds`` ago."""
+
+    older_than_seconds: Annotated[
+        float,
+        BeforeValidator(_number),
+        AfterValidator(_between(0, CENTURY_SECONDS, " (100 years)")),
+    ]

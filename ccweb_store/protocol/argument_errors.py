@@ -10,7 +10,7 @@ brings its sentence, or its error code and whole message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
@@ -50,6 +50,15 @@ def parsed(adapter: TypeAdapter[M], args: Mapping[str, Any], prefix: str | None 
         return adapter.validate_python(args, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise invalid_arguments(exc, prefix) from None
+
+
+def built(model: Callable[..., M], **fields: Any) -> M:
+    """``model(**fields)`` built in Python (by field name), or ``invalid_arguments`` naming
+    the first problem: for calls a form or a command line makes."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise invalid_arguments(exc) from None
 
 
 def invalid_arguments(error: ValidationError, prefix: str | None = None) -> InvalidInput:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
-from ccweb_store.domain.host_calls import ListRuns
+from ccweb_store.domain.host_calls import ListReplies, ListRuns
 from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
     OPEN_REPLY_STATUSES,
@@ -74,7 +74,7 @@ async def overview(store: Store, chosen: ReplyFilter) -> dict[str, Any]:
     sessions = (await conversations.list_sessions(store, {"limit": OVERVIEW_SESSIONS}))["sessions"]
     open_replies = (
         await replies.list_replies(
-            store, {"status": list(OPEN_REPLY_STATUSES), "limit": OVERVIEW_REPLIES}
+            store, ListReplies(status=list(OPEN_REPLY_STATUSES), limit=OVERVIEW_REPLIES)
         )
     )["replies"]
     active_runs = [
@@ -119,7 +119,7 @@ async def conversation(store: Store, session_id: str, before_seq: int | None) ->
     open_replies = (
         await replies.list_replies(
             store,
-            {"status": list(OPEN_REPLY_STATUSES), "sessionId": session_id, "limit": 100},
+            ListReplies(status=list(OPEN_REPLY_STATUSES), session_id=session_id, limit=100),
         )
     )["replies"]
     active_runs = [

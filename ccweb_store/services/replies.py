@@ -22,22 +22,18 @@ Expire (``reply.expire``) fails only ``waiting`` requests made before the cutoff
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from ccweb_store.domain import errors
-from ccweb_store.domain.arguments import (
-    CENTURY_SECONDS,
-    bounded_int,
-    optional_number,
-    optional_str,
-    optional_str_list,
-    require_mapping,
-    require_str,
-)
 from ccweb_store.domain.errors import Conflict, NotFound
-from ccweb_store.domain.ids import MAX_PAGE, validate_session_id
+from ccweb_store.domain.host_calls import (
+    ExpireReplies,
+    FailReply,
+    GetReply,
+    ListReplies,
+    RetryReply,
+)
 from ccweb_store.domain.prompts import RETURN_AND_CONTINUE, target_prompt
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.reply_delivery import conversation_title, deliver_reply
@@ -49,34 +45,27 @@ EXPIRED = "expired"
 EXPIRE_BATCH = 200
 
 
-async def list_replies(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def list_replies(store: Store, query: ListReplies) -> dict[str, Any]:
     """``reply.list``: requests oldest first, by status and/or conversation (either side)."""
-    params = require_mapping(params, "params")
-    statuses = optional_str_list(params, "status")
-    session_id = optional_str(params, "sessionId")
-    if session_id is not None:
-        validate_session_id(session_id)
-    limit = bounded_int(params, "limit", 50, MAX_PAGE)
     async with store.read_uow() as uow:
         rows, next_cursor = await uow.replies.list_page(
-            statuses=statuses,
-            session_id=session_id,
-            limit=limit,
-            cursor=optional_str(params, "cursor"),
+            statuses=query.status,
+            session_id=query.session_id,
+            limit=query.limit,
+            cursor=query.cursor,
         )
     return {"replies": [reply_out(row) for row in rows], "nextCursor": next_cursor}
 
 
-async def get_reply(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def get_reply(store: Store, call: GetReply) -> dict[str, Any]:
     """``reply.get``: one request by id (``request_not_found`` otherwise)."""
-    request_id = require_str(require_mapping(params, "params"), "requestId")
     async with store.read_uow() as uow:
-        return reply_out(await uow.replies.require(request_id))
+        return reply_out(await uow.replies.require(call.request_id))
 
 
-async def retry_reply(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def retry_reply(store: Store, call: RetryReply) -> dict[str, Any]:
     """``reply.retry``: re-attempt the request (what that means per state: module docstring)."""
-    request_id = require_str(require_mapping(params, "params"), "requestId")
+    request_id = call.request_id
     async with store.uow() as uow:
         request = await _lock_request(uow, request_id)
         if request.status == "returned":
@@ -181,11 +170,9 @@ async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
     )
 
 
-async def fail_reply(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def fail_reply(store: Store, call: FailReply) -> dict[str, Any]:
     """``reply.fail``: fail a waiting or ready request with ``reason``; the source gets a notice."""
-    params = require_mapping(params, "params")
-    request_id = require_str(params, "requestId")
-    reason = require_str(params, "reason")
+    request_id, reason = call.request_id, call.reason
     async with store.uow() as uow:
         request = await _lock_request(uow, request_id)
         if request.status == "returned":
@@ -201,18 +188,9 @@ async def fail_reply(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
         return reply_out(request)
 
 
-def _expiry_cutoff(params: Mapping[str, Any], now: datetime | None) -> datetime:
+def _expiry_cutoff(call: ExpireReplies, now: datetime | None) -> datetime:
     """The creation time before which a ``waiting`` request expires (``olderThanSeconds``)."""
-    seconds = optional_number(
-        require_mapping(params, "params"),
-        "olderThanSeconds",
-        minimum=0,
-        maximum=CENTURY_SECONDS,
-        unit=" (100 years)",
-    )
-    if seconds is None:
-        raise errors.InvalidInput("olderThanSeconds is required")
-    return (now or utcnow()) - timedelta(seconds=seconds)
+    return (now or utcnow()) - timedelta(seconds=call.older_than_seconds)
 
 
 async def _expirable_page(
@@ -225,14 +203,14 @@ async def _expirable_page(
 
 
 async def expirable_replies(
-    store: Store, params: Mapping[str, Any], *, now: datetime | None = None
+    store: Store, call: ExpireReplies, *, now: datetime | None = None
 ) -> list[ReplyRequest]:
     """What ``expire_replies`` with these params would fail right now, oldest first; writes nothing.
 
     The same selection as ``expire_replies``, so a dry run lists exactly what a real run takes
     (unless a request moves in between).
     """
-    cutoff = _expiry_cutoff(params, now)
+    cutoff = _expiry_cutoff(call, now)
     found: list[ReplyRequest] = []
     cursor: str | None = None
     async with store.read_uow() as uow:
@@ -244,13 +222,13 @@ async def expirable_replies(
 
 
 async def expire_replies(
-    store: Store, params: Mapping[str, Any], *, now: datetime | None = None
+    store: Store, call: ExpireReplies, *, now: datetime | None = None
 ) -> dict[str, int]:
     """``reply.expire``: fail ``waiting`` requests older than ``olderThanSeconds`` ("expired").
 
     Each batch is one transaction; each expired request's source gets a failure notice.
     """
-    cutoff = _expiry_cutoff(params, now)
+    cutoff = _expiry_cutoff(call, now)
     expired = 0
     cursor: str | None = None
     while True:

@@ -27,12 +27,13 @@ from starlette.routing import Route
 
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
-from ccweb_store.domain.host_calls import RequeueRun
+from ccweb_store.domain.host_calls import FailReply, RequeueRun, RetryReply
 from ccweb_store.domain.ids import OPEN_REPLY_STATUSES
 from ccweb_store.http.console import HOME, LOGIN_PATH, STATIC_PREFIX, session
 from ccweb_store.http.headers import SECURITY_HEADERS
 from ccweb_store.http.origins import same_origin
 from ccweb_store.http.throttle import LoginThrottle, client_address, throttled_message
+from ccweb_store.protocol.argument_errors import built
 from ccweb_store.services import console, credentials, replies, runs
 from ccweb_store.store.uow import Store
 
@@ -311,7 +312,7 @@ async def retry_reply(request: Request) -> Response:
     request_id = request.path_params["request_id"]
 
     async def act(store: Store, form: dict[str, str]) -> str:
-        reply = await replies.retry_reply(store, {"requestId": request_id})
+        reply = await replies.retry_reply(store, built(RetryReply, request_id=request_id))
         return f"request {request_id} retried: now {reply['status']}"
 
     return await _action(request, act)
@@ -323,7 +324,9 @@ async def fail_reply(request: Request) -> Response:
 
     async def act(store: Store, form: dict[str, str]) -> str:
         reason = form.get("reason", "").strip()
-        reply = await replies.fail_reply(store, {"requestId": request_id, "reason": reason})
+        reply = await replies.fail_reply(
+            store, built(FailReply, request_id=request_id, reason=reason)
+        )
         return f"request {request_id} failed: now {reply['status']}"
 
     return await _action(request, act)
@@ -334,7 +337,7 @@ async def requeue_run(request: Request) -> Response:
     run_id = request.path_params["run_id"]
 
     async def act(store: Store, form: dict[str, str]) -> str:
-        await runs.requeue_run(store, RequeueRun(run_id=run_id))
+        await runs.requeue_run(store, built(RequeueRun, run_id=run_id))
         return f"run {run_id} requeued"
 
     return await _action(request, act)
