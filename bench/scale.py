@@ -55,6 +55,7 @@ from bench.scratch_databases import create_database, drop_database  # noqa: E402
 from bench.user_inputs import WORDS  # noqa: E402
 from ccweb_store.config import Settings  # noqa: E402
 from ccweb_store.domain.context import Source  # noqa: E402
+from ccweb_store.domain.host_calls import ListMessages  # noqa: E402
 from ccweb_store.domain.tool_arguments import ListUserInputs  # noqa: E402
 from ccweb_store.mobility.copy import copied_tables, copy_database  # noqa: E402
 from ccweb_store.mobility.export import export_state  # noqa: E402
@@ -135,7 +136,7 @@ async def latencies(url: str, big: int) -> dict[str, tuple[float, float, list[fl
             lambda: list_user_inputs(store, Source(sid), ListUserInputs())
         ),
         "message.list page": lambda sid, n: (
-            lambda: list_messages(store, {"sessionId": sid, "afterSeq": n // 2, "limit": PAGE})
+            lambda: list_messages(store, ListMessages(session_id=sid, after_seq=n // 2, limit=PAGE))
         ),
     }
     figures = {}

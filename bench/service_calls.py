@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 from bench.scratch_databases import create_database, drop_database  # noqa: E402
 from ccweb_store.config import Settings  # noqa: E402
 from ccweb_store.domain.context import Source  # noqa: E402
-from ccweb_store.domain.host_calls import ClaimRun, CompleteRun  # noqa: E402
+from ccweb_store.domain.host_calls import ClaimRun, CompleteRun, CreateSession  # noqa: E402
 from ccweb_store.domain.kinds import RunKind, RunStatus  # noqa: E402
 from ccweb_store.protocol import tools  # noqa: E402
 from ccweb_store.services import conversations, runs  # noqa: E402
@@ -75,10 +75,10 @@ async def measure(url: str, round_trips: int) -> dict[str, float]:
     store = Store.from_settings(Settings(database_url=url))
     try:
         await migrate(store.engine)
-        await conversations.create_session(store, {"id": "src", "title": "Source"})
+        await conversations.create_session(store, CreateSession(id="src", title="Source"))
         targets = [f"tgt-{i}" for i in range(TARGETS)]
         for target in targets:
-            await conversations.create_session(store, {"id": target, "title": target})
+            await conversations.create_session(store, CreateSession(id=target, title=target))
         source = Source("src", 0)
         spent = {"send": 0.0, "claim": 0.0, "complete": 0.0}
 
@@ -124,7 +124,7 @@ async def measure_sends(url: str, sends: int, clients: int) -> dict[str, float]:
     store = Store.from_settings(Settings(database_url=url))
     try:
         await migrate(store.engine)
-        await conversations.create_session(store, {"id": "src", "title": "Source"})
+        await conversations.create_session(store, CreateSession(id="src", title="Source"))
         targets = [f"tgt-{i}" for i in range(sends + WARM_UP * clients)]
         async with store.engine.begin() as connection:
             await connection.execute(

@@ -85,3 +85,7 @@ async def expirable_replies(
 ) -> Any:
     """What ``reply.expire`` would fail (the CLI's dry run), at ``now``."""
     return await replies.expirable_replies(store, parsed(_EXPIRE, params), now=now)
+
+
+async def append_message(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "message.append", params)

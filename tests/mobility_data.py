@@ -8,10 +8,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from ccweb_store.config import Settings
-from ccweb_store.services import conversations, credentials
+from ccweb_store.services import credentials
 from ccweb_store.store.models import Base
 from ccweb_store.store.uow import Store
-from tests import debugging_data
+from tests import debugging_data, host_calls
 from tests.http_client import app_client, rpc_result
 
 #: The requests ``debugging_data.seed`` writes, one in each state.
@@ -25,7 +25,7 @@ async def fill_every_kind_of_row(database_url: str) -> None:
     await debugging_data.seed(database_url)
     store = Store.from_settings(Settings(database_url=database_url))
     try:
-        await conversations.append_message(
+        await host_calls.append_message(
             store,
             {
                 "sessionId": "quiet",
@@ -34,7 +34,7 @@ async def fill_every_kind_of_row(database_url: str) -> None:
                 "metadata": {"model": "m", "n": [1, 2.5, 1e20, None, True], "ü": {"x": ""}},
             },
         )
-        await conversations.append_message(
+        await host_calls.append_message(
             store, {"sessionId": "quiet", "role": "user", "content": "naïve ✓ text"}
         )
         async with store.uow() as uow:

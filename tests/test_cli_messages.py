@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from ccweb_store.config import Settings
-from ccweb_store.services import conversations
 from ccweb_store.store.uow import Store
+from tests import host_calls
 from tests.cli_support import as_json, ccweb_store, run_cli
 from tests.lifecycle_support import ask, make_conversation
 from tests.servers import server_env, serving
@@ -28,7 +28,7 @@ def conversation_with_messages(database_url: str) -> None:
             for n in range(1, 26):
                 role = "user" if n % 2 else "assistant"
                 text = f"message {n}\nsecond line\nthird\nfourth\nfifth line of {n}"
-                await conversations.append_message(
+                await host_calls.append_message(
                     store, {"sessionId": "planner", "role": role, "content": text}
                 )
             await ask(store, "planner", "reviewer", "Review the schema change")

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ccweb_store.cli.common import NOT_FOUND_CODES, AsJson, DatabaseUrl, Limit, print_json
+from ccweb_store.cli.common import (
+    NOT_FOUND_CODES,
+    AsJson,
+    DatabaseUrl,
+    Limit,
+    model_call,
+    print_json,
+)
 from ccweb_store.cli.remote import ServerUrl, operator_call
 from ccweb_store.cli.replies import pending_table
 from ccweb_store.cli.tables import parse_iso, print_table, runs_json_table, stdout_console
@@ -96,13 +103,13 @@ def conversations_create(
 
     Example: ccweb-store conversations create --title Planner --agent claude
     """
+    from ccweb_store.domain.host_calls import CreateSession
     from ccweb_store.services.conversations import create_session
 
-    params = {"id": conversation_id, "title": title, "agent": agent, "cwd": cwd}
     created = operator_call(
         "session.create",
         create_session,
-        {key: value for key, value in params.items() if value is not None},
+        model_call(CreateSession, id=conversation_id, title=title, agent=agent, cwd=cwd),
         server=server,
         database_url=database_url,
     )
@@ -237,12 +244,13 @@ def conversations_archive(
 
     Example: ccweb-store conversations archive conv_0123   (undo: --restore)
     """
+    from ccweb_store.domain.host_calls import ArchiveSession
     from ccweb_store.services.conversations import archive_session
 
     session = operator_call(
         "session.archive",
         archive_session,
-        {"id": conversation_id, "archived": not restore},
+        model_call(ArchiveSession, id=conversation_id, archived=not restore),
         server=server,
         database_url=database_url,
         not_found=CONVERSATION_NOT_FOUND,

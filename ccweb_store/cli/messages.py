@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ccweb_store.cli.common import AsJson, DatabaseUrl, print_json
+from ccweb_store.cli.common import AsJson, DatabaseUrl, model_call, print_json
 from ccweb_store.cli.conversations import CONVERSATION_NOT_FOUND, ConversationId
 from ccweb_store.cli.remote import ServerUrl, operator_call
 from ccweb_store.cli.tables import print_table
@@ -47,17 +47,16 @@ def messages(
 
     Example: ccweb-store messages conv_0123 --limit 5 --role assistant
     """
+    from ccweb_store.domain.host_calls import RecentMessages
     from ccweb_store.services.conversations import recent_messages
 
-    params: dict[str, Any] = {"sessionId": conversation_id, "limit": limit}
-    if before is not None:
-        params["beforeSeq"] = before
-    if role is not None:
-        params["role"] = role
+    query = model_call(
+        RecentMessages, session_id=conversation_id, limit=limit, before_seq=before, role=role
+    )
     result = operator_call(
         "message.recent",
         recent_messages,
-        params,
+        query,
         server=server,
         database_url=database_url,
         not_found=CONVERSATION_NOT_FOUND,

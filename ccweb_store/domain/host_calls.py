@@ -1,9 +1,10 @@
 """The host API's calls as pydantic models (SPEC §3), one per method: what ``/rpc`` parses a
 call's ``params`` into, once, where it enters (``http/rpc.py``), and what the services take.
 
-The run queue's methods (``run.*``) and the reply requests' (``reply.*``) are here. Like the
-tools' models (``tool_arguments``), names are camelCase on the wire and snake_case in Python,
-JSON types are exact and unknown keys are ignored.
+The conversations' methods (``session.*``, ``message.*``), the run queue's (``run.*``) and
+the reply requests' (``reply.*``) are here. Like the tools' models (``tool_arguments``),
+names are camelCase on the wire and snake_case in Python, JSON types are exact and unknown
+keys are ignored.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from ccweb_store.domain.call_models import (
     json_type,
     refuse,
 )
-from ccweb_store.domain.errors import INVALID_KIND, INVALID_STATUS
-from ccweb_store.domain.ids import ID_MAX_LENGTH, MAX_PAGE
-from ccweb_store.domain.kinds import ReplyStatus, RunKind, RunStatus
+from ccweb_store.domain.errors import INVALID_ARGUMENTS, INVALID_KIND, INVALID_ROLE, INVALID_STATUS
+from ccweb_store.domain.ids import AGENT_MAX_LENGTH, ID_MAX_LENGTH, MAX_PAGE
+from ccweb_store.domain.kinds import ReplyStatus, Role, RunKind, RunStatus
 
 #: The longest lease a worker may ask for: a week (it heartbeats to hold a run longer).
 MAX_LEASE_SECONDS = 7 * 24 * 3600
@@ -228,3 +229,83 @@ class ExpireReplies(CallModel):
         BeforeValidator(_number),
         AfterValidator(_between(0, CENTURY_SECONDS, " (100 years)")),
     ]
+
+
+#: How many conversations ``session.list`` returns when it is not told.
+DEFAULT_SESSION_PAGE = 50
+#: How many messages ``message.list`` and ``message.recent`` return when they are not told.
+DEFAULT_MESSAGE_PAGE = 100
+#: What ``message.append``'s ``content`` must be, said when it is anything else.
+CONTENT_RULE = "content is required: a string or a list of {type: 'text', text} blocks"
+
+
+def _message_content(value: Any) -> Any:
+    if not isinstance(value, str | list):
+        raise coded(INVALID_ARGUMENTS, CONTENT_RULE)
+    return value
+
+
+def _role(value: Any) -> Any:
+    if not isinstance(value, str) or value not in tuple(Role):
+        raise coded(
+            INVALID_ROLE,
+            f"role {value!r} is not a message role: use one of {', '.join(tuple(Role))}",
+        )
+    return Role(value)
+
+
+class CreateSession(CallModel):
+    """``session.create``: a new conversation (an id of the caller's, or a new one)."""
+
+    id: str | None = None
+    title: str | None = None
+    agent: Annotated[str, Field(max_length=AGENT_MAX_LENGTH)] | None = None
+    cwd: str | None = None
+
+
+class GetSession(CallModel):
+    """``session.get``: one conversation with its active run."""
+
+    id: Text
+
+
+class ArchiveSession(CallModel):
+    """``session.archive``: hide a conversation from the lists (``archived: false`` shows it)."""
+
+    id: ConversationId
+    archived: bool = True
+
+
+class ListSessions(CallModel):
+    """``session.list``: conversations newest created first, a page at a time."""
+
+    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_SESSION_PAGE
+    cursor: str | None = None
+
+
+class AppendMessage(CallModel):
+    """``message.append``: a message at the conversation's next ``seq``; ``content`` is text or
+    cc-web's list of ``{type: "text", text}`` blocks."""
+
+    session_id: ConversationId
+    content: Annotated[Any, BeforeValidator(_message_content)] = None
+    role: str = ""
+    metadata: dict[str, Any] | None = None
+    id: Annotated[str, Field(max_length=ID_MAX_LENGTH)] | None = None
+
+
+class RecentMessages(CallModel):
+    """``message.recent``: the newest messages before ``beforeSeq``, of ``role`` if given."""
+
+    session_id: Text
+    before_seq: Annotated[int, Field(ge=1)] | None = None
+    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_MESSAGE_PAGE
+    role: Annotated[Role, BeforeValidator(_role)] | None = None
+
+
+class ListMessages(CallModel):
+    """``message.list``: messages after ``afterSeq``, in order."""
+
+    session_id: Text
+    after_seq: Annotated[int, Field(ge=0)] = 0
+    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_MESSAGE_PAGE

@@ -14,7 +14,7 @@ from typing import Any
 
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
-from ccweb_store.domain.host_calls import ListReplies, ListRuns
+from ccweb_store.domain.host_calls import GetSession, ListReplies, ListRuns, ListSessions
 from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
     OPEN_REPLY_STATUSES,
@@ -71,7 +71,9 @@ async def overview(store: Store, chosen: ReplyFilter) -> dict[str, Any]:
     with its open requests in (as target) and out (as source); the open requests ``chosen``
     keeps, oldest first; queued and running runs, newest first."""
     latest = await latest_event_id(store)
-    sessions = (await conversations.list_sessions(store, {"limit": OVERVIEW_SESSIONS}))["sessions"]
+    sessions = (await conversations.list_sessions(store, ListSessions(limit=OVERVIEW_SESSIONS)))[
+        "sessions"
+    ]
     open_replies = (
         await replies.list_replies(
             store, ListReplies(status=list(OPEN_REPLY_STATUSES), limit=OVERVIEW_REPLIES)
@@ -106,7 +108,7 @@ async def conversation(store: Store, session_id: str, before_seq: int | None) ->
     inputs are what ``ccweb_list_user_inputs`` returns for it."""
     validate_session_id(session_id)
     latest = await latest_event_id(store)
-    session = await conversations.get_session(store, {"id": session_id})
+    session = await conversations.get_session(store, GetSession(id=session_id))
     async with store.read_uow() as uow:
         rows = await uow.messages.list_before(
             session_id, before_seq=before_seq, limit=MESSAGE_PAGE + 1

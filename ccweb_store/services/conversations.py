@@ -9,32 +9,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ccweb_store.domain import errors, json_values
+from ccweb_store.domain import json_values
 from ccweb_store.domain.arguments import (
     bounded_int,
     optional_bool,
-    optional_int,
-    optional_object,
     optional_str,
-    require_str,
 )
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source
-from ccweb_store.domain.errors import InvalidInput
-from ccweb_store.domain.ids import (
-    AGENT_MAX_LENGTH,
-    ID_MAX_LENGTH,
-    MAX_PAGE,
-    ROLES,
-    validate_session_id,
+from ccweb_store.domain.host_calls import (
+    AppendMessage,
+    ArchiveSession,
+    CreateSession,
+    GetSession,
+    ListMessages,
+    ListSessions,
+    RecentMessages,
 )
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.domain.tool_arguments import QUERY_MAX_CHARS, ListConversations
 from ccweb_store.services.schemas import message_out, session_out
 from ccweb_store.store.uow import Store
 
-DEFAULT_SESSION_PAGE = 50
-DEFAULT_MESSAGE_PAGE = 100
 #: The longest ``query`` of a conversation search (SQLite refuses LIKE patterns over
 #: 50,000 bytes; no title needs a search of more than this).
 MAX_QUERY_CHARS = QUERY_MAX_CHARS
@@ -82,33 +78,27 @@ def session_search(params: Mapping[str, Any], default_limit: int, max_limit: int
     }
 
 
-async def create_session(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def create_session(store: Store, call: CreateSession) -> dict[str, Any]:
     """``session.create``: a new conversation (``conversation_exists`` on a taken id)."""
-    session_id = optional_str(params, "id")
-    title = optional_str(params, "title")
-    agent = optional_str(params, "agent", max_length=AGENT_MAX_LENGTH)
-    cwd = optional_str(params, "cwd")
     async with store.uow() as uow:
-        row = await uow.sessions.create(session_id, title=title, agent=agent, cwd=cwd)
+        row = await uow.sessions.create(call.id, title=call.title, agent=call.agent, cwd=call.cwd)
         await uow.commit()
     return session_out(row)
 
 
-async def get_session(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def get_session(store: Store, call: GetSession) -> dict[str, Any]:
     """``session.get``: one conversation with its active run."""
-    session_id = require_str(params, "id")
     async with store.read_uow() as uow:
-        row = await uow.sessions.require(session_id)
+        row = await uow.sessions.require(call.id)
         active = await uow.runs.active_for_sessions([row.id])
     return session_out(row, active_run=active.get(row.id))
 
 
-async def archive_session(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def archive_session(store: Store, call: ArchiveSession) -> dict[str, Any]:
     """``session.archive``: hide a conversation from ``ccweb_list_conversations`` and the
     operator's list (``archived: false`` brings it back). Nothing else changes: its messages,
     runs and reply requests stay, and it can still be written to and run."""
-    session_id = validate_session_id(require_str(params, "id"))
-    archived = optional_bool(params, "archived", default=True)
+    session_id, archived = call.id, call.archived
     async with store.uow() as uow:
         row = await uow.sessions.set_archived(session_id, utcnow() if archived else None)
         if row is None:
@@ -119,12 +109,10 @@ async def archive_session(store: Store, params: Mapping[str, Any]) -> dict[str, 
     return session_out(row, active_run=active.get(row.id))
 
 
-async def list_sessions(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def list_sessions(store: Store, query: ListSessions) -> dict[str, Any]:
     """``session.list``: newest created first, ``{sessions, nextCursor}``."""
-    limit = bounded_int(params, "limit", DEFAULT_SESSION_PAGE, MAX_PAGE)
-    cursor = optional_str(params, "cursor")
     async with store.read_uow() as uow:
-        rows, next_cursor = await uow.sessions.list_page(limit=limit, cursor=cursor)
+        rows, next_cursor = await uow.sessions.list_page(limit=query.limit, cursor=query.cursor)
         active = await uow.runs.active_for_sessions(row.id for row in rows)
     return {
         "sessions": [session_out(row, active_run=active.get(row.id)) for row in rows],
@@ -132,22 +120,17 @@ async def list_sessions(store: Store, params: Mapping[str, Any]) -> dict[str, An
     }
 
 
-async def append_message(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def append_message(store: Store, call: AppendMessage) -> dict[str, Any]:
     """``message.append``: add a message at the session's next ``seq``.
 
     ``content`` may be text or cc-web's list of ``{type: "text", text}`` blocks; blocks are
     stored as their joined text and kept verbatim in ``metadata.contentBlocks``.
     """
-    session_id = validate_session_id(require_str(params, "sessionId"))
-    role = optional_str(params, "role") or ""
-    metadata = optional_object(params, "metadata")
-    message_id = optional_str(params, "id", max_length=ID_MAX_LENGTH)
-    content = params.get("content")
+    session_id, role, metadata, message_id = call.session_id, call.role, call.metadata, call.id
+    content = call.content
     if isinstance(content, list):
         metadata = {**(metadata or {}), "contentBlocks": content}
         content = text_of(content)
-    if not isinstance(content, str):
-        raise InvalidInput("content is required: a string or a list of {type: 'text', text} blocks")
     if metadata is not None:
         json_values.require_storable(metadata, "metadata")
     async with store.uow() as uow:
@@ -158,19 +141,16 @@ async def append_message(store: Store, params: Mapping[str, Any]) -> dict[str, A
     return message_out(row)
 
 
-async def recent_messages(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def recent_messages(store: Store, query: RecentMessages) -> dict[str, Any]:
     """``message.recent``: the ``limit`` newest messages before ``beforeSeq`` (none: the
     newest of all), of ``role`` if given, oldest first; ``{messages, nextBeforeSeq}``, where
     ``nextBeforeSeq`` asks for the page before (None: no older message)."""
-    session_id = require_str(params, "sessionId")
-    before_seq = optional_int(params, "beforeSeq", minimum=1)
-    limit = bounded_int(params, "limit", DEFAULT_MESSAGE_PAGE, MAX_PAGE)
-    role = optional_str(params, "role")
-    if role is not None and role not in ROLES:
-        raise InvalidInput(
-            f"role {role!r} is not a message role: use one of {', '.join(ROLES)}",
-            code=errors.INVALID_ROLE,
-        )
+    session_id, before_seq, limit, role = (
+        query.session_id,
+        query.before_seq,
+        query.limit,
+        query.role,
+    )
     async with store.read_uow() as uow:
         await uow.sessions.require(session_id)
         rows = await uow.messages.list_before(
@@ -184,11 +164,9 @@ async def recent_messages(store: Store, params: Mapping[str, Any]) -> dict[str, 
     }
 
 
-async def list_messages(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def list_messages(store: Store, query: ListMessages) -> dict[str, Any]:
     """``message.list``: messages after ``afterSeq`` in order, ``{messages, nextAfterSeq}``."""
-    session_id = require_str(params, "sessionId")
-    after_seq = optional_int(params, "afterSeq", minimum=0) or 0
-    limit = bounded_int(params, "limit", DEFAULT_MESSAGE_PAGE, MAX_PAGE)
+    session_id, after_seq, limit = query.session_id, query.after_seq, query.limit
     async with store.read_uow() as uow:
         await uow.sessions.require(session_id)
         rows = await uow.messages.list_after(session_id, after_seq=after_seq, limit=limit)
