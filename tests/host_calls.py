@@ -1,6 +1,5 @@
-"""The host API's ``run.*`` and ``reply.*`` methods called as ``/rpc`` calls them: wire
-params validated into the method's model at the edge (``http/rpc.py``'s table), so a test pins
-what a host sees."""
+"""The host API's methods called as ``/rpc`` calls them: wire params validated into the
+method's model at the edge (``http/rpc.py``'s table), so a test pins what a host sees."""
 
 from __future__ import annotations
 
@@ -89,3 +88,19 @@ async def expirable_replies(
 
 async def append_message(store: Store, params: Mapping[str, Any]) -> Any:
     return await call(store, "message.append", params)
+
+
+async def mint_credential(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "credential.mint", params)
+
+
+async def revoke_credential(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "credential.revoke", params)
+
+
+async def list_events(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "events.list", params)
+
+
+async def respond(store: Store, params: Mapping[str, Any]) -> Any:
+    return await call(store, "prompt.respond", params)

@@ -8,7 +8,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from ccweb_store.config import Settings
-from ccweb_store.services import credentials
 from ccweb_store.store.models import Base
 from ccweb_store.store.uow import Store
 from tests import debugging_data, host_calls
@@ -52,9 +51,9 @@ async def fill_every_kind_of_row(database_url: str) -> None:
                 ]
             )
             await uow.commit()
-        await credentials.mint_credential(store, {"sessionId": "alpha", "label": "kept"})
-        revoked = await credentials.mint_credential(store, {"sessionId": "beta"})
-        await credentials.revoke_credential(store, {"credentialId": revoked["credential"]["id"]})
+        await host_calls.mint_credential(store, {"sessionId": "alpha", "label": "kept"})
+        revoked = await host_calls.mint_credential(store, {"sessionId": "beta"})
+        await host_calls.revoke_credential(store, {"credentialId": revoked["credential"]["id"]})
     finally:
         await store.dispose()
 

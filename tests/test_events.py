@@ -108,7 +108,7 @@ async def _two_conversations(client: httpx.AsyncClient) -> None:
 async def test_a_send_and_its_run_write_their_events_in_order(pair: Store) -> None:
     from ccweb_store.domain.context import Source
 
-    before = (await event_service.list_events(pair, {}))["latestId"]
+    before = (await host_calls.list_events(pair, {}))["latestId"]
     sent = await tool_calls.send_message(
         pair,
         Source("conv-a"),
@@ -120,7 +120,7 @@ async def test_a_send_and_its_run_write_their_events_in_order(pair: Store) -> No
     await host_calls.complete_run(
         pair, {"runId": sent["runId"], "workerId": "w1", "status": "completed", "output": "ok"}
     )
-    listed = await event_service.list_events(pair, {"after": before, "limit": 100})
+    listed = await host_calls.list_events(pair, {"after": before, "limit": 100})
     seen = [(e["type"], e.get("conversationId")) for e in listed["events"]]
     assert seen[:4] == [
         (types.MESSAGE_APPENDED, "conv-b"),
@@ -140,14 +140,14 @@ async def test_a_send_and_its_run_write_their_events_in_order(pair: Store) -> No
 
 
 async def test_a_change_that_rolls_back_writes_no_event(pair: Store) -> None:
-    before = (await event_service.list_events(pair, {}))["latestId"]
+    before = (await host_calls.list_events(pair, {}))["latestId"]
     async with pair.uow() as uow:
         await uow.messages.append("conv-a", "user", "never kept")
         # left without commit: rolled back
     async with pair.uow() as uow:
         await uow.messages.append("conv-a", "user", "kept")
         await uow.commit()
-    listed = await event_service.list_events(pair, {"after": before})
+    listed = await host_calls.list_events(pair, {"after": before})
     assert [e["type"] for e in listed["events"]] == [types.MESSAGE_APPENDED]
 
 
@@ -157,12 +157,12 @@ async def test_events_list_filters_by_type_and_conversation(pair: Store) -> None
         await uow.messages.append("conv-b", "user", "b")
         await uow.runs.enqueue("conv-b", "user_turn")
         await uow.commit()
-    only_b = await event_service.list_events(pair, {"conversation": "conv-b"})
+    only_b = await host_calls.list_events(pair, {"conversation": "conv-b"})
     assert {e["conversationId"] for e in only_b["events"]} == {"conv-b"}
-    queued = await event_service.list_events(pair, {"types": ["run.queued"]})
+    queued = await host_calls.list_events(pair, {"types": ["run.queued"]})
     assert [e["type"] for e in queued["events"]] == ["run.queued"]
     with pytest.raises(Exception, match="unknown event type"):
-        await event_service.list_events(pair, {"types": ["run.exploded"]})
+        await host_calls.list_events(pair, {"types": ["run.exploded"]})
 
 
 async def test_a_resume_point_older_than_the_retention_is_refused_with_resync(
@@ -172,7 +172,7 @@ async def test_a_resume_point_older_than_the_retention_is_refused_with_resync(
         async with pair.uow() as uow:
             await uow.messages.append("conv-a", "user", text)
             await uow.commit()
-    listed = (await event_service.list_events(pair, {}))["events"]
+    listed = (await host_calls.list_events(pair, {}))["events"]
     first = listed[0]["id"]
     # Every event is older than a retention that ends in the future: all are pruned.
     pruned = await event_service.prune_events(pair, retention_days=-1)
@@ -181,9 +181,9 @@ async def test_a_resume_point_older_than_the_retention_is_refused_with_resync(
         await uow.messages.append("conv-a", "user", "four")
         await uow.commit()
     with pytest.raises(EventsExpired) as refused:
-        await event_service.list_events(pair, {"after": first})
+        await host_calls.list_events(pair, {"after": first})
     assert "reply.list" in refused.value.message
-    newest = (await event_service.list_events(pair, {}))["events"]
+    newest = (await host_calls.list_events(pair, {}))["events"]
     assert [e["type"] for e in newest] == [types.MESSAGE_APPENDED]
 
 
@@ -191,9 +191,9 @@ async def test_pruning_keeps_what_is_younger_than_the_retention(pair: Store) -> 
     async with pair.uow() as uow:
         await uow.messages.append("conv-a", "user", "fresh")
         await uow.commit()
-    before = len((await event_service.list_events(pair, {}))["events"])
+    before = len((await host_calls.list_events(pair, {}))["events"])
     assert await event_service.prune_events(pair, retention_days=1) == 0
-    assert len((await event_service.list_events(pair, {}))["events"]) == before
+    assert len((await host_calls.list_events(pair, {}))["events"]) == before
 
 
 # --- claims: the claim and its event in one statement where each statement commits alone --
@@ -212,7 +212,7 @@ async def test_a_claim_writes_its_started_event_once_and_tells_the_feed(
     from tests.lifecycle_support import ask
 
     sent = await ask(pair, "conv-a", "conv-b", "hi")
-    before = (await event_service.list_events(pair, {}))["latestId"]
+    before = (await host_calls.list_events(pair, {}))["latestId"]
     told: list[list[dict[str, Any]]] = []
     monkeypatch.setattr(pair.feed, "poke", lambda written=None: told.append(list(written or [])))
     begun: list[object] = []
@@ -228,7 +228,7 @@ async def test_a_claim_writes_its_started_event_once_and_tells_the_feed(
     assert claimed["id"] == sent["runId"]
     if pair.dialect == "postgresql":
         assert begun == []  # one statement, its own transaction: no BEGIN, no COMMIT
-    listed = (await event_service.list_events(pair, {"after": before}))["events"]
+    listed = (await host_calls.list_events(pair, {"after": before}))["events"]
     assert [
         (e["type"], e.get("conversationId"), e.get("runId"), e.get("requestId")) for e in listed
     ] == [(types.RUN_STARTED, "conv-b", sent["runId"], sent["requestId"])]
@@ -246,14 +246,14 @@ async def test_a_claim_with_extras_still_commits_its_run_event_and_credential_to
     from tests.lifecycle_support import ask
 
     sent = await ask(pair, "conv-a", "conv-b", "hi")
-    before = (await event_service.list_events(pair, {}))["latestId"]
+    before = (await host_calls.list_events(pair, {}))["latestId"]
     no_lease_expires_soon(pair)
     claimed = await host_calls.claim_run(
         pair, {"workerId": "w1", "withConversation": True, "mintCredential": {}}
     )
     assert claimed["run"]["id"] == sent["runId"]
     assert claimed["conversation"]["id"] == "conv-b" and claimed["credential"]["token"]
-    listed = (await event_service.list_events(pair, {"after": before}))["events"]
+    listed = (await host_calls.list_events(pair, {"after": before}))["events"]
     assert [(e["type"], e["payload"]) for e in listed] == [
         (types.RUN_STARTED, {"kind": "cross_conversation", "workerId": "w1"})
     ]
@@ -264,7 +264,7 @@ async def test_a_claim_with_nothing_to_claim_writes_no_event_and_wakes_no_proces
 ) -> None:
     from ccweb_store.store.postgres.listen import CHANNEL
 
-    before = (await event_service.list_events(pair, {}))["latestId"]
+    before = (await host_calls.list_events(pair, {}))["latestId"]
     noticed: list[str] = []
     async with pair.engine.connect() as listener:
         if pair.dialect == "postgresql":
@@ -282,7 +282,7 @@ async def test_a_claim_with_nothing_to_claim_writes_no_event_and_wakes_no_proces
                     break
                 await asyncio.sleep(0.05)
             assert len(noticed) == 1
-    after = (await event_service.list_events(pair, {"after": before}))["events"]
+    after = (await host_calls.list_events(pair, {"after": before}))["events"]
     assert [e["type"] for e in after] == ([types.MESSAGE_APPENDED] if noticed else [])
 
 
@@ -298,7 +298,7 @@ async def test_claimers_at_once_take_each_run_once_one_per_conversation(pair: St
         for conversation in conversations * 2:
             await uow.runs.enqueue(conversation, "user_turn")
         await uow.commit()
-    before = (await event_service.list_events(pair, {}))["latestId"]
+    before = (await host_calls.list_events(pair, {}))["latestId"]
     no_lease_expires_soon(pair)
     results = await asyncio.gather(
         *(host_calls.claim_run(pair, {"workerId": f"w-{n}"}) for n in range(10))
@@ -308,7 +308,7 @@ async def test_claimers_at_once_take_each_run_once_one_per_conversation(pair: St
         claimed.append(late)  # a claimer that lost every race left its run to the queue
     assert sorted(run["sessionId"] for run in claimed) == conversations
     assert len({run["id"] for run in claimed}) == len(conversations)
-    started = (await event_service.list_events(pair, {"after": before, "limit": 100}))["events"]
+    started = (await host_calls.list_events(pair, {"after": before, "limit": 100}))["events"]
     assert sorted((e["runId"], e["payload"]["workerId"]) for e in started) == sorted(
         (run["id"], run["workerId"]) for run in claimed
     )
@@ -355,7 +355,7 @@ async def test_event_ids_become_visible_in_commit_order_while_claims_and_sends_r
     done.set()
     await reader
     assert late == []
-    listed = (await event_service.list_events(pair, {"limit": 1000}))["events"]
+    listed = (await host_calls.list_events(pair, {"limit": 1000}))["events"]
     started = [e for e in listed if e["type"] == types.RUN_STARTED]
     assert len({e["runId"] for e in started}) == len(started) == len(targets)
     assert polls > 1

@@ -156,3 +156,22 @@ def test_only_the_store_runs_statements_in_a_unit_of_work() -> None:
         if isinstance(node, ast.Attribute) and runs_a_statement(node)
     ]
     assert calls == []
+
+
+def test_services_take_typed_calls_never_wire_params() -> None:
+    """A call is parsed once, at the edge, into its model (``domain/host_calls.py``,
+    ``domain/tool_arguments.py``): no service function takes the wire's ``params`` or
+    ``args`` mapping."""
+    wire = []
+    for path in sorted((PACKAGE / "services").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for argument in node.args.args + node.args.kwonlyargs:
+                annotation = ast.unparse(argument.annotation) if argument.annotation else ""
+                untyped = annotation.startswith(("Mapping[str, Any]", "dict[str, Any]"))
+                if argument.arg == "params" or (
+                    argument.arg in ("args", "call", "query") and untyped
+                ):
+                    wire.append(f"{path.name}:{node.lineno} {node.name}({argument.arg})")
+    assert wire == []

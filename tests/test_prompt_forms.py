@@ -11,9 +11,9 @@ import sqlalchemy as sa
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
-from ccweb_store.services.prompt_forms import respond
 from ccweb_store.store.models import Message, Run
 from ccweb_store.store.uow import Store
+from tests import host_calls
 from tests.tool_calls import list_user_inputs, prompt_user
 
 QUESTIONS: list[dict[str, Any]] = [
@@ -166,7 +166,7 @@ async def test_answering_writes_a_user_message_marks_the_card_and_queues_a_turn(
 ) -> None:
     await new_conversation(store)
     card = await ask(store)
-    result = await respond(store, {"promptId": card["promptId"], "answers": ANSWERS})
+    result = await host_calls.respond(store, {"promptId": card["promptId"], "answers": ANSWERS})
 
     message, run = result["message"], result["run"]
     assert (message["sessionId"], message["role"], message["seq"]) == ("src", "user", 3)
@@ -193,7 +193,7 @@ async def test_answering_writes_a_user_message_marks_the_card_and_queues_a_turn(
 async def test_the_answer_is_listed_as_a_user_input_and_the_card_is_not(store: Store) -> None:
     await new_conversation(store)
     card = await ask(store)
-    result = await respond(store, {"promptId": card["promptId"], "answers": ANSWERS})
+    result = await host_calls.respond(store, {"promptId": card["promptId"], "answers": ANSWERS})
     payload = await list_user_inputs(store, Source("src"), {})
     assert [item["messageId"] for item in payload["inputs"]] == [
         payload["inputs"][0]["messageId"],
@@ -206,9 +206,11 @@ async def test_the_answer_is_listed_as_a_user_input_and_the_card_is_not(store: S
 async def test_a_second_answer_is_refused_and_changes_nothing(store: Store) -> None:
     await new_conversation(store)
     card = await ask(store)
-    await respond(store, {"promptId": card["promptId"], "answers": ANSWERS})
+    await host_calls.respond(store, {"promptId": card["promptId"], "answers": ANSWERS})
     before = await counts(store)
-    error = await refused(respond(store, {"promptId": card["promptId"], "answers": ANSWERS}))
+    error = await refused(
+        host_calls.respond(store, {"promptId": card["promptId"], "answers": ANSWERS})
+    )
     assert error.code == errors.PROMPT_ALREADY_ANSWERED
     assert await counts(store) == before
 
@@ -217,7 +219,10 @@ async def test_two_concurrent_answers_cannot_both_win(store: Store) -> None:
     await new_conversation(store)
     card = await ask(store)
     outcomes = await asyncio.gather(
-        *(respond(store, {"promptId": card["promptId"], "answers": ANSWERS}) for _ in range(4)),
+        *(
+            host_calls.respond(store, {"promptId": card["promptId"], "answers": ANSWERS})
+            for _ in range(4)
+        ),
         return_exceptions=True,
     )
     winners = [o for o in outcomes if isinstance(o, dict)]
@@ -240,9 +245,11 @@ async def test_the_card_moves_from_pending_to_answered_only_once(store: Store) -
 
 async def test_an_unknown_prompt_is_not_found(store: Store) -> None:
     await new_conversation(store)
-    error = await refused(respond(store, {"promptId": "prompt_nope", "answers": ANSWERS}))
+    error = await refused(
+        host_calls.respond(store, {"promptId": "prompt_nope", "answers": ANSWERS})
+    )
     assert error.code == errors.PROMPT_NOT_FOUND
-    error = await refused(respond(store, {"answers": ANSWERS}))
+    error = await refused(host_calls.respond(store, {"answers": ANSWERS}))
     assert error.code == errors.INVALID_ARGUMENTS
 
 
@@ -264,7 +271,9 @@ async def test_bad_answers_are_refused_without_writing_anything(
     await new_conversation(store)
     card = await ask(store)
     before = await counts(store)
-    error = await refused(respond(store, {"promptId": card["promptId"], "answers": answers}))
+    error = await refused(
+        host_calls.respond(store, {"promptId": card["promptId"], "answers": answers})
+    )
     assert error.code == errors.INVALID_ARGUMENTS
     assert fragment in error.message
     assert await counts(store) == before
@@ -274,7 +283,7 @@ async def test_bad_answers_are_refused_without_writing_anything(
 async def test_free_text_is_accepted_where_the_card_allows_it(store: Store) -> None:
     await new_conversation(store)
     card = await ask(store)
-    result = await respond(
+    result = await host_calls.respond(
         store, {"promptId": card["promptId"], "answers": {**ANSWERS, "deploy": "  server  "}}
     )
     assert "Answer: server" in result["message"]["content"]
@@ -294,6 +303,8 @@ async def test_a_card_imported_from_cc_web_is_found_by_its_prompt_id(store: Stor
     async with store.uow() as uow:
         await uow.messages.append("src", "assistant", "Ship it?", metadata=legacy, id="m-77")
         await uow.commit()
-    result = await respond(store, {"promptId": "legacy-prompt-1", "answers": {"ok": "yes"}})
+    result = await host_calls.respond(
+        store, {"promptId": "legacy-prompt-1", "answers": {"ok": "yes"}}
+    )
     assert result["message"]["content"] == "Answers:\n1. Ship it?\n   Answer: yes"
     assert (await card_prompt(store, "m-77"))["status"] == "answered"

@@ -145,15 +145,20 @@ def conversations_list(
 
     Example: ccweb-store conversations list --query planner
     """
+    from ccweb_store.domain.host_calls import OperatorConversations
+    from ccweb_store.domain.ids import MAX_PAGE
     from ccweb_store.services.operator import list_conversations
 
-    params: dict[str, Any] = {"limit": limit, "includeArchived": include_archived}
-    if query is not None:
-        params["query"] = query
+    search = model_call(
+        OperatorConversations,
+        limit=min(limit, MAX_PAGE),
+        include_archived=include_archived,
+        query=query,
+    )
     result = operator_call(
         "operator.conversations",
         list_conversations,
-        params,
+        search,
         server=server,
         database_url=database_url,
     )
@@ -187,12 +192,13 @@ def conversations_show(
     from rich.panel import Panel
     from rich.table import Table
 
+    from ccweb_store.domain.host_calls import OperatorConversation
     from ccweb_store.services.operator import show_conversation
 
     result = operator_call(
         "operator.conversation",
         show_conversation,
-        {"id": conversation_id},
+        model_call(OperatorConversation, id=conversation_id),
         server=server,
         database_url=database_url,
         not_found=CONVERSATION_NOT_FOUND,

@@ -20,6 +20,7 @@ from ccweb_store.cli.common import (
     duration_option,
     fail,
     load_settings,
+    model_call,
     print_json,
     server_url,
     with_store,
@@ -133,27 +134,28 @@ def conversation_url(
 
     Example: ccweb-store conversation-url conv_0123 --client claude --expires-in 30d
     """
+    from ccweb_store.domain.host_calls import MintCredential
     from ccweb_store.services.credentials import mint_credential
 
     if client is not None and client not in CLIENTS:
         fail(f"--client {client!r}: use one of {', '.join(CLIENTS)}")
-    params: dict[str, Any] = {"sessionId": conversation_id, "hopCount": hop_count}
     if client is not None and label is None:
         label = client  # the client's credential: minting its setup again replaces it
-    if label is not None:
-        params["label"] = label
     expires_in_seconds = duration_option(expires_in, "--expires-in")
-    if expires_in_seconds is not None:
-        params["expiresInSeconds"] = expires_in_seconds
-        if expires_in_seconds < 1:
-            fail(
-                "--expires-in: use at least 1s, or leave it out for a credential that never expires"
-            )
+    if expires_in_seconds is not None and expires_in_seconds < 1:
+        fail("--expires-in: use at least 1s, or leave it out for a credential that never expires")
+    call = model_call(
+        MintCredential,
+        session_id=conversation_id,
+        hop_count=hop_count,
+        label=label,
+        expires_in_seconds=expires_in_seconds,
+    )
     if base_url is None:
         base_url = server_url(load_settings())
     minted = with_store(
         database_url,
-        lambda store: mint_credential(store, params, replace_label=client is not None),
+        lambda store: mint_credential(store, call, replace_label=client is not None),
     )
     url = mcp_url(base_url, minted["token"])
     credential = minted["credential"]
@@ -215,12 +217,17 @@ def credentials_list(
 
     Example: ccweb-store credentials list --conversation conv_0123 --all
     """
+    from ccweb_store.domain.host_calls import ListCredentials
+    from ccweb_store.domain.ids import MAX_PAGE
     from ccweb_store.services.credentials import list_credentials
 
-    params: dict[str, Any] = {"includeInactive": include_inactive, "limit": limit}
-    if conversation is not None:
-        params["sessionId"] = conversation
-    listed = with_store(database_url, lambda store: list_credentials(store, params))
+    query = model_call(
+        ListCredentials,
+        include_inactive=include_inactive,
+        limit=min(limit, MAX_PAGE),
+        session_id=conversation,
+    )
+    listed = with_store(database_url, lambda store: list_credentials(store, query))
     rows = listed["credentials"]
     if as_json:
         print_json({"credentials": rows, "count": len(rows)})
@@ -240,11 +247,11 @@ def credentials_revoke(
 
     Example: ccweb-store credentials revoke cred_0123
     """
+    from ccweb_store.domain.host_calls import RevokeCredential
     from ccweb_store.services.credentials import revoke_credential
 
-    revoked = with_store(
-        database_url, lambda store: revoke_credential(store, {"credentialId": credential_id})
-    )
+    call = model_call(RevokeCredential, credential_id=credential_id)
+    revoked = with_store(database_url, lambda store: revoke_credential(store, call))
     if as_json:
         print_json(revoked)
     else:

@@ -31,6 +31,7 @@ def doctor(
 
     Example: ccweb-store doctor   or   ccweb-store doctor --server http://127.0.0.1:8787 --json
     """
+    from ccweb_store.domain.host_calls import NoParams
     from ccweb_store.services import doctor as checks
     from ccweb_store.store.db import missing_database
 
@@ -42,11 +43,19 @@ def doctor(
             result = checks.missing_database_report(str(missing), settings)
         else:
             result = operator_call(
-                "operator.doctor", checks.run_doctor, {}, server=None, database_url=database_url
+                "operator.doctor",
+                checks.run_doctor,
+                NoParams(),
+                server=None,
+                database_url=database_url,
             )
     else:
         result = operator_call(
-            "operator.doctor", checks.run_doctor, {}, server=server, database_url=database_url
+            "operator.doctor",
+            checks.run_doctor,
+            NoParams(),
+            server=server,
+            database_url=database_url,
         )
     if as_json:
         print_json(result)

@@ -9,7 +9,7 @@ the same as on the database: 2 bad input, 3 not found, 1 anything else.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -34,30 +34,26 @@ TIMEOUT_SECONDS = 60.0
 #: The JSON-RPC error code of invalid parameters.
 INVALID_PARAMS = -32602
 
-Service = Callable[["Store", Any], Awaitable[Any]]
+_Call = TypeVar("_Call", bound=BaseModel)
 
 
 def operator_call(
     method: str,
-    service: Service,
-    call: Mapping[str, Any] | BaseModel,
+    service: Callable[[Store, _Call], Awaitable[Any]],
+    call: _Call,
     *,
     server: str | None,
     database_url: str | None,
     not_found: frozenset[str] = NOT_FOUND_CODES,
 ) -> Any:
-    """``service(store, call)`` on the database, or ``method`` on the server's ``/rpc``
-    when ``server`` is given; failures exit as ``with_store``'s do. A ``call`` that is a
-    model (``domain/host_calls.py``) goes to the server as its wire params."""
+    """``service(store, call)`` on the database, or ``method`` on the server's ``/rpc`` with
+    ``call`` (a model of ``domain/host_calls.py``) as its wire params when ``server`` is
+    given; failures exit as ``with_store``'s do."""
     if server is None:
         return with_store(database_url, lambda store: service(store, call), not_found=not_found)
     if database_url is not None:
         fail("--server and --database-url name two places: give one")
-    params = (
-        call.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if isinstance(call, BaseModel)
-        else call
-    )
+    params = call.model_dump(mode="json", by_alias=True, exclude_none=True)
     return rpc_call(server, method, params, not_found=not_found)
 
 

@@ -153,20 +153,21 @@ def replies_list(
 
     Example: ccweb-store replies list --status waiting --older-than 1h
     """
+    from ccweb_store.domain.host_calls import OperatorPendingReplies
+    from ccweb_store.domain.ids import MAX_PAGE
     from ccweb_store.services.operator import pending_replies
 
-    params: dict[str, Any] = {"limit": limit}
-    if status:
-        params["status"] = status
-    if conversation is not None:
-        params["sessionId"] = conversation
-    seconds = duration_option(older_than, "--older-than")
-    if seconds is not None:
-        params["olderThanSeconds"] = seconds
+    query = model_call(
+        OperatorPendingReplies,
+        limit=min(limit, MAX_PAGE),
+        status=status or None,
+        session_id=conversation,
+        older_than_seconds=duration_option(older_than, "--older-than"),
+    )
     result = operator_call(
         "operator.pendingReplies",
         pending_replies,
-        params,
+        query,
         server=server,
         database_url=database_url,
     )
@@ -216,12 +217,13 @@ def replies_show(
 
     Example: ccweb-store replies show req_0123 --server http://127.0.0.1:8787
     """
+    from ccweb_store.domain.host_calls import OperatorReplyStory
     from ccweb_store.services.operator import reply_story
 
     story = operator_call(
         "operator.replyStory",
         reply_story,
-        {"requestId": request_id},
+        model_call(OperatorReplyStory, request_id=request_id),
         server=server,
         database_url=database_url,
     )

@@ -1,10 +1,10 @@
 """The host API's calls as pydantic models (SPEC §3), one per method: what ``/rpc`` parses a
 call's ``params`` into, once, where it enters (``http/rpc.py``), and what the services take.
 
-The conversations' methods (``session.*``, ``message.*``), the run queue's (``run.*``) and
-the reply requests' (``reply.*``) are here. Like the tools' models (``tool_arguments``),
-names are camelCase on the wire and snake_case in Python, JSON types are exact and unknown
-keys are ignored.
+Every method with parameters has one: ``session.*``, ``message.*``, ``run.*``, ``reply.*``,
+``credential.*``, ``operator.*``, ``events.list`` and ``prompt.respond``. Like the tools'
+models (``tool_arguments``), names are camelCase on the wire and snake_case in Python, JSON
+types are exact and unknown keys are ignored.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from ccweb_store.domain.arguments import CENTURY_SECONDS
+from ccweb_store.domain.arguments import CENTURY_SECONDS, INT32_MAX
 from ccweb_store.domain.call_models import (
     CallModel,
     ConversationId,
@@ -23,10 +23,12 @@ from ccweb_store.domain.call_models import (
     coded,
     json_type,
     refuse,
+    stripped_or_none,
 )
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, INVALID_KIND, INVALID_ROLE, INVALID_STATUS
 from ccweb_store.domain.ids import AGENT_MAX_LENGTH, ID_MAX_LENGTH, MAX_PAGE
 from ccweb_store.domain.kinds import ReplyStatus, Role, RunKind, RunStatus
+from ccweb_store.domain.tool_arguments import QUERY_MAX_CHARS
 
 #: The longest lease a worker may ask for: a week (it heartbeats to hold a run longer).
 MAX_LEASE_SECONDS = 7 * 24 * 3600
@@ -113,6 +115,17 @@ class EnqueueRun(CallModel):
     runtime_text: str | None = None
 
 
+CenturySeconds = Annotated[int, AfterValidator(_between(1, CENTURY_SECONDS, " (100 years)"))]
+
+
+class CredentialTerms(CallModel):
+    """A credential to mint: its lifetime (none: it never expires) and its label; also
+    ``run.claim``'s ``mintCredential``."""
+
+    expires_in_seconds: CenturySeconds | None = None
+    label: str | None = None
+
+
 class ClaimRun(CallModel):
     """``run.claim``: lease the oldest queued run of an idle conversation."""
 
@@ -125,7 +138,7 @@ class ClaimRun(CallModel):
         AfterValidator(_between(0, MAX_WAIT_SECONDS, " seconds")),
     ] = None
     with_conversation: bool = False
-    mint_credential: dict[str, Any] | None = None
+    mint_credential: CredentialTerms | None = None
 
 
 class HeartbeatRun(CallModel):
@@ -288,7 +301,9 @@ class AppendMessage(CallModel):
     cc-web's list of ``{type: "text", text}`` blocks."""
 
     session_id: ConversationId
-    content: Annotated[Any, BeforeValidator(_message_content)] = None
+    content: Annotated[Any, BeforeValidator(_message_content)] = Field(
+        default=None, validate_default=True
+    )
     role: str = ""
     metadata: dict[str, Any] | None = None
     id: Annotated[str, Field(max_length=ID_MAX_LENGTH)] | None = None
@@ -309,3 +324,99 @@ class ListMessages(CallModel):
     session_id: Text
     after_seq: Annotated[int, Field(ge=0)] = 0
     limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_MESSAGE_PAGE
+
+
+class MintCredential(CredentialTerms):
+    """``credential.mint``: a new credential of a conversation, at ``hopCount`` (the least hop
+    count of the sends made with it)."""
+
+    session_id: ConversationId
+    hop_count: Annotated[int, AfterValidator(_between(0, INT32_MAX))] = 0
+
+
+class ListCredentials(CallModel):
+    """``credential.list``: newest first, active ones only unless ``includeInactive``."""
+
+    session_id: ConversationId | None = None
+    include_inactive: bool = False
+    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = 50
+
+
+class RevokeCredential(CallModel):
+    """``credential.revoke``: the credential stops working at once."""
+
+    credential_id: Text
+
+
+#: How many rows the operator's listings return when they are not told.
+DEFAULT_OPERATOR_PAGE = 100
+
+
+class OperatorConversations(CallModel):
+    """``operator.conversations``: conversations, newest activity first (``query``: id or
+    title; archived ones only with ``includeArchived``)."""
+
+    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_OPERATOR_PAGE
+    query: Annotated[
+        str | None, Field(max_length=QUERY_MAX_CHARS), AfterValidator(stripped_or_none)
+    ] = None
+    include_archived: bool = False
+
+
+class OperatorConversation(CallModel):
+    """``operator.conversation``: one conversation, its open requests and newest runs."""
+
+    id: ConversationId
+
+
+class OperatorPendingReplies(CallModel):
+    """``operator.pendingReplies``: open requests, oldest first."""
+
+    status: Annotated[list[str] | None, BeforeValidator(_listed)] = None
+    session_id: str | None = None
+    older_than_seconds: (
+        Annotated[int, AfterValidator(_between(0, CENTURY_SECONDS, " (100 years)"))] | None
+    ) = None
+    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_OPERATOR_PAGE
+
+
+class OperatorReplyStory(CallModel):
+    """``operator.replyStory``: one request's story."""
+
+    request_id: Text
+
+
+#: How many events ``events.list`` returns when it is not told.
+DEFAULT_EVENT_PAGE = 100
+
+
+class ListEvents(CallModel):
+    """``events.list``: events after ``after``, oldest first, of ``types`` and
+    ``conversation`` if given (the type names are checked by the event filter)."""
+
+    after: Annotated[int, Field(ge=0)] | None = None
+    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_EVENT_PAGE
+    types: Annotated[list[str] | None, BeforeValidator(_listed)] = None
+    conversation: Annotated[str, Field(max_length=ID_MAX_LENGTH)] | None = None
+
+
+def _prompt_id(value: Any) -> Any:
+    if not isinstance(value, str) or not value.strip():
+        raise coded(
+            INVALID_ARGUMENTS, "promptId must be the non-empty id ccweb_prompt_user returned"
+        )
+    return value
+
+
+class RespondToPrompt(CallModel):
+    """``prompt.respond``: answer a form card; the answers are checked against its questions
+    (which only the stored card knows)."""
+
+    prompt_id: Annotated[Any, BeforeValidator(_prompt_id)] = Field(
+        default=None, validate_default=True
+    )
+    answers: Any = None
+
+
+class NoParams(CallModel):
+    """A method that takes no parameters (any given are ignored)."""

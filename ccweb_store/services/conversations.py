@@ -6,15 +6,9 @@ Each host method is ``async def fn(store, params) -> result`` and owns its trans
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ccweb_store.domain import json_values
-from ccweb_store.domain.arguments import (
-    bounded_int,
-    optional_bool,
-    optional_str,
-)
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.host_calls import (
@@ -62,19 +56,6 @@ async def list_conversations(
             for row in rows
         ],
         "hasMore": has_more,
-    }
-
-
-def session_search(params: Mapping[str, Any], default_limit: int, max_limit: int) -> dict[str, Any]:
-    """What ``limit``, ``query`` (id or title) and ``includeArchived`` of ``params`` ask
-    ``SessionRepository.search`` for (checked before any transaction begins)."""
-    limit = bounded_int(params, "limit", default_limit, max_limit)
-    query = optional_str(params, "query", max_length=MAX_QUERY_CHARS)
-    include_archived = optional_bool(params, "includeArchived")
-    return {
-        "limit": limit,
-        "query": (query or "").strip() or None,
-        "include_archived": include_archived,
     }
 
 

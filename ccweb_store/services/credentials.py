@@ -22,24 +22,19 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ccweb_store.domain import errors
-from ccweb_store.domain.arguments import (
-    CENTURY_SECONDS,
-    INT32_MAX,
-    bounded_int,
-    optional_bool,
-    optional_int,
-    optional_str,
-    require_mapping,
-    require_str,
-)
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
-from ccweb_store.domain.ids import MAX_PAGE, SESSION_ID_PATTERN, validate_session_id
+from ccweb_store.domain.host_calls import (
+    CredentialTerms,
+    ListCredentials,
+    MintCredential,
+    RevokeCredential,
+)
+from ccweb_store.domain.ids import SESSION_ID_PATTERN
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.schemas import credential_out
 from ccweb_store.store.models import ConversationCredential, Run
@@ -260,12 +255,9 @@ class MintOptions:
     label: str | None
 
 
-def mint_options(params: Mapping[str, Any]) -> MintOptions:
-    """``expiresInSeconds`` and ``label``, checked."""
-    lifetime = optional_int(
-        params, "expiresInSeconds", minimum=1, maximum=CENTURY_SECONDS, unit=" (100 years)"
-    )
-    label = optional_str(params, "label")
+def mint_options(terms: CredentialTerms) -> MintOptions:
+    """When a credential minted on ``terms`` expires, and its label."""
+    lifetime, label = terms.expires_in_seconds, terms.label
     expires_at = None
     if lifetime is not None:  # whole seconds, as the token carries it
         expires_at = (utcnow() + timedelta(seconds=lifetime)).replace(microsecond=0)
@@ -283,7 +275,7 @@ async def mint_in(uow: UnitOfWork, key: bytes, run: Run, options: MintOptions) -
 
 
 async def mint_credential(
-    store: Store, params: Mapping[str, Any], *, replace_label: bool = False
+    store: Store, call: MintCredential, *, replace_label: bool = False
 ) -> dict[str, Any]:
     """``credential.mint``: a new credential of ``sessionId`` and its token.
 
@@ -295,10 +287,8 @@ async def mint_credential(
     client's setup again leaves one credential for it (one without a label replaces none); the
     answer's ``revoked`` lists them.
     """
-    params = require_mapping(params, "params")
-    session_id = validate_session_id(require_str(params, "sessionId"))
-    options = mint_options(params)
-    hop_count = optional_int(params, "hopCount", minimum=0, maximum=INT32_MAX) or 0
+    session_id, hop_count = call.session_id, call.hop_count
+    options = mint_options(call)
     async with store.read_uow() as uow:  # before the key is made: a refusal writes nothing
         await uow.sessions.require(session_id)
     key = await signing_key(store)
@@ -317,14 +307,9 @@ async def mint_credential(
     return minted
 
 
-async def list_credentials(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def list_credentials(store: Store, query: ListCredentials) -> dict[str, Any]:
     """``credential.list``: newest first, active ones only unless ``includeInactive``."""
-    params = require_mapping(params, "params")
-    session_id = optional_str(params, "sessionId")
-    if session_id is not None:
-        validate_session_id(session_id)
-    include_inactive = optional_bool(params, "includeInactive")
-    limit = bounded_int(params, "limit", 50, MAX_PAGE)
+    session_id, include_inactive, limit = query.session_id, query.include_inactive, query.limit
     now = utcnow()
     async with store.read_uow() as uow:
         rows = await uow.credentials.list_recent(
@@ -333,9 +318,9 @@ async def list_credentials(store: Store, params: Mapping[str, Any]) -> dict[str,
     return {"credentials": [credential_out(row, now=now) for row in rows]}
 
 
-async def revoke_credential(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def revoke_credential(store: Store, call: RevokeCredential) -> dict[str, Any]:
     """``credential.revoke``: the credential stops working at once; again changes nothing."""
-    credential_id = require_str(require_mapping(params, "params"), "credentialId")
+    credential_id = call.credential_id
     async with store.uow() as uow:
         row = await uow.credentials.revoke(credential_id, utcnow())
         if row is None:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import shlex
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ccweb_store import __version__
 from ccweb_store.config import MAKE_TOKEN, Settings
 from ccweb_store.domain.errors import DomainError
+from ccweb_store.domain.host_calls import NoParams
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.services.json_repair import repair_json
 from ccweb_store.store.db import database_file, head_revision
@@ -85,7 +85,7 @@ def missing_database_report(path: str, settings: Settings) -> dict[str, Any]:
     )
 
 
-async def run_doctor(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def run_doctor(store: Store, call: NoParams) -> dict[str, Any]:
     """``operator.doctor``: every check, on this store and its settings."""
     checks = [
         await database_check(store),

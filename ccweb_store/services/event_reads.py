@@ -13,22 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from ccweb_store.domain import errors
-from ccweb_store.domain.arguments import (
-    bounded_int,
-    optional_int,
-    optional_str,
-    optional_str_list,
-    require_mapping,
-)
 from ccweb_store.domain.errors import DomainError, InvalidInput
 from ccweb_store.domain.event_types import EVENT_TYPES
-from ccweb_store.domain.ids import ID_MAX_LENGTH
+from ccweb_store.domain.host_calls import ListEvents
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.store.event_feed import Event
 from ccweb_store.store.uow import Store, UnitOfWork
@@ -117,19 +110,13 @@ _ID_KEYS = (
 
 
 async def list_events(
-    store: Store, params: Mapping[str, Any], *, bound_to: str | None = None
+    store: Store, query: ListEvents, *, bound_to: str | None = None
 ) -> dict[str, Any]:
     """``events.list {after?, limit?, types?, conversation?}``: up to ``limit`` events after
     ``after`` (default: from the oldest kept), oldest first; ``nextAfter`` is the point to ask
     from next, ``latestId`` the newest event of all."""
-    params = require_mapping(params, "params")
-    after = optional_int(params, "after", minimum=0)
-    limit = bounded_int(params, "limit", DEFAULT_PAGE, MAX_PAGE)
-    chosen = event_filter(
-        optional_str_list(params, "types"),
-        optional_str(params, "conversation", max_length=ID_MAX_LENGTH),
-        bound_to,
-    )
+    after, limit = query.after, query.limit
+    chosen = event_filter(query.types, query.conversation, bound_to)
     async with store.read_uow() as uow:
         if after:
             await _check_resumable(uow, after)

@@ -7,22 +7,17 @@ same thing. Everything here only reads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from ccweb_store.domain.arguments import (
-    CENTURY_SECONDS,
-    bounded_int,
-    optional_int,
-    optional_str,
-    optional_str_list,
-    require_str,
+from ccweb_store.domain.host_calls import (
+    ListRuns,
+    OperatorConversation,
+    OperatorConversations,
+    OperatorPendingReplies,
+    OperatorReplyStory,
 )
-from ccweb_store.domain.host_calls import ListRuns
-from ccweb_store.domain.ids import MAX_PAGE, validate_session_id
 from ccweb_store.domain.timestamps import iso
 from ccweb_store.services import debugging
-from ccweb_store.services.conversations import session_search
 from ccweb_store.services.debugging import ConversationActivity
 from ccweb_store.services.runs import list_runs
 from ccweb_store.services.schemas import run_out, session_fields
@@ -51,23 +46,24 @@ def conversation_out(row: SessionRow, activity: ConversationActivity | None) -> 
     }
 
 
-async def list_conversations(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def list_conversations(store: Store, query: OperatorConversations) -> dict[str, Any]:
     """``operator.conversations``: conversations, newest activity first (archived ones only
     with ``includeArchived``; ``query`` matches id or title): ``{conversations, count,
     hasMore}``."""
-    search = session_search(params, DEFAULT_CONVERSATIONS, MAX_PAGE)
     async with store.read_uow() as uow:
-        rows, has_more = await uow.sessions.search(**search)
+        rows, has_more = await uow.sessions.search(
+            limit=query.limit, query=query.query, include_archived=query.include_archived
+        )
     activity = await debugging.activities_of(store, [row.id for row in rows])
     conversations = [conversation_out(row, activity.get(row.id)) for row in rows]
     return {"conversations": conversations, "count": len(conversations), "hasMore": has_more}
 
 
-async def show_conversation(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def show_conversation(store: Store, call: OperatorConversation) -> dict[str, Any]:
     """``operator.conversation``: one conversation (``conversation_not_found``), its open
     requests on either side (oldest first) and its newest runs: ``{conversation,
     openRequests, runs}``."""
-    session_id = validate_session_id(require_str(params, "id"))
+    session_id = call.id
     async with store.read_uow() as uow:
         row = await uow.sessions.require(session_id)
     activity = await debugging.activity_of(store, session_id)
@@ -80,17 +76,13 @@ async def show_conversation(store: Store, params: Mapping[str, Any]) -> dict[str
     }
 
 
-async def pending_replies(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def pending_replies(store: Store, query: OperatorPendingReplies) -> dict[str, Any]:
     """``operator.pendingReplies``: open requests from the ``pending_replies`` view, oldest
     first, filtered by ``status`` (a list), ``sessionId`` (either side) and
     ``olderThanSeconds``: ``{replies, count}``, and with ``sessionId`` that conversation's
     activity (``conversation``, null when it does not exist)."""
-    statuses = optional_str_list(params, "status")
-    session_id = optional_str(params, "sessionId")
-    older_than = optional_int(
-        params, "olderThanSeconds", minimum=0, maximum=CENTURY_SECONDS, unit=" (100 years)"
-    )
-    limit = bounded_int(params, "limit", DEFAULT_PENDING, MAX_PAGE)
+    statuses, session_id = query.status, query.session_id
+    older_than, limit = query.older_than_seconds, query.limit
     pending = await debugging.list_pending_replies(
         store,
         statuses=statuses,
@@ -108,8 +100,8 @@ async def pending_replies(store: Store, params: Mapping[str, Any]) -> dict[str, 
     return result
 
 
-async def reply_story(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def reply_story(store: Store, call: OperatorReplyStory) -> dict[str, Any]:
     """``operator.replyStory``: one request, every run that worked on it and the messages
     on both sides (``request_not_found``)."""
-    story = await debugging.reply_story(store, require_str(params, "requestId"))
+    story = await debugging.reply_story(store, call.request_id)
     return story.to_json()

@@ -14,6 +14,7 @@ from typing import Any
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source, require_source
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
+from ccweb_store.domain.host_calls import RespondToPrompt
 from ccweb_store.domain.ids import new_id
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.domain.tool_arguments import PromptUser, Question
@@ -138,11 +139,9 @@ async def prompt_user(store: Store, source: Source, args: PromptUser) -> dict[st
     return {"ok": True, "promptId": prompt_id, "messageId": card.id}
 
 
-async def respond(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
+async def respond(store: Store, call: RespondToPrompt) -> dict[str, Any]:
     """``prompt.respond``: answer the card, append the user message, queue a run, atomically."""
-    prompt_id = params.get("promptId")
-    if not isinstance(prompt_id, str) or not prompt_id.strip():
-        raise InvalidInput("promptId must be the non-empty id ccweb_prompt_user returned")
+    prompt_id: str = call.prompt_id
     async with store.uow() as uow:
         card = await uow.messages.find_prompt_card(prompt_id)
         if card is None:
@@ -151,7 +150,7 @@ async def respond(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
         if prompt.get("status") != "pending":
             raise _already_answered(prompt_id)
         questions = stored_questions(prompt)
-        answers = check_answers(questions, params.get("answers"))
+        answers = check_answers(questions, call.answers)
         title = prompt.get("title")
         message_id = new_id("msg")
         answered = {
