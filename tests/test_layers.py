@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import ccweb_store
+from ccweb_store.domain.kinds import ReplyMode, ReplyStatus, Role, RunKind, RunStatus
 
 PACKAGE = Path(ccweb_store.__file__).parent
 ABOVE_THE_STORE = ("services", "protocol", "http", "importer", "mobility", "cli", "worker")
@@ -156,3 +157,76 @@ def test_only_the_store_runs_statements_in_a_unit_of_work() -> None:
         if isinstance(node, ast.Attribute) and runs_a_statement(node)
     ]
     assert calls == []
+
+
+#: The words the enums of ``domain.kinds`` stand for: code names them through the enums (or
+#: the tuples of ``domain.ids``), never as bare literals.
+ENUM_VALUES = frozenset(
+    member.value for enum in (ReplyMode, Role, ReplyStatus, RunKind, RunStatus) for member in enum
+)
+#: Where such literals may stand: the domain (which defines them), the tables (their partial
+#: index's ``WHERE``) and Alembic's migrations (which never change).
+MAY_SPELL_ENUM_VALUES = ("domain/", "migrations/", "store/models.py")
+#: Modules still to be converted to the enums: they keep their bare literals for now. Take a
+#: module off this list once it names the enums instead. (``domain/host_calls.py`` and
+#: ``domain/tool_arguments.py`` are still to be converted too, but the domain is not checked.)
+NOT_YET_CONVERTED = frozenset(
+    {
+        "http/rpc.py",
+        "services/conversations.py",
+        "services/credentials.py",
+        "services/event_reads.py",
+        "services/operator.py",
+        "services/prompt_forms.py",
+        "services/replies.py",
+    }
+)
+#: Methods whose text arguments are names, not values: a dict's key (``params.get("tool")``),
+#: a table alias (``RUNS.alias("running")``).
+NAME_TAKING_METHODS = frozenset({"get", "pop", "setdefault", "alias"})
+#: Words that are enum values but mean something else in a module: the metric label named
+#: ``tool`` (the tool a call names, not a message role).
+OTHER_MEANINGS = frozenset({("metrics.py", "tool")})
+
+
+def bare_enum_values(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, value)`` of every enum value written as a literal where a value goes: compared,
+    passed to a call, in a tuple, list or set, or a default or assigned value. Dict keys,
+    subscripts and words inside longer text are not looked at."""
+
+    def is_enum_value(node: ast.AST | None) -> bool:
+        return isinstance(node, ast.Constant) and node.value in ENUM_VALUES
+
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            found += [n for n in (node.left, *node.comparators) if is_enum_value(n)]
+        elif isinstance(node, ast.Call):
+            names = isinstance(node.func, ast.Attribute) and node.func.attr in NAME_TAKING_METHODS
+            arguments = [*node.args, *(keyword.value for keyword in node.keywords)]
+            found += [n for n in arguments[1 if names else 0 :] if is_enum_value(n)]
+        elif isinstance(node, ast.Tuple | ast.List | ast.Set):
+            found += [n for n in node.elts if is_enum_value(n)]
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+            found += [node.value] if is_enum_value(node.value) else []
+        elif isinstance(node, ast.arguments):
+            found += [n for n in (*node.defaults, *node.kw_defaults) if is_enum_value(n)]
+    return sorted({(n.lineno, str(n.value)) for n in found if isinstance(n, ast.Constant)})
+
+
+def test_statuses_modes_roles_and_kinds_are_named_through_their_enums() -> None:
+    assert [m for m in sorted(NOT_YET_CONVERTED) if not (PACKAGE / m).is_file()] == []
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = path.relative_to(PACKAGE).as_posix()
+        if module.startswith(MAY_SPELL_ENUM_VALUES) or module in NOT_YET_CONVERTED:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        offenders += [
+            f"ccweb_store/{module}:{line}: {value!r}"
+            for line, value in bare_enum_values(tree)
+            if (module, value) not in OTHER_MEANINGS
+        ]
+    assert not offenders, "bare enum values (use domain.kinds / domain.ids):\n" + "\n".join(
+        offenders
+    )
