@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import ccweb_store
+from ccweb_store.domain.kinds import ReplyMode, ReplyStatus, Role, RunKind, RunStatus
 
 PACKAGE = Path(ccweb_store.__file__).parent
 ABOVE_THE_STORE = ("services", "protocol", "http", "importer", "mobility", "cli", "worker")
@@ -175,3 +176,61 @@ def test_services_take_typed_calls_never_wire_params() -> None:
                 ):
                     wire.append(f"{path.name}:{node.lineno} {node.name}({argument.arg})")
     assert wire == []
+
+
+#: The words the enums of ``domain.kinds`` stand for: code names them through the enums (or
+#: the tuples of ``domain.ids``), never as bare literals.
+ENUM_VALUES = frozenset(
+    member.value for enum in (ReplyMode, Role, ReplyStatus, RunKind, RunStatus) for member in enum
+)
+#: Where such literals may stand: the domain (which defines them), the tables (their partial
+#: index's ``WHERE``) and Alembic's migrations (which never change).
+MAY_SPELL_ENUM_VALUES = ("domain/", "migrations/", "store/models.py")
+#: Methods whose text arguments are names, not values: a dict's key (``params.get("tool")``),
+#: a table alias (``RUNS.alias("running")``).
+NAME_TAKING_METHODS = frozenset({"get", "pop", "setdefault", "alias"})
+#: Words that are enum values but mean something else in a module: the metric label named
+#: ``tool`` (the tool a call names, not a message role).
+OTHER_MEANINGS = frozenset({("metrics.py", "tool")})
+
+
+def bare_enum_values(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, value)`` of every enum value written as a literal where a value goes: compared,
+    passed to a call, in a tuple, list or set, or a default or assigned value. Dict keys,
+    subscripts and words inside longer text are not looked at."""
+
+    def is_enum_value(node: ast.AST | None) -> bool:
+        return isinstance(node, ast.Constant) and node.value in ENUM_VALUES
+
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            found += [n for n in (node.left, *node.comparators) if is_enum_value(n)]
+        elif isinstance(node, ast.Call):
+            names = isinstance(node.func, ast.Attribute) and node.func.attr in NAME_TAKING_METHODS
+            arguments = [*node.args, *(keyword.value for keyword in node.keywords)]
+            found += [n for n in arguments[1 if names else 0 :] if is_enum_value(n)]
+        elif isinstance(node, ast.Tuple | ast.List | ast.Set):
+            found += [n for n in node.elts if is_enum_value(n)]
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+            found += [node.value] if is_enum_value(node.value) else []
+        elif isinstance(node, ast.arguments):
+            found += [n for n in (*node.defaults, *node.kw_defaults) if is_enum_value(n)]
+    return sorted({(n.lineno, str(n.value)) for n in found if isinstance(n, ast.Constant)})
+
+
+def test_statuses_modes_roles_and_kinds_are_named_through_their_enums() -> None:
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = path.relative_to(PACKAGE).as_posix()
+        if module.startswith(MAY_SPELL_ENUM_VALUES):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        offenders += [
+            f"ccweb_store/{module}:{line}: {value!r}"
+            for line, value in bare_enum_values(tree)
+            if (module, value) not in OTHER_MEANINGS
+        ]
+    assert not offenders, "bare enum values (use domain.kinds / domain.ids):\n" + "\n".join(
+        offenders
+    )

@@ -20,6 +20,7 @@ from ccweb_store.cli.remote import ServerUrl, operator_call
 from ccweb_store.cli.replies import pending_table
 from ccweb_store.cli.tables import parse_iso, print_table, runs_json_table, stdout_console
 from ccweb_store.domain.durations import format_duration
+from ccweb_store.domain.kinds import RunStatus
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -65,7 +66,7 @@ def _conversations_table(rows: list[dict[str, Any]], caption: str) -> Table:
     table.add_column("Last message", justify="right")
     table.add_column("Asked (replies out)")
     table.add_column("Owes (replies in)")
-    styles = {"running": "green", "queued": "yellow"}
+    styles: dict[str, str] = {RunStatus.RUNNING: "green", RunStatus.QUEUED: "yellow"}
     for row in rows:
         run = row["activeRun"]
         table.add_row(

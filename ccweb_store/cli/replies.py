@@ -31,6 +31,7 @@ from ccweb_store.cli.tables import (
     stdout_console,
 )
 from ccweb_store.domain.durations import format_duration
+from ccweb_store.domain.kinds import ReplyStatus
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -69,7 +70,7 @@ def pending_table(pending: list[dict[str, Any]], limit: int | None, title: str) 
     table.add_column("Target run")
     table.add_column("Source running")
     table.add_column("Last error")
-    styles = {"ready": "yellow", "failed": "red"}
+    styles = {ReplyStatus.READY: "yellow", ReplyStatus.FAILED: "red"}
     for reply in pending:
         run = "none"
         target_run = reply["targetRun"]
@@ -238,11 +239,11 @@ def _reply_outcome(reply: dict[str, Any]) -> str:
     source = reply["sourceConversationId"]
     target = reply["targetConversationId"]
     head = f"reply request {reply['requestId']}: {reply['status']}"
-    if reply["status"] == "returned":
+    if reply["status"] == ReplyStatus.RETURNED:
         return f"{head}, delivered to {source} as message {reply['replyMessageId']}"
-    if reply["status"] == "ready":
+    if reply["status"] == ReplyStatus.READY:
         return f"{head}, held until the running run of {source} ends, then delivered"
-    if reply["status"] == "waiting":
+    if reply["status"] == ReplyStatus.WAITING:
         return f"{head} on a queued or running run of {target}"
     if reply["replyMessageId"] is not None:
         notice = f"notice {reply['replyMessageId']} delivered to {source}"

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ccweb_store.domain.durations import format_duration
+from ccweb_store.domain.kinds import RunStatus
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -110,7 +111,7 @@ def runs_json_table(runs: list[dict[str, Any]], title: str, caption: str | None 
     table.add_column("Attempts", justify="right", no_wrap=True)
     table.add_column("Request", no_wrap=True)
     table.add_column("Error", overflow="fold")
-    styles = {"running": "green", "failed": "red", "cancelled": "dim"}
+    styles = {RunStatus.RUNNING: "green", RunStatus.FAILED: "red", RunStatus.CANCELLED: "dim"}
     for run in runs:
         expires = run["leaseExpiresAt"]
         table.add_row(

@@ -25,6 +25,7 @@ from typing import Any
 
 from ccweb_store.domain.ids import REPLY_STATUSES, SESSION_ID_MAX_LENGTH
 from ccweb_store.domain.json_values import edited
+from ccweb_store.domain.kinds import ReplyStatus
 from ccweb_store.domain.storable_json import (
     Place,
     clean_text,
@@ -67,7 +68,7 @@ REPLY_TIME_FIELDS = frozenset({"createdAt", "completedAt", "returnedAt"})
 REPLY_ID_FIELDS = frozenset(
     {"requestId", "messageId", "sourceConversationId", "targetConversationId", "replyMessageId"}
 )
-REPLY_STATUS_ALIASES = {"pending": "waiting"}
+REPLY_STATUS_ALIASES = {"pending": ReplyStatus.WAITING}
 #: Fields whose NOT NULL column gets its default when the entry lacks them.
 REPLY_DEFAULTED_FIELDS = ("createdAt", "hopCount", "sourceAutoRun")
 #: Fields the importer may fill when the entry lacks them.

@@ -31,6 +31,7 @@ from ccweb_store.domain.content import join_text_blocks, text_of
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.domain.ids import ROLES, validate_session_id
 from ccweb_store.domain.json_values import edited
+from ccweb_store.domain.kinds import Role
 from ccweb_store.domain.storable_json import (
     Place,
     clean_text,
@@ -324,7 +325,7 @@ def normalise_message(index: int, raw: dict[str, Any], *, finite: bool = False) 
     role = raw.get("role")
     if role not in ROLES:
         legacy["role"] = role
-        role = "system"
+        role = Role.SYSTEM
         unchecked = True
 
     content = raw.get("content")

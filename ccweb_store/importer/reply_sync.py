@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ccweb_store.domain.kinds import ReplyStatus
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.importer.legacy_json import LegacyFileError
 from ccweb_store.importer.legacy_replies import REPLY_COLUMNS, LegacyReply, read_replies_file
@@ -23,10 +24,10 @@ from ccweb_store.store.uow import Store, UnitOfWork
 
 #: Reply status → the statuses the importer may move it to.
 FORWARD_STATUSES: dict[str, frozenset[str]] = {
-    "waiting": frozenset({"ready", "returned", "failed"}),
-    "ready": frozenset({"returned", "failed"}),
-    "failed": frozenset({"ready", "returned"}),
-    "returned": frozenset(),
+    ReplyStatus.WAITING: frozenset({ReplyStatus.READY, ReplyStatus.RETURNED, ReplyStatus.FAILED}),
+    ReplyStatus.READY: frozenset({ReplyStatus.RETURNED, ReplyStatus.FAILED}),
+    ReplyStatus.FAILED: frozenset({ReplyStatus.READY, ReplyStatus.RETURNED}),
+    ReplyStatus.RETURNED: frozenset(),
 }
 
 
@@ -196,9 +197,9 @@ def _settles_failure(values: dict[str, Any], row: ReplyRequest | None) -> bool:
     lifecycle only notifies sources of failures whose ``returned_at`` is NULL.
     """
     return (
-        values["status"] == "failed"
+        values["status"] == ReplyStatus.FAILED
         and values.get("returned_at") is None
-        and (row is None or row.status != "failed")
+        and (row is None or row.status != ReplyStatus.FAILED)
     )
 
 

@@ -17,7 +17,7 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source, refuse_other_conversation, require_source
 from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.domain.ids import MAX_PAGE, OPEN_REPLY_STATUSES, new_id
-from ccweb_store.domain.kinds import ReplyMode
+from ccweb_store.domain.kinds import ReplyMode, ReplyStatus, RunStatus
 from ccweb_store.domain.prompts import target_prompt
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.domain.tool_arguments import CreateConversation, GetPendingReply, SendMessage
@@ -265,12 +265,12 @@ async def _deliver_to_target(
         "runId": run_id,
         "targetConversationId": target.id,
         "targetTitle": target.title,
-        "deliveryStatus": "queued",
+        "deliveryStatus": RunStatus.QUEUED,
     }
     if request_id is not None:
         result |= {
             "requestId": request_id,
-            "status": "waiting",
+            "status": ReplyStatus.WAITING,
             "replyDelivery": "automatic",
             "sourceAutoRun": True,
         }

@@ -16,6 +16,7 @@ from ccweb_store.domain.host_calls import (
     OperatorPendingReplies,
     OperatorReplyStory,
 )
+from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.domain.timestamps import iso
 from ccweb_store.services import debugging
 from ccweb_store.services.debugging import ConversationActivity
@@ -37,7 +38,7 @@ def conversation_out(row: SessionRow, activity: ConversationActivity | None) -> 
     active_run = activity.to_json()["activeRun"] if activity is not None else None
     return session_fields(row) | {
         "archivedAt": iso(row.archived_at),
-        "running": active_run is not None and active_run["status"] == "running",
+        "running": active_run is not None and active_run["status"] == RunStatus.RUNNING,
         "activeRun": active_run,
         "messageCount": activity.message_count if activity is not None else 0,
         "lastMessageAt": iso(activity.last_message_at) if activity is not None else None,

@@ -16,6 +16,7 @@ from ccweb_store.domain.context import Source, require_source
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
 from ccweb_store.domain.host_calls import RespondToPrompt
 from ccweb_store.domain.ids import new_id
+from ccweb_store.domain.kinds import Role, RunKind
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.domain.tool_arguments import PromptUser, Question
 from ccweb_store.services.schemas import message_out, run_out
@@ -133,7 +134,7 @@ async def prompt_user(store: Store, source: Source, args: PromptUser) -> dict[st
     }
     async with store.uow() as uow:
         card = await uow.messages.append(
-            session_id, "assistant", card_text(title, questions), metadata=metadata, id=prompt_id
+            session_id, Role.ASSISTANT, card_text(title, questions), metadata=metadata, id=prompt_id
         )
         await uow.commit()
     return {"ok": True, "promptId": prompt_id, "messageId": card.id}
@@ -167,12 +168,12 @@ async def respond(store: Store, call: RespondToPrompt) -> dict[str, Any]:
         text = response_text(title, questions, answers)
         message = await uow.messages.append(
             card.session_id,
-            "user",
+            Role.USER,
             text,
             id=message_id,
             metadata={RESPONSE_KEY: {"promptId": prompt_id, "answers": answers}},
         )
-        run = await uow.runs.enqueue(card.session_id, "user_turn", runtime_text=text)
+        run = await uow.runs.enqueue(card.session_id, RunKind.USER_TURN, runtime_text=text)
         await uow.commit()
     return {"message": message_out(message), "run": run_out(run)}
 

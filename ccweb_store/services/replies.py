@@ -34,6 +34,7 @@ from ccweb_store.domain.host_calls import (
     ListReplies,
     RetryReply,
 )
+from ccweb_store.domain.kinds import ReplyStatus, RunKind, RunStatus
 from ccweb_store.domain.prompts import RETURN_AND_CONTINUE, target_prompt
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.reply_delivery import conversation_title, deliver_reply
@@ -68,22 +69,22 @@ async def retry_reply(store: Store, call: RetryReply) -> dict[str, Any]:
     request_id = call.request_id
     async with store.uow() as uow:
         request = await _lock_request(uow, request_id)
-        if request.status == "returned":
+        if request.status == ReplyStatus.RETURNED:
             raise Conflict(
                 f"reply request {request_id!r} was already returned; there is nothing to retry",
                 code=errors.INVALID_STATE,
             )
         await _refuse_while_answering(uow, request)
-        if request.status == "failed" and request.reply_text is not None:
+        if request.status == ReplyStatus.FAILED and request.reply_text is not None:
             await uow.replies.transition(
                 request_id,
-                ["failed"],
-                "ready",
+                [ReplyStatus.FAILED],
+                ReplyStatus.READY,
                 last_error=None,
                 reply_message_id=None,
                 returned_at=None,
             )
-        if request.status == "ready":
+        if request.status == ReplyStatus.READY:
             await deliver_reply(uow, request)
         else:
             await _ask_target_again(uow, request)
@@ -111,7 +112,7 @@ async def _refuse_while_answering(uow: UnitOfWork, request: ReplyRequest) -> Non
         return
     run = open_runs[0]
     held = "" if run.worker_id is None else f", held by worker {run.worker_id!r}"
-    force = " --force" if run.status == "running" else ""
+    force = " --force" if run.status == RunStatus.RUNNING else ""
     end = f"`ccweb-store runs cancel {run.id}{force}`, or run.cancel"
     raise Conflict(
         f"reply request {request.request_id!r} is still being answered: run {run.id!r} in the "
@@ -136,10 +137,10 @@ async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
             "fail the request instead",
             code=errors.CONVERSATION_NOT_FOUND,
         )
-    if request.status == "failed" and not await uow.replies.transition(
+    if request.status == ReplyStatus.FAILED and not await uow.replies.transition(
         request.request_id,
-        ["failed"],
-        "waiting",
+        [ReplyStatus.FAILED],
+        ReplyStatus.WAITING,
         last_error=None,
         completed_at=None,
         reply_message_id=None,
@@ -155,7 +156,7 @@ async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
         content = message.content if message is not None else None
     await uow.runs.enqueue_id(
         request.target_conversation_id,
-        "cross_conversation",
+        RunKind.CROSS_CONVERSATION,
         runtime_text=target_prompt(
             source_id=request.source_conversation_id,
             source_title=await conversation_title(
@@ -175,13 +176,17 @@ async def fail_reply(store: Store, call: FailReply) -> dict[str, Any]:
     request_id, reason = call.request_id, call.reason
     async with store.uow() as uow:
         request = await _lock_request(uow, request_id)
-        if request.status == "returned":
+        if request.status == ReplyStatus.RETURNED:
             raise Conflict(
                 f"reply request {request_id!r} was already returned and cannot fail",
                 code=errors.INVALID_STATE,
             )
         if await uow.replies.transition(
-            request_id, ["waiting", "ready"], "failed", last_error=reason, completed_at=utcnow()
+            request_id,
+            [ReplyStatus.WAITING, ReplyStatus.READY],
+            ReplyStatus.FAILED,
+            last_error=reason,
+            completed_at=utcnow(),
         ):
             await deliver_reply(uow, request)
         await uow.commit()
@@ -198,7 +203,7 @@ async def _expirable_page(
 ) -> tuple[list[ReplyRequest], str | None]:
     """One batch of what ``reply.expire`` fails: ``waiting`` requests made before ``cutoff``."""
     return await uow.replies.list_page(
-        statuses=["waiting"], older_than=cutoff, limit=EXPIRE_BATCH, cursor=cursor
+        statuses=[ReplyStatus.WAITING], older_than=cutoff, limit=EXPIRE_BATCH, cursor=cursor
     )
 
 
@@ -237,7 +242,11 @@ async def expire_replies(
             await uow.sessions.lock_many(row.source_conversation_id for row in rows)
             for row in rows:
                 if await uow.replies.transition(
-                    row.request_id, ["waiting"], "failed", last_error=EXPIRED, completed_at=utcnow()
+                    row.request_id,
+                    [ReplyStatus.WAITING],
+                    ReplyStatus.FAILED,
+                    last_error=EXPIRED,
+                    completed_at=utcnow(),
                 ):
                     expired += 1
                     await deliver_reply(uow, row)

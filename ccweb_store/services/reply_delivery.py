@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from ccweb_store.domain.ids import new_id
+from ccweb_store.domain.kinds import ReplyStatus, RunStatus
 from ccweb_store.domain.prompts import failure_notice, reply_message_text, source_auto_run_prompt
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import ReplyRequest
@@ -54,12 +55,12 @@ async def deliver_reply(
     """
     source_id = request.source_conversation_id
     source = await uow.sessions.lock(source_id)
-    if request.status == "ready":
+    if request.status == ReplyStatus.READY:
         if source is None:
             await uow.replies.transition(
                 request.request_id,
-                ["ready"],
-                "failed",
+                [ReplyStatus.READY],
+                ReplyStatus.FAILED,
                 last_error=f"the source conversation {source_id!r} no longer exists",
             )
             return False
@@ -70,8 +71,8 @@ async def deliver_reply(
         message_id = answered or new_id("msg")
         returned = await uow.replies.transition(
             request.request_id,
-            ["ready"],
-            "returned",
+            [ReplyStatus.READY],
+            ReplyStatus.RETURNED,
             returned_at=utcnow(),
             reply_message_id=message_id,
         )
@@ -81,7 +82,7 @@ async def deliver_reply(
             return True  # the source already holds an answer; nothing more to send
         await _send_reply(uow, request, message_id, delivered_by_run_id)
         return True
-    if request.status == "failed" and request.reply_message_id is None:
+    if request.status == ReplyStatus.FAILED and request.reply_message_id is None:
         if source is None or await _source_is_running(uow, source_id):
             return False
         message_id = new_id("msg")
@@ -143,18 +144,20 @@ async def record_target_answer(
     now = utcnow()
     if completed:
         text = output or ""
-        if request.status == "waiting" and await _return_at_once(
+        if request.status == ReplyStatus.WAITING and await _return_at_once(
             uow, request, text, now, delivered_by_run_id
         ):
             return request
         moved = await uow.replies.transition(
-            request_id, ["waiting"], "ready", reply_text=text, completed_at=now
-        ) or await uow.replies.transition(request_id, ["failed"], "failed", reply_text=text)
+            request_id, [ReplyStatus.WAITING], ReplyStatus.READY, reply_text=text, completed_at=now
+        ) or await uow.replies.transition(
+            request_id, [ReplyStatus.FAILED], ReplyStatus.FAILED, reply_text=text
+        )
     else:
         moved = await uow.replies.transition(
             request_id,
-            ["waiting"],
-            "failed",
+            [ReplyStatus.WAITING],
+            ReplyStatus.FAILED,
             last_error=error or "the target conversation's run failed",
             completed_at=now,
         )
@@ -190,8 +193,8 @@ async def _return_at_once(
     message_id = new_id("msg")
     if not await uow.replies.transition(
         request.request_id,
-        ["waiting"],
-        "returned",
+        [ReplyStatus.WAITING],
+        ReplyStatus.RETURNED,
         reply_text=text,
         completed_at=now,
         returned_at=now,
@@ -226,7 +229,7 @@ async def _send_reply(
 
 
 async def _source_is_running(uow: UnitOfWork, source_id: str) -> bool:
-    return await uow.runs.has_run_in(source_id, ("running",))
+    return await uow.runs.has_run_in(source_id, (RunStatus.RUNNING,))
 
 
 async def _return_to_source(

@@ -13,6 +13,7 @@ from typing import Any
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, DatabaseFileMissing, DatabaseUnavailable
+from ccweb_store.domain.kinds import Role, RunKind, RunStatus
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.metrics import LEASE_EXPIRIES
 from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
@@ -30,24 +31,24 @@ def lease_lost(run: Run, worker_id: str | None) -> Conflict:
     caller = f"worker {worker_id!r}" if worker_id is not None else "a caller without workerId"
     holder = repr(run.worker_id)
     stop = "stop working on it; nothing was recorded (claim another run)"
-    if run.status == "queued":
+    if run.status == RunStatus.QUEUED:
         what = (
             f"run {run.id!r} was requeued (a lease expired or an operator requeued it) and "
             f"waits for a worker, so {caller} no longer holds it"
         )
-    elif run.status == "running" and run.worker_id is not None and worker_id is not None:
+    elif run.status == RunStatus.RUNNING and run.worker_id is not None and worker_id is not None:
         what = (
             f"the lease of run {run.id!r} moved to worker {holder}: {caller} no longer holds "
             "it (the run was requeued, after its lease expired or by an operator, and claimed "
             "again)"
         )
-    elif run.status == "running" and run.worker_id is not None:
+    elif run.status == RunStatus.RUNNING and run.worker_id is not None:
         what = f"run {run.id!r} is leased to worker {holder} and only its holder completes it"
         stop = (
             f"nothing was recorded: pass workerId {holder}, or requeue the run (run.requeue) "
             "to take it from that worker"
         )
-    elif run.status == "running":
+    elif run.status == RunStatus.RUNNING:
         what = f"run {run.id!r} has no lease holder (run.start without workerId)"
         stop = "nothing was recorded: complete it without workerId"
     elif run.worker_id is not None:
@@ -77,7 +78,7 @@ def completion_out(
 
 async def _answered_request(uow: UnitOfWork, run: Run) -> ReplyRequest | None:
     """The reply request a ``cross_conversation`` run answers, if it has one."""
-    if run.kind != "cross_conversation" or run.reply_request_id is None:
+    if run.kind != RunKind.CROSS_CONVERSATION or run.reply_request_id is None:
         return None
     return await uow.replies.get(run.reply_request_id)
 
@@ -93,14 +94,14 @@ async def after_close(
     message = None
     if output and output.strip():
         message = await uow.sends.append_read(
-            run.session_id, "assistant", output, metadata={"runId": run.id}
+            run.session_id, Role.ASSISTANT, output, metadata={"runId": run.id}
         )
     replies: list[ReplyRequest] = []
     if linked is not None:
         answered = await record_target_answer(
             uow,
             linked,
-            completed=status == "completed",
+            completed=status == RunStatus.COMPLETED,
             output=output,
             error=error,
             delivered_by_run_id=run.id,
@@ -142,7 +143,7 @@ async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[
             run = await uow.runs.get(run_id, for_update=True)
             if (
                 run is None
-                or run.status != "running"
+                or run.status != RunStatus.RUNNING
                 or run.lease_expires_at is None
                 or run.lease_expires_at >= now
             ):
@@ -152,10 +153,10 @@ async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[
                 continue
             if attempts >= max_attempts:
                 error = f"the run's lease expired {attempts} times; giving up"
-                await uow.runs.finish(run_id, "failed", worker_id=None, error=error)
-                await after_close(uow, run, "failed", output=None, error=error)
+                await uow.runs.finish(run_id, RunStatus.FAILED, worker_id=None, error=error)
+                await after_close(uow, run, RunStatus.FAILED, output=None, error=error)
                 failed += 1
-                LEASE_EXPIRIES.labels("failed").inc()
+                LEASE_EXPIRIES.labels(RunStatus.FAILED).inc()
                 log.warning("run %s failed after %d expired leases", run_id, attempts)
             else:
                 requeued += 1

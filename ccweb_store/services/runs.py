@@ -32,8 +32,10 @@ from ccweb_store.domain.host_calls import (
     StartRun,
 )
 from ccweb_store.domain.ids import (
+    ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
 )
+from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import credentials
 from ccweb_store.services.run_endings import (
@@ -300,7 +302,7 @@ async def requeue_run(store: Store, call: RequeueRun) -> dict[str, Any]:
     run_id, worker_id = call.run_id, call.worker_id
     async with store.uow() as uow:
         run = await uow.runs.require(run_id, for_update=True)
-        if worker_id is not None and run.status == "running" and run.worker_id != worker_id:
+        if worker_id is not None and run.status == RunStatus.RUNNING and run.worker_id != worker_id:
             raise lease_lost(run, worker_id)
         if not await uow.runs.requeue(run_id):
             raise Conflict(
@@ -322,22 +324,24 @@ async def cancel_run(store: Store, call: CancelRun) -> dict[str, Any]:
     reason = call.reason or "cancelled by the operator"
     async with store.uow() as uow:
         current = await uow.runs.require(run_id, for_update=True)
-        if current.status == "running" and not force:
+        if current.status == RunStatus.RUNNING and not force:
             raise Conflict(
                 f"run {run_id!r} is running (worker {current.worker_id!r}); cancel it with "
                 "force to stop it, or wait for it to end",
                 code=errors.INVALID_STATE,
                 data={"runId": run_id, "runStatus": current.status},
             )
-        if current.status not in ("queued", "running"):
+        if current.status not in ACTIVE_RUN_STATUSES:
             raise Conflict(
                 f"run {run_id!r} already ended ({current.status}); nothing to cancel",
                 code=errors.INVALID_STATE,
                 data={"runId": run_id, "runStatus": current.status},
             )
-        run = await uow.runs.finish(run_id, "cancelled", worker_id=current.worker_id, error=reason)
+        run = await uow.runs.finish(
+            run_id, RunStatus.CANCELLED, worker_id=current.worker_id, error=reason
+        )
         if run is None:  # the row is locked above, so it is still open and held as read
             raise Conflict(f"run {run_id!r} changed while cancelling it; try again")
-        message, replies = await after_close(uow, run, "failed", output=None, error=reason)
+        message, replies = await after_close(uow, run, RunStatus.FAILED, output=None, error=reason)
         await uow.commit()
     return completion_out(run, message, replies)

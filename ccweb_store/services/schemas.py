@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.domain.timestamps import iso as iso
 from ccweb_store.store.models import (
     ConversationCredential,
@@ -34,7 +35,7 @@ def session_fields(row: SessionRow) -> dict[str, Any]:
 
 def session_out(row: SessionRow, *, active_run: Run | None = None) -> dict[str, Any]:
     return session_fields(row) | {
-        "running": active_run is not None and active_run.status == "running",
+        "running": active_run is not None and active_run.status == RunStatus.RUNNING,
         "activeRunId": active_run.id if active_run is not None else None,
     }
 

@@ -23,6 +23,7 @@ from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source, refuse_other_conversation
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.domain.ids import validate_session_id
+from ccweb_store.domain.kinds import Role
 from ccweb_store.domain.tool_arguments import ListUserInputs
 from ccweb_store.store.uow import Store, UnitOfWork
 
@@ -142,7 +143,7 @@ async def newest_inputs(
     before_seq: int | None = None
     while True:
         batch = await uow.messages.latest_nonblank_by_role(
-            session_id, "user", limit=wanted, before_seq=before_seq
+            session_id, Role.USER, limit=wanted, before_seq=before_seq
         )
         for message_id, _, content, created_at in batch:
             text = text_of(content)

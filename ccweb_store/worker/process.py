@@ -11,6 +11,8 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ccweb_store.domain.kinds import RunStatus
+
 #: How much of a failed command's stderr goes into the run's error.
 STDERR_TAIL_CHARS = 2000
 #: How long a command has to exit after SIGTERM before its group gets SIGKILL.
@@ -45,21 +47,23 @@ def could_not_start(exc: OSError, *, on_stdin: bool) -> Outcome:
     hint = ""
     if not on_stdin and exc.errno == errno.E2BIG:
         hint = "; the prompt is too long for an argument: leave {prompt} out (stdin)"
-    return Outcome("failed", error=f"the command could not start: {exc}{hint}")
+    return Outcome(RunStatus.FAILED, error=f"the command could not start: {exc}{hint}")
 
 
 def ended(code: int | None, stdout: bytes, stderr: bytes) -> Outcome:
     """A finished command's outcome: its stdout when it exited 0, else how it ended and the
     tail of its stderr."""
     if code == 0:
-        return Outcome("completed", output=stdout.decode(errors="replace").strip())
+        return Outcome(RunStatus.COMPLETED, output=stdout.decode(errors="replace").strip())
     tail = stderr.decode(errors="replace").strip()[-STDERR_TAIL_CHARS:]
     how = (
         f"was killed by signal {-code}"
         if code is not None and code < 0
         else f"exited with code {code}"
     )
-    return Outcome("failed", error=f"the command {how}" + (f": {tail}" if tail else " (no stderr)"))
+    return Outcome(
+        RunStatus.FAILED, error=f"the command {how}" + (f": {tail}" if tail else " (no stderr)")
+    )
 
 
 async def kill_group(child: asyncio.subprocess.Process) -> None:

@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.worker.config import (
     CommandSpec,
     ConfigError,
@@ -381,7 +382,7 @@ class Worker:
             elapsed = time.monotonic() - started
             # Not recorded: ``_complete`` said why (and a lost lease is not our failure).
             recorded = await self._complete(job, outcome)
-            if recorded and outcome.status == "completed":
+            if recorded and outcome.status == RunStatus.COMPLETED:
                 log.info(
                     "run %s completed in %.1fs (%d characters of output)",
                     job.id, elapsed, len(outcome.output or ""),
@@ -403,7 +404,7 @@ class Worker:
             spec = self.config.command_for(job.conversation, session.get("agent"))
         except ConfigError as exc:
             await self._revoke(minted)
-            return Outcome("failed", error=str(exc))
+            return Outcome(RunStatus.FAILED, error=str(exc))
         try:
             return await self._run_command(job, spec, session.get("cwd"), minted["token"], lease)
         finally:
@@ -430,7 +431,7 @@ class Worker:
         # One stat, not worth a thread of its own.
         if cwd and not os.path.isdir(cwd):  # noqa: ASYNC240
             return Outcome(
-                "failed",
+                RunStatus.FAILED,
                 error=f"the conversation's working directory {cwd!r} does not exist on the "
                 f"worker's machine ({self.worker_id})",
             )
@@ -476,7 +477,7 @@ class Worker:
                 )  # fmt: skip
                 return None
             return Outcome(
-                "failed",
+                RunStatus.FAILED,
                 error=f"timed out after {spec.timeout:g}s; the worker killed the command",
             )
         stdout, stderr = finished.result()

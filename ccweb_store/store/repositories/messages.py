@@ -15,6 +15,7 @@ from sqlalchemy.sql.expression import bindparam
 from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
 from ccweb_store.domain.ids import ROLES, new_id, validate_choice
+from ccweb_store.domain.kinds import Role
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.column_types import IsoText
 from ccweb_store.store.models import Message, reply_to_request_id
@@ -303,7 +304,7 @@ class MessageRepository(MessageImport):
             return row
         stmt = (
             sa.select(MESSAGES)
-            .where(Message.role == "assistant", _prompt_field("promptId") == prompt_id)
+            .where(Message.role == Role.ASSISTANT, _prompt_field("promptId") == prompt_id)
             .order_by(Message.seq)
             .limit(1)
         )

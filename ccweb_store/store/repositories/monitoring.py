@@ -14,6 +14,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, OPEN_REPLY_STATUSES
+from ccweb_store.domain.kinds import ReplyStatus, RunStatus
 from ccweb_store.store.models import ReplyRequest, Run
 from ccweb_store.store.repositories.base import Repository, prebuilt
 
@@ -28,7 +29,9 @@ _OPEN_REPLIES_BY_STATUS = prebuilt(
     .group_by(ReplyRequest.status)
 )
 _OLDEST_WAITING = prebuilt(
-    sa.select(sa.func.min(ReplyRequest.created_at)).where(ReplyRequest.status == "waiting")
+    sa.select(sa.func.min(ReplyRequest.created_at)).where(
+        ReplyRequest.status == ReplyStatus.WAITING
+    )
 )
 
 
@@ -74,7 +77,7 @@ class MonitoringRepository(Repository):
         """Running runs whose lease passed before ``now``, the longest expired first."""
         stmt = (
             sa.select(Run.id, Run.session_id, Run.worker_id, Run.lease_expires_at)
-            .where(Run.status == "running", Run.lease_expires_at < now)
+            .where(Run.status == RunStatus.RUNNING, Run.lease_expires_at < now)
             .order_by(Run.lease_expires_at)
         )
         return [ExpiredLease(*row) for row in await self._execute(stmt)]
@@ -92,7 +95,7 @@ class MonitoringRepository(Repository):
                 ReplyRequest.target_title,
                 ReplyRequest.created_at,
             )
-            .where(ReplyRequest.status == "waiting", ~open_run)
+            .where(ReplyRequest.status == ReplyStatus.WAITING, ~open_run)
             .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
         )
         return [UnansweredRequest(*row) for row in await self._execute(stmt)]

@@ -13,6 +13,7 @@ from sqlalchemy.sql.expression import bindparam
 from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
 from ccweb_store.domain.ids import REPLY_STATUSES, validate_choice
+from ccweb_store.domain.kinds import ReplyStatus, RunStatus
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import ReplyRequest, reply_to_request_id
 from ccweb_store.store.repositories.base import (
@@ -36,9 +37,9 @@ _DELIVERABLE_FOR_SOURCE = prebuilt(
     .where(
         REPLIES.c.source_conversation_id == bindparam("session_id"),
         sa.or_(
-            REPLIES.c.status == constant("ready"),
+            REPLIES.c.status == constant(ReplyStatus.READY),
             sa.and_(
-                REPLIES.c.status == constant("failed"),
+                REPLIES.c.status == constant(ReplyStatus.FAILED),
                 REPLIES.c.reply_message_id.is_(None),
                 REPLIES.c.returned_at.is_(None),
             ),
@@ -55,7 +56,7 @@ _SOURCE_STATE = prebuilt(
         sa.exists()
         .where(
             RUNS.c.session_id == bindparam("source_id"),
-            RUNS.c.status == constant("running"),
+            RUNS.c.status == constant(RunStatus.RUNNING),
         )
         .label("source_running"),
         MESSAGES.c.id,
@@ -85,7 +86,7 @@ INSERT_WAITING_REQUEST = prebuilt(
         source_title=bindparam("p_source_title"),
         target_conversation_id=bindparam("p_target_id"),
         target_title=bindparam("p_target_title"),
-        status=constant("waiting"),
+        status=constant(ReplyStatus.WAITING),
         hop_count=bindparam("p_hop_count"),
         source_auto_run=sa.true(),
         original_request=bindparam("p_original_request"),
@@ -293,7 +294,7 @@ class ReplyRepository(Repository):
             sa.update(REPLIES)
             .where(
                 REPLIES.c.request_id == request_id,
-                REPLIES.c.status == constant("failed"),
+                REPLIES.c.status == constant(ReplyStatus.FAILED),
                 REPLIES.c.reply_message_id.is_(None),
                 REPLIES.c.returned_at.is_(None),
             )
@@ -323,7 +324,7 @@ class ReplyRepository(Repository):
             await self._execute(sa.insert(REPLIES), batch)
         for row in rows:
             self._note(
-                row.get("status") or "waiting",
+                row.get("status") or ReplyStatus.WAITING,
                 row["source_conversation_id"],
                 row["target_conversation_id"],
                 row["request_id"],

@@ -13,14 +13,22 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import errors, event_types
-from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, RUN_KINDS, validate_choice
+from ccweb_store.domain.ids import (
+    ACTIVE_RUN_STATUSES,
+    FINISHED_RUN_STATUSES,
+    RUN_KINDS,
+    validate_choice,
+)
+from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Run
 from ccweb_store.store.repositories.base import RUNS, Repository, constant, one_of, prebuilt
 from ccweb_store.store.repositories.events import EVENTS, ordered_insert
 
 _EARLIEST_LEASE_EXPIRY = prebuilt(
-    sa.select(sa.func.min(RUNS.c.lease_expires_at)).where(RUNS.c.status == constant("running"))
+    sa.select(sa.func.min(RUNS.c.lease_expires_at)).where(
+        RUNS.c.status == constant(RunStatus.RUNNING)
+    )
 )
 _running = RUNS.alias("running")
 
@@ -30,11 +38,11 @@ def _claimable_runs(runs: sa.FromClause, kinds: tuple[str, ...]) -> sa.Select[An
     return (
         sa.select(runs.c.id)
         .where(
-            runs.c.status == constant("queued"),
+            runs.c.status == constant(RunStatus.QUEUED),
             one_of(runs.c.kind, kinds),
             ~sa.exists().where(
                 _running.c.session_id == runs.c.session_id,
-                _running.c.status == constant("running"),
+                _running.c.status == constant(RunStatus.RUNNING),
             ),
         )
         .order_by(runs.c.created_at, runs.c.id)
@@ -101,9 +109,9 @@ def _set_running_where(which: sa.ColumnElement[bool]) -> sa.Update:
     """Lease the queued run ``which`` selects (bound: worker, now, lease expiry)."""
     return (
         sa.update(RUNS)
-        .where(which, RUNS.c.status == constant("queued"))
+        .where(which, RUNS.c.status == constant(RunStatus.QUEUED))
         .values(
-            status="running",
+            status=RunStatus.RUNNING,
             worker_id=bindparam("p_worker_id"),
             started_at=bindparam("p_now"),
             lease_expires_at=bindparam("p_lease_expires_at"),
@@ -210,7 +218,7 @@ class RunLeases(Repository):
             sa.update(RUNS)
             .where(
                 RUNS.c.id == run_id,
-                RUNS.c.status == constant("running"),
+                RUNS.c.status == constant(RunStatus.RUNNING),
                 RUNS.c.worker_id == worker_id,
             )
             .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
@@ -231,9 +239,7 @@ class RunLeases(Repository):
         ``worker_id`` holds it (None: no worker holds it); the closed run, or None if it was
         not open or another worker holds it (one conditional UPDATE: two callers cannot both
         close it)."""
-        validate_choice(
-            status, ("completed", "failed", "cancelled"), errors.INVALID_STATUS, "run status"
-        )
+        validate_choice(status, FINISHED_RUN_STATUSES, errors.INVALID_STATUS, "run status")
         params = {
             "p_run_id": run_id,
             "p_status": status,
@@ -256,7 +262,7 @@ class RunLeases(Repository):
         """Running runs whose lease has passed (skipping rows another process holds)."""
         stmt = (
             sa.select(RUNS)
-            .where(Run.status == "running", Run.lease_expires_at < (now or utcnow()))
+            .where(Run.status == RunStatus.RUNNING, Run.lease_expires_at < (now or utcnow()))
             .order_by(Run.lease_expires_at)
             .limit(limit)
             .with_for_update(skip_locked=True)
@@ -267,9 +273,9 @@ class RunLeases(Repository):
         """Put a running run back in the queue (its worker is gone), counting an attempt."""
         stmt = (
             sa.update(RUNS)
-            .where(RUNS.c.id == run_id, RUNS.c.status == constant("running"))
+            .where(RUNS.c.id == run_id, RUNS.c.status == constant(RunStatus.RUNNING))
             .values(
-                status="queued",
+                status=RunStatus.QUEUED,
                 worker_id=None,
                 lease_expires_at=None,
                 attempts=RUNS.c.attempts + 1,

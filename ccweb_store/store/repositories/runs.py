@@ -21,6 +21,7 @@ from ccweb_store.domain.ids import (
     new_id,
     validate_choice,
 )
+from ccweb_store.domain.kinds import RunKind, RunStatus
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Run
 from ccweb_store.store.repositories.base import (
@@ -43,7 +44,8 @@ _ACTIVE_RUNS_OF_SESSION = prebuilt(
     .order_by(RUNS.c.created_at, RUNS.c.id)
 )
 _RUNNING_RUNS_OF_SESSIONS = sa.select(RUNS).where(
-    RUNS.c.session_id.in_(bindparam("ids", expanding=True)), RUNS.c.status == constant("running")
+    RUNS.c.session_id.in_(bindparam("ids", expanding=True)),
+    RUNS.c.status == constant(RunStatus.RUNNING),
 )
 
 
@@ -66,7 +68,7 @@ ENQUEUE = prebuilt(
         id=bindparam("p_id"),
         session_id=bindparam("p_session_id"),
         kind=bindparam("p_kind"),
-        status=constant("queued"),
+        status=constant(RunStatus.QUEUED),
         runtime_text=bindparam("p_runtime_text"),
         reply_request_id=bindparam("p_reply_request_id"),
         hop_count=bindparam("p_hop_count"),
@@ -113,7 +115,7 @@ def _new_run(
         "worker_id": worker_id,
         "attempts": 0,
         "created_at": now,
-        "started_at": now if status == "running" else None,
+        "started_at": now if status == RunStatus.RUNNING else None,
     }
 
 
@@ -138,7 +140,7 @@ class RunRepository(RunLeases):
     ) -> Run:
         """A new ``queued`` run."""
         return await self._add(
-            session_id, kind, "queued", runtime_text, hop_count, reply_request_id
+            session_id, kind, RunStatus.QUEUED, runtime_text, hop_count, reply_request_id
         )
 
     async def enqueue_id(
@@ -189,7 +191,13 @@ class RunRepository(RunLeases):
     ) -> Run:
         """A new run that is already ``running``; ``conversation_busy`` if one runs."""
         return await self._add(
-            session_id, kind, "running", runtime_text, hop_count, reply_request_id, worker_id
+            session_id,
+            kind,
+            RunStatus.RUNNING,
+            runtime_text,
+            hop_count,
+            reply_request_id,
+            worker_id,
         )
 
     async def _add(
@@ -207,7 +215,7 @@ class RunRepository(RunLeases):
         )
         run = await self._insert(Run, values, _busy(session_id))
         self.state.note(
-            event_types.RUN_STARTED if status == "running" else event_types.RUN_QUEUED,
+            event_types.RUN_STARTED if status == RunStatus.RUNNING else event_types.RUN_QUEUED,
             session_id,
             run_id=run.id,
             request_id=reply_request_id,
@@ -239,7 +247,7 @@ class RunRepository(RunLeases):
         """Queued or running ``cross_conversation`` runs that answer ``request_id``."""
         stmt = sa.select(RUNS).where(
             Run.reply_request_id == request_id,
-            Run.kind == "cross_conversation",
+            Run.kind == RunKind.CROSS_CONVERSATION,
             Run.status.in_(ACTIVE_RUN_STATUSES),
         )
         return await self._all(Run, stmt)
@@ -273,7 +281,9 @@ class RunRepository(RunLeases):
         active: dict[str, Run] = {}
         for run in await self._all(Run, stmt):
             current = active.get(run.session_id)
-            if current is None or (run.status == "running" and current.status != "running"):
+            if current is None or (
+                run.status == RunStatus.RUNNING and current.status != RunStatus.RUNNING
+            ):
                 active[run.session_id] = run
         return active
 

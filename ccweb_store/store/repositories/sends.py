@@ -20,6 +20,7 @@ from typing import Any
 
 from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.ids import ROLES, new_id, validate_choice
+from ccweb_store.domain.kinds import ReplyStatus, Role, RunKind
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Message
 from ccweb_store.store.repositories.base import Repository
@@ -120,28 +121,28 @@ class SendRepository(Repository):
             "source_id": source[0],
             "source_title": source[1],
             "message_id": message_id,
-            "role": "user",
+            "role": Role.USER,
             "content": content,
             "metadata": metadata,
             "request_id": request_id,
             "hop_count": hop_count,
             "run_id": run_id,
-            "kind": "cross_conversation",
+            "kind": RunKind.CROSS_CONVERSATION,
             "runtime_text": runtime_text,
         }
         batch = _ONE_WAY if request_id is None else _RETURN_AND_CONTINUE
         await self._execute_batch(batch, values)
-        self._note_message(target[0], message_id, "user", now)
+        self._note_message(target[0], message_id, Role.USER, now)
         if request_id is not None:
             self.state.note(
                 event_types.REPLY_WAITING,
                 source[0],
                 peer=target[0],
                 request_id=request_id,
-                payload={"status": "waiting"},
+                payload={"status": ReplyStatus.WAITING},
                 at=now,
             )
-        self._note_run(target[0], run_id, "cross_conversation", request_id, now)
+        self._note_run(target[0], run_id, RunKind.CROSS_CONVERSATION, request_id, now)
 
     async def return_reply(
         self,
@@ -161,21 +162,21 @@ class SendRepository(Repository):
             "now": now,
             "source_id": source_id,
             "message_id": message_id,
-            "role": "assistant",
+            "role": Role.ASSISTANT,
             "content": content,
             "metadata": metadata,
         }
         if auto_run is None:
             await self._execute_batch(_REPLY_ONLY, values)
-            self._note_message(source_id, message_id, "assistant", now)
+            self._note_message(source_id, message_id, Role.ASSISTANT, now)
             return
         values |= {
             "run_id": new_id("run"),
-            "kind": "reply_auto_run",
+            "kind": RunKind.REPLY_AUTO_RUN,
             "runtime_text": auto_run[0],
             "hop_count": auto_run[1],
             "request_id": request_id,
         }
         await self._execute_batch(_REPLY_AND_AUTO_RUN, values)
-        self._note_message(source_id, message_id, "assistant", now)
-        self._note_run(source_id, values["run_id"], "reply_auto_run", request_id, now)
+        self._note_message(source_id, message_id, Role.ASSISTANT, now)
+        self._note_run(source_id, values["run_id"], RunKind.REPLY_AUTO_RUN, request_id, now)
