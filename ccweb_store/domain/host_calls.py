@@ -1,10 +1,10 @@
 """The host API's calls as pydantic models (SPEC §3), one per method: what ``/rpc`` parses a
 call's ``params`` into, once, where it enters (``http/rpc.py``), and what the services take.
 
-Every method with parameters has one: ``session.*``, ``message.*``, ``run.*``, ``reply.*``,
-``credential.*``, ``operator.*``, ``events.list`` and ``prompt.respond``. Like the tools'
-models (``tool_arguments``), names are camelCase on the wire and snake_case in Python, JSON
-types are exact and unknown keys are ignored.
+Every method has one: ``session.*``, ``message.*``, ``run.*``, ``reply.*``, ``credential.*``,
+``operator.*``, ``events.list``, ``prompt.respond`` and ``tools.call`` (``NoParams`` for those
+that take none). Like the tools' models (``tool_arguments``), names are camelCase on the wire
+and snake_case in Python, JSON types are exact and unknown keys are ignored.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from ccweb_store.domain.arguments import CENTURY_SECONDS, INT32_MAX
 from ccweb_store.domain.call_models import (
@@ -25,6 +25,7 @@ from ccweb_store.domain.call_models import (
     refuse,
     stripped_or_none,
 )
+from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, INVALID_KIND, INVALID_ROLE, INVALID_STATUS
 from ccweb_store.domain.ids import AGENT_MAX_LENGTH, ID_MAX_LENGTH, MAX_PAGE
 from ccweb_store.domain.kinds import ReplyStatus, Role, RunKind, RunStatus
@@ -420,3 +421,39 @@ class RespondToPrompt(CallModel):
 
 class NoParams(CallModel):
     """A method that takes no parameters (any given are ignored)."""
+
+
+class ToolsCall(CallModel):
+    """``tools.call`` / ``tools.callDynamic``: a tool run for a source conversation; ``tool``
+    or ``name``, ``args`` or ``arguments``, ``sourceSessionId`` or ``sourceConversationId``
+    (the tool's own model validates the arguments)."""
+
+    tool: Any = None
+    name: Any = None
+    args: Any = None
+    arguments: Any = None
+    source_session_id: str | None = None
+    source_conversation_id: str | None = None
+    source_hop_count: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _named(self) -> ToolsCall:
+        if not isinstance(self.tool_name, str) or not self.tool_name:
+            raise coded(
+                INVALID_ARGUMENTS, "tool (or name) is required: the name of the tool to call"
+            )
+        return self
+
+    @property
+    def tool_name(self) -> Any:
+        return self.tool if self.tool is not None else self.name
+
+    @property
+    def tool_arguments(self) -> Any:
+        return self.args if self.args is not None else self.arguments
+
+    @property
+    def source(self) -> Source:
+        """The calling conversation (none named: no source) at its hop count."""
+        session = self.source_session_id or self.source_conversation_id
+        return Source(session or None, self.source_hop_count or 0)

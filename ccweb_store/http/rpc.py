@@ -18,10 +18,8 @@ from pydantic import TypeAdapter
 from starlette.responses import Response
 
 from ccweb_store.config import Settings
-from ccweb_store.domain.arguments import optional_int, optional_str, reject_nul, require_mapping
+from ccweb_store.domain.arguments import reject_nul, require_mapping
 from ccweb_store.domain.call_models import CallModel
-from ccweb_store.domain.context import Source
-from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.domain.host_calls import (
     AppendMessage,
     ArchiveSession,
@@ -53,6 +51,7 @@ from ccweb_store.domain.host_calls import (
     RetryReply,
     RevokeCredential,
     StartRun,
+    ToolsCall,
 )
 from ccweb_store.http.asgi import Answer, Incoming, JSONAnswer
 from ccweb_store.http.metrics import note_call
@@ -104,39 +103,28 @@ def _runs_out(rows: list[Run]) -> dict[str, Any]:
     return {"runs": [run_out(row) for row in rows]}
 
 
-async def list_tools(store: Store, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+async def list_tools(store: Store, call: NoParams) -> list[dict[str, Any]]:
     """``tools.list``: the public tools, exactly as MCP ``tools/list`` shows them."""
     return tools.public_tools()
 
 
-async def list_dynamic_tools(store: Store, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+async def list_dynamic_tools(store: Store, call: NoParams) -> list[dict[str, Any]]:
     """``tools.dynamic``: the communication tools with ``namespace: "ccweb"``."""
     return tools.dynamic_tools()
 
 
-async def list_composer_items(store: Store, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+async def list_composer_items(store: Store, call: NoParams) -> list[dict[str, Any]]:
     """``tools.composerItems``: ``[{id: "mcp:ccweb/<name>", name, description}]``."""
     return tools.composer_items()
 
 
-async def tools_call_method(store: Store, params: Mapping[str, Any]) -> dict[str, Any]:
-    """``tools.call`` / ``tools.callDynamic``: run a tool for a source conversation.
-
-    Accepts ``tool`` or ``name``, ``args`` or ``arguments``, ``sourceSessionId`` and
-    ``sourceHopCount``; hidden aliases are callable here too.
-    """
-    name = params.get("tool", params.get("name"))
-    args = params.get("args", params.get("arguments"))
-    source_id = optional_str(params, "sourceSessionId") or optional_str(
-        params, "sourceConversationId"
-    )
-    hop_count = optional_int(params, "sourceHopCount", minimum=0) or 0
-    if not isinstance(name, str) or not name:
-        raise InvalidInput("tool (or name) is required: the name of the tool to call")
+async def tools_call_method(store: Store, call: ToolsCall) -> dict[str, Any]:
+    """``tools.call`` / ``tools.callDynamic``: run a tool for a source conversation; hidden
+    aliases are callable here too."""
     try:
-        return await tools.call_tool(store, Source(source_id or None, hop_count), name, args)
+        return await tools.call_tool(store, call.source, call.tool_name, call.tool_arguments)
     except tools.UnknownTool as exc:
-        raise jsonrpc.RpcError(jsonrpc.INVALID_PARAMS, str(exc), {"tool": name}) from exc
+        raise jsonrpc.RpcError(jsonrpc.INVALID_PARAMS, str(exc), {"tool": call.tool_name}) from exc
 
 
 METHODS: dict[str, RpcMethod] = {
@@ -170,11 +158,11 @@ METHODS: dict[str, RpcMethod] = {
     "operator.pendingReplies": typed(OperatorPendingReplies, operator.pending_replies),
     "operator.replyStory": typed(OperatorReplyStory, operator.reply_story),
     "operator.doctor": typed(NoParams, doctor.run_doctor),
-    "tools.list": list_tools,
-    "tools.dynamic": list_dynamic_tools,
-    "tools.composerItems": list_composer_items,
-    "tools.call": tools_call_method,
-    "tools.callDynamic": tools_call_method,
+    "tools.list": typed(NoParams, list_tools),
+    "tools.dynamic": typed(NoParams, list_dynamic_tools),
+    "tools.composerItems": typed(NoParams, list_composer_items),
+    "tools.call": typed(ToolsCall, tools_call_method),
+    "tools.callDynamic": typed(ToolsCall, tools_call_method),
 }
 
 
