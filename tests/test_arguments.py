@@ -1,48 +1,43 @@
-"""The typed getters every tool and host method reads its arguments with."""
+"""The bounds every call's model keeps (64-bit integers, column widths, ranges with their
+units) and the NUL rule every call's text is held to."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 
 from ccweb_store.domain import errors
-from ccweb_store.domain.arguments import (
-    INT64_MAX,
-    optional_int,
-    optional_number,
-    optional_str,
-    reject_nul,
-    require_str,
-)
+from ccweb_store.domain.arguments import INT64_MAX, reject_nul
 from ccweb_store.domain.errors import InvalidInput
+from ccweb_store.domain.host_calls import ClaimRun, CreateSession, ListMessages
+from ccweb_store.protocol.argument_errors import parsed
 
 
 @pytest.mark.parametrize("value", [INT64_MAX + 1, 2**64 - 1, -(2**63) - 1, 10**30])
 def test_an_integer_beyond_64_bits_is_refused_before_it_reaches_the_database(value: int) -> None:
     with pytest.raises(InvalidInput, match="afterSeq must be at most") as caught:
-        optional_int({"afterSeq": value}, "afterSeq", minimum=None)
+        parsed(TypeAdapter(ListMessages), {"sessionId": "a", "afterSeq": value})
     assert caught.value.code == errors.INVALID_ARGUMENTS
 
 
 def test_an_integer_over_its_maximum_names_the_maximum_and_its_unit() -> None:
-    with pytest.raises(InvalidInput, match=r"at most 10 \(ten\), got 11"):
-        optional_int({"n": 11}, "n", maximum=10, unit=" (ten)")
-    assert optional_int({"n": 10}, "n", maximum=10) == 10
+    with pytest.raises(InvalidInput, match=r"at most 604800 \(7 days; heartbeat"):
+        parsed(TypeAdapter(ClaimRun), {"workerId": "w", "leaseSeconds": 604801})
 
 
 def test_a_number_over_its_maximum_is_refused() -> None:
-    with pytest.raises(InvalidInput, match="at most 100 seconds"):
-        optional_number({"s": 1e308}, "s", maximum=100, unit=" seconds")
-    assert optional_number({"s": 100}, "s", maximum=100) == 100.0
+    with pytest.raises(InvalidInput, match="at most 60 seconds"):
+        parsed(TypeAdapter(ClaimRun), {"workerId": "w", "waitSeconds": 1e308})
 
 
 def test_a_string_longer_than_its_column_is_refused() -> None:
     with pytest.raises(InvalidInput, match="agent is 65 characters long; the limit is 64"):
-        optional_str({"agent": "a" * 65}, "agent", max_length=64)
+        parsed(TypeAdapter(CreateSession), {"agent": "a" * 65})
     with pytest.raises(InvalidInput, match="workerId is 129 characters long"):
-        require_str({"workerId": "w" * 129}, "workerId", max_length=128)
-    assert optional_str({"agent": "a" * 64}, "agent", max_length=64) == "a" * 64
+        parsed(TypeAdapter(ClaimRun), {"workerId": "w" * 129})
+    assert parsed(TypeAdapter(CreateSession), {"agent": "a" * 64}).agent == "a" * 64
 
 
 @pytest.mark.parametrize(

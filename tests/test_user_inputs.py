@@ -11,10 +11,10 @@ import pytest
 import sqlalchemy as sa
 
 from ccweb_store.domain import errors
-from ccweb_store.domain.arguments import bounded_int
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.protocol import tools
 from ccweb_store.services.user_inputs import apply_budget, first_batch
 from ccweb_store.store.models import Base, Message
 from ccweb_store.store.repositories import MessageRepository
@@ -88,13 +88,13 @@ def test_budget_with_no_inputs_returns_nothing() -> None:
 
 @pytest.mark.parametrize(("given", "expected"), [(0, 1), (-7, 1), (51, 50), (5000, 50), (20, 20)])
 def test_out_of_range_numbers_are_clamped(given: int, expected: int) -> None:
-    assert bounded_int({"limit": given}, "limit", 15, 50) == expected
+    assert tools.get_tool("ccweb_list_user_inputs").parse({"limit": given}).limit == expected
 
 
 @pytest.mark.parametrize("given", [1.5, 15.0, "15", True, [15]])
 def test_non_integer_numbers_are_invalid_arguments(given: object) -> None:
     with pytest.raises(DomainError) as caught:
-        bounded_int({"limit": given}, "limit", 15, 50)
+        tools.get_tool("ccweb_list_user_inputs").parse({"limit": given})
     assert caught.value.code == errors.INVALID_ARGUMENTS
     assert "limit must be an integer" in caught.value.message
 

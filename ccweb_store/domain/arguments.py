@@ -1,8 +1,6 @@
-"""Reading tool arguments and host params: typed getters that raise ``invalid_arguments``.
-
-Unknown extra keys are ignored (old threads send them); a present key of the wrong type is an
-error the caller can correct. Integers must fit the database's 64-bit columns, strings bound
-for a sized column must fit it, and no text may hold U+0000 (``reject_nul``).
+"""What every call's arguments are held to beyond their model (``call_models``): an object
+at all (``require_mapping``), no text holding U+0000 (``reject_nul``), and the bounds the
+models share (64-bit integers, a century of seconds).
 """
 
 from __future__ import annotations
@@ -27,115 +25,6 @@ def require_mapping(args: object, what: str = "arguments") -> Mapping[str, Any]:
     if not isinstance(args, Mapping):
         raise InvalidInput(f"{what} must be a JSON object, got {type(args).__name__}")
     return args
-
-
-def require_str(args: Mapping[str, Any], key: str, *, max_length: int | None = None) -> str:
-    """A required non-empty string (of at most ``max_length`` characters)."""
-    value = args.get(key)
-    if value is None:
-        raise InvalidInput(f"{key} is required")
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"{key} must be a non-empty string")
-    return _fits(value, key, max_length)
-
-
-def optional_str(args: Mapping[str, Any], key: str, *, max_length: int | None = None) -> str | None:
-    """A string (of at most ``max_length`` characters), or None when absent."""
-    value = args.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(f"{key} must be a string, got {type(value).__name__}")
-    return _fits(value, key, max_length)
-
-
-def _fits(value: str, key: str, max_length: int | None) -> str:
-    if max_length is not None and len(value) > max_length:
-        raise InvalidInput(f"{key} is {len(value)} characters long; the limit is {max_length}")
-    return value
-
-
-def optional_bool(args: Mapping[str, Any], key: str, default: bool = False) -> bool:
-    """A boolean, or ``default`` when absent."""
-    value = args.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InvalidInput(f"{key} must be true or false, got {value!r}")
-    return value
-
-
-def optional_int(
-    args: Mapping[str, Any],
-    key: str,
-    *,
-    minimum: int | None = None,
-    maximum: int = INT64_MAX,
-    unit: str = "",
-) -> int | None:
-    """An integer from ``minimum`` to ``maximum`` (a 64-bit integer at most), or None when
-    absent. ``unit`` names what the maximum counts, for the error message."""
-    value = args.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{key} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise InvalidInput(f"{key} must be at least {minimum}, got {value}")
-    if value > maximum or value < -INT64_MAX - 1:
-        raise InvalidInput(f"{key} must be at most {maximum}{unit}, got {value}")
-    return value
-
-
-def bounded_int(args: Mapping[str, Any], key: str, default: int, maximum: int) -> int:
-    """An integer clamped to 1..``maximum`` (a page size, a budget), ``default`` when absent."""
-    value = args.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{key} must be an integer from 1 to {maximum}, got {value!r}")
-    return max(1, min(maximum, value))
-
-
-def optional_number(
-    args: Mapping[str, Any],
-    key: str,
-    *,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    unit: str = "",
-) -> float | None:
-    """A number from ``minimum`` to ``maximum``, or None when absent."""
-    value = args.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput(f"{key} must be a number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise InvalidInput(f"{key} must be at least {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise InvalidInput(f"{key} must be at most {maximum:g}{unit}, got {value:g}")
-    return float(value)
-
-
-def optional_str_list(args: Mapping[str, Any], key: str) -> list[str] | None:
-    """A string or a list of strings (as a list), or None when absent."""
-    value = args.get(key)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise InvalidInput(f"{key} must be a string or a list of strings")
-    return list(value)
-
-
-def optional_object(args: Mapping[str, Any], key: str) -> dict[str, Any] | None:
-    """A JSON object, or None when absent."""
-    value = args.get(key)
-    if value is not None and not isinstance(value, dict):
-        raise InvalidInput(f"{key} must be a JSON object, got {type(value).__name__}")
-    return value
 
 
 def reject_nul(value: object, what: str) -> None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from ccweb_store.domain.errors import DomainError
+from ccweb_store.domain.arguments import INT64_MAX
+from ccweb_store.domain.errors import INVALID_ARGUMENTS, DomainError
 from ccweb_store.domain.ids import validate_session_id
 
 #: The error type of a check whose message continues the argument's place.
@@ -89,7 +90,8 @@ Text = Annotated[str, AfterValidator(non_blank)]
 
 class CallModel(BaseModel):
     """What every call's model shares: camelCase on the wire, JSON types exactly (``1.0``
-    is no integer, ``"true"`` no boolean), unknown keys ignored, immutable once parsed."""
+    is no integer, ``"true"`` no boolean), unknown keys ignored, immutable once parsed, and
+    no integer beyond 64 bits (the database's columns)."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -99,3 +101,18 @@ class CallModel(BaseModel):
         frozen=True,
         strict=True,
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fits_64_bits(cls, data: Any) -> Any:
+        """An integer argument outside 64 bits is refused before any field's own check: no
+        column holds it, and no range of ours reaches it."""
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if type(value) is int and not -INT64_MAX - 1 <= value <= INT64_MAX:
+                    raise PydanticCustomError(
+                        INVALID_ARGUMENTS,
+                        "{text}",
+                        {"text": f"{key} must be at most {INT64_MAX}, got {value}"},
+                    )
+        return data

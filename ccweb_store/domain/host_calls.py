@@ -179,7 +179,9 @@ class ListRuns(CallModel):
         | None,
         BeforeValidator(_listed),
     ] = None
-    older_than_seconds: Annotated[int, Field(ge=0)] | None = None
+    older_than_seconds: (
+        Annotated[int, AfterValidator(_between(0, CENTURY_SECONDS, " (100 years)"))] | None
+    ) = None
     limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_RUN_PAGE
 
 

@@ -87,7 +87,7 @@ def _sentence(detail: ErrorDetails) -> tuple[str, str]:
         expected = EXPECTED_TYPES[kind]
         article = "an" if expected[0] in "aeiou" else "a"
         return f"{where} must be {article} {expected}, got {json_type(value)}", INVALID_ARGUMENTS
-    if kind == "string_too_long":
+    if kind == "string_too_long" or (kind == "too_long" and isinstance(value, str)):
         limit = context["max_length"]
         return f"{where} is {len(value)} characters long; the limit is {limit}", INVALID_ARGUMENTS
     if kind == "greater_than_equal":
