@@ -266,7 +266,8 @@ def test_on_a_narrow_terminal_each_run_and_request_is_a_block_with_whole_ids(
     assert "Conversation: delta · Kind: cross_conversation" in runs_text
     assert runs_text.rstrip().endswith(f"{len(runs)} run(s), newest first")
     assert f"\n{data.FAILED}  failed\n" in replies_text
-    assert "Last error: target run failed: boom" in replies_text
+    # Wrapped where the age's width puts it ("2d" or, a second later, "2d 1s").
+    assert "Last error: target run failed: boom" in " ".join(replies_text.split())
     assert all(len(line) <= 80 for line in (runs_text + replies_text).splitlines())
 
 

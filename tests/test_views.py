@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from ccweb_store.domain.durations import format_duration, parse_duration
 from ccweb_store.domain.errors import InvalidInput, NotFound
-from ccweb_store.services.debugging import list_pending_replies, reply_story
+from ccweb_store.services.debugging import list_pending_replies, pending_reply_out, reply_story
 from ccweb_store.store.db import alembic_config, create_engine, current_revision, downgrade, migrate
 from ccweb_store.store.uow import Store
 from tests import debugging_data as data
@@ -271,7 +271,7 @@ async def test_list_pending_replies_filters_by_status_conversation_and_age(
 
     assert [p.reply.request_id for p in everything] == list(data.OPEN_REQUESTS)
     assert [p.reply.request_id for p in ready] == [data.READY]
-    assert ready[0].source_running and ready[0].to_json()["sourceRunning"] is True
+    assert ready[0].source_running and pending_reply_out(ready[0])["sourceRunning"] is True
     assert [p.reply.request_id for p in for_delta] == [data.LEGACY, data.READY]
     assert [p.reply.request_id for p in old] == [data.LEGACY, data.FAILED]
     with pytest.raises(InvalidInput, match="returned"):

@@ -21,46 +21,30 @@ from ccweb_store.domain.ids import (
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.services.schemas import message_out, reply_out, run_out
 from ccweb_store.store.models import Message, ReplyRequest, Run
+from ccweb_store.store.repositories.debugging import ActivityRow, PendingReplyRow
 from ccweb_store.store.uow import Store
 
 
-@dataclass(frozen=True)
-class PendingReply:
-    """One row of ``pending_replies`` with the full request it describes."""
-
-    reply: ReplyRequest
-    age_seconds: int
-    #: The conversations' current titles, else the ones stored with the request.
-    source_title: str | None
-    target_title: str | None
-    original_request_known: bool
-    source_running: bool
-    target_run_id: str | None
-    target_run_status: str | None
-    target_run_worker_id: str | None
-    target_run_lease_expires_at: datetime | None
-    target_run_attempts: int | None
-
-    def to_json(self) -> dict[str, Any]:
-        """The wire Reply plus the view's debugging columns."""
-        target_run = None
-        if self.target_run_id is not None:
-            target_run = {
-                "id": self.target_run_id,
-                "status": self.target_run_status,
-                "workerId": self.target_run_worker_id,
-                "leaseExpiresAt": iso(self.target_run_lease_expires_at),
-                "attempts": self.target_run_attempts,
-            }
-        return {
-            **reply_out(self.reply),
-            "sourceTitle": self.source_title,
-            "targetTitle": self.target_title,
-            "ageSeconds": self.age_seconds,
-            "originalRequestKnown": self.original_request_known,
-            "sourceRunning": self.source_running,
-            "targetRun": target_run,
+def pending_reply_out(row: PendingReplyRow) -> dict[str, Any]:
+    """A ``pending_replies`` row on the wire: the Reply plus the view's debugging columns."""
+    target_run = None
+    if row.target_run_id is not None:
+        target_run = {
+            "id": row.target_run_id,
+            "status": row.target_run_status,
+            "workerId": row.target_run_worker_id,
+            "leaseExpiresAt": iso(row.target_run_lease_expires_at),
+            "attempts": row.target_run_attempts,
         }
+    return {
+        **reply_out(row.reply),
+        "sourceTitle": row.source_title,
+        "targetTitle": row.target_title,
+        "ageSeconds": row.age_seconds,
+        "originalRequestKnown": row.original_request_known,
+        "sourceRunning": row.source_running,
+        "targetRun": target_run,
+    }
 
 
 @dataclass(frozen=True)
@@ -88,55 +72,40 @@ class ReplyStory:
         }
 
 
-@dataclass(frozen=True)
-class ConversationActivity:
-    """One row of ``conversation_activity``: what a conversation is doing right now."""
-
-    session_id: str
-    title: str | None
-    message_count: int
-    last_message_at: datetime | None
-    active_run_id: str | None
-    active_run_kind: str | None
-    active_run_status: str | None
-    open_as_source: dict[str, int]
-    open_as_target: dict[str, int]
-
-    def to_json(self) -> dict[str, Any]:
-        active_run = None
-        if self.active_run_id is not None:
-            active_run = {
-                "id": self.active_run_id,
-                "kind": self.active_run_kind,
-                "status": self.active_run_status,
-            }
-        return {
-            "conversationId": self.session_id,
-            "title": self.title,
-            "messageCount": self.message_count,
-            "lastMessageAt": iso(self.last_message_at),
-            "activeRun": active_run,
-            "openAsSource": self.open_as_source,
-            "openAsTarget": self.open_as_target,
+def activity_out(row: ActivityRow) -> dict[str, Any]:
+    """A ``conversation_activity`` row on the wire: what a conversation is doing now."""
+    active_run = None
+    if row.active_run_id is not None:
+        active_run = {
+            "id": row.active_run_id,
+            "kind": row.active_run_kind,
+            "status": row.active_run_status,
         }
+    return {
+        "conversationId": row.session_id,
+        "title": row.title,
+        "messageCount": row.message_count,
+        "lastMessageAt": iso(row.last_message_at),
+        "activeRun": active_run,
+        "openAsSource": row.open_as_source,
+        "openAsTarget": row.open_as_target,
+    }
 
 
-async def activity_of(store: Store, session_id: str) -> ConversationActivity | None:
+async def activity_of(store: Store, session_id: str) -> ActivityRow | None:
     """The conversation's row of ``conversation_activity``, or None when it does not exist."""
     validate_session_id(session_id)
     return (await activities_of(store, [session_id])).get(session_id)
 
 
-async def activities_of(
-    store: Store, session_ids: Sequence[str]
-) -> dict[str, ConversationActivity]:
+async def activities_of(store: Store, session_ids: Sequence[str]) -> dict[str, ActivityRow]:
     """The rows of ``conversation_activity`` for these conversations, by id (those that
     exist)."""
     if not session_ids:
         return {}
     async with store.read_uow() as uow:
         rows = await uow.debugging.activities(session_ids)
-    return {row.session_id: ConversationActivity(**row._asdict()) for row in rows}
+    return {row.session_id: row for row in rows}
 
 
 def _cutoff(older_than_seconds: int | None, now: datetime | None) -> datetime | None:
@@ -158,7 +127,7 @@ async def list_pending_replies(
     older_than_seconds: int | None = None,
     limit: int = 100,
     now: datetime | None = None,
-) -> list[PendingReply]:
+) -> list[PendingReplyRow]:
     """Open requests (``waiting``/``ready``/``failed``) from the view, oldest first.
 
     ``conversation_id`` matches either side; ``older_than_seconds`` keeps requests created
@@ -171,13 +140,12 @@ async def list_pending_replies(
     if conversation_id is not None:
         validate_session_id(conversation_id)
     async with store.read_uow() as uow:
-        rows = await uow.debugging.pending_replies(
+        return await uow.debugging.pending_replies(
             statuses=statuses,
             conversation_id=conversation_id,
             created_before=_cutoff(older_than_seconds, now),
             limit=limit,
         )
-    return [PendingReply(**row._asdict()) for row in rows]
 
 
 async def reply_story(store: Store, request_id: str) -> ReplyStory:

@@ -19,10 +19,11 @@ from ccweb_store.domain.host_calls import (
 from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.domain.timestamps import iso
 from ccweb_store.services import debugging
-from ccweb_store.services.debugging import ConversationActivity
+from ccweb_store.services.debugging import activity_out, pending_reply_out
 from ccweb_store.services.runs import list_runs
 from ccweb_store.services.schemas import run_out, session_fields
 from ccweb_store.store.models import SessionRow
+from ccweb_store.store.repositories.debugging import ActivityRow
 from ccweb_store.store.uow import Store
 
 DEFAULT_CONVERSATIONS = 100
@@ -31,11 +32,11 @@ DEFAULT_PENDING = 100
 CONVERSATION_RUNS = 10
 
 
-def conversation_out(row: SessionRow, activity: ConversationActivity | None) -> dict[str, Any]:
+def conversation_out(row: SessionRow, activity: ActivityRow | None) -> dict[str, Any]:
     """A conversation as the operator sees it: the Session's fields, its active run, its
     messages and the open requests it made (``openAsSource``) and must answer
     (``openAsTarget``), by status."""
-    active_run = activity.to_json()["activeRun"] if activity is not None else None
+    active_run = activity_out(activity)["activeRun"] if activity is not None else None
     return session_fields(row) | {
         "archivedAt": iso(row.archived_at),
         "running": active_run is not None and active_run["status"] == RunStatus.RUNNING,
@@ -72,7 +73,7 @@ async def show_conversation(store: Store, call: OperatorConversation) -> dict[st
     runs = await list_runs(store, ListRuns(session_id=session_id, limit=CONVERSATION_RUNS))
     return {
         "conversation": conversation_out(row, activity),
-        "openRequests": [item.to_json() for item in pending],
+        "openRequests": [pending_reply_out(item) for item in pending],
         "runs": [run_out(run) for run in runs],
     }
 
@@ -92,12 +93,12 @@ async def pending_replies(store: Store, query: OperatorPendingReplies) -> dict[s
         limit=limit,
     )
     result: dict[str, Any] = {
-        "replies": [item.to_json() for item in pending],
+        "replies": [pending_reply_out(item) for item in pending],
         "count": len(pending),
     }
     if session_id is not None:
         activity = await debugging.activity_of(store, session_id)
-        result["conversation"] = activity.to_json() if activity is not None else None
+        result["conversation"] = activity_out(activity) if activity is not None else None
     return result
 
 
