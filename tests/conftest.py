@@ -19,6 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 from hypothesis import HealthCheck, settings
 from sqlalchemy.engine import make_url
@@ -129,16 +130,22 @@ async def migrate_url(url: str, revision: str = "head") -> None:
 async def truncate_all(url: str) -> None:
     """Empty every table of the schema, keeping ``alembic_version``.
 
-    ``DELETE`` children first, in one transaction: on the few rows a test leaves it is much
-    cheaper than ``TRUNCATE``, which makes new files for every table and index.
+    ``DELETE`` children first, all in one round trip on one plain asyncpg connection (the
+    simple query protocol runs a multi-statement string as one transaction): on the few rows
+    a test leaves it is much cheaper than ``TRUNCATE``, which makes new files for every table
+    and index, and than an engine per test.
     """
-    engine = create_engine(url)
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    connection = await asyncpg.connect(dsn)
     try:
-        async with engine.begin() as connection:
-            for table in reversed(Base.metadata.sorted_tables):
-                await connection.execute(table.delete())
+        await connection.execute(_DELETE_EVERY_ROW)
     finally:
-        await engine.dispose()
+        await connection.close()
+
+
+_DELETE_EVERY_ROW = "".join(
+    f'DELETE FROM "{table.name}";' for table in reversed(Base.metadata.sorted_tables)
+)
 
 
 @pytest.fixture(autouse=True)
