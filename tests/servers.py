@@ -6,19 +6,20 @@ import os
 import random
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-SERVE = [sys.executable, "-m", "ccweb_store", "serve"]
+from tests import forked
+
+ROOT = forked.ROOT
+SERVE = [*forked.COMMAND, "serve"]
 
 
 # The ports below Linux's ephemeral range (32768-60999), split evenly among the pytest-xdist
@@ -60,11 +61,25 @@ def server_env(**values: str) -> dict[str, str]:
     return env
 
 
+class Process(Protocol):
+    """What the tests ask of a server process: ``subprocess.Popen``, or one forked from the
+    preloaded package (``tests/forked.py``)."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def send_signal(self, sig: int) -> None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+
 @dataclass
 class Server:
     """A running server process; its stderr goes to a file so a chatty log never blocks it."""
 
-    process: subprocess.Popen[bytes]
+    process: Process
     url: str
     stderr: IO[bytes]
 
@@ -99,10 +114,15 @@ def start_server(
     """Start ``command`` and wait until ``/healthz`` answers on ``port``.
 
     ``with_stdout``: its stdout (where uvicorn writes the access log) joins the stderr log.
+    ``python -m ccweb_store …`` is forked from the preloaded package (``tests/forked.py``).
     """
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 (Server.stop closes it)
     stdout = stderr if with_stdout else subprocess.DEVNULL
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
+    process: Process
+    if command[: len(forked.COMMAND)] == forked.COMMAND and forked.forkable(env):
+        process = forked.spawn(command, env=env, cwd=cwd, stdout=stdout, stderr=stderr)
+    else:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
     server = Server(process, f"http://127.0.0.1:{port}", stderr)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from ccweb_store.mobility.export import PAUSE_ENV
+from tests import forked
 from tests.cli_support import COMMAND, run_cli
 from tests.servers import ROOT, server_env
 from tests.test_importer import write_json, write_state
@@ -149,7 +150,7 @@ def killed_at(database_url: str, directory: Path, point: int) -> None:
     """Run ``export-json DIR --merge`` and SIGKILL it at the export's ``point``-th point (the
     test hook counts each part of a file written and each rename, and pauses at that one)."""
     env = server_env(**{PAUSE_ENV: str(point)})
-    process = subprocess.Popen(
+    process = forked.spawn(
         [*COMMAND, "export-json", str(directory), "--merge", "--database-url", database_url],
         cwd=ROOT,
         env=env,

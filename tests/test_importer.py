@@ -29,8 +29,9 @@ from ccweb_store.importer.legacy_sessions import (
 from ccweb_store.importer.session_sync import plan_session
 from ccweb_store.services.schemas import iso
 from ccweb_store.store.db import create_engine
+from tests import forked
 from tests.cli_support import COMMAND
-from tests.servers import ROOT, server_env
+from tests.servers import server_env
 
 TABLES = {"sessions": "id", "messages": "id", "reply_requests": "request_id"}
 #: A number of messages that several inserts of many rows take in turn.
@@ -840,8 +841,8 @@ def write_large_state(root: Path, *, sessions: int = 60, messages: int = 200) ->
     return root
 
 
-def cli_subprocess(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen([*COMMAND, *args], cwd=ROOT, env=server_env(), text=True, **kwargs)
+def cli_subprocess(*args: str, **kwargs: Any) -> forked.ForkedProcess:
+    return forked.spawn([*COMMAND, *args], env=server_env(), text=True, **kwargs)
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from ccweb_store.mobility.copy import table_checksums
 from ccweb_store.store.sqlite.bulk import BACKUP_PAUSE_ENV
 from ccweb_store.store.uow import Store
 from ccweb_store.store.whole_tables import schema_tables
+from tests import forked
 from tests.cli_support import COMMAND, run_cli
 from tests.conftest import migrate_url
 from tests.mobility_data import fill_every_kind_of_row
@@ -167,7 +168,7 @@ def test_a_backup_killed_at_any_point_leaves_nothing_at_its_path_and_a_retry_equ
 
     # Killed early, midway and late in the page-by-page copy.
     for after in (0.0, pages * 0.02 / 2, pages * 0.02 * 0.7):
-        process = subprocess.Popen(
+        process = forked.spawn(
             [*COMMAND, "backup", str(destination), "--database-url", url],
             cwd=ROOT,
             env=slow,

@@ -22,6 +22,7 @@ from ccweb_store.mobility.copy import (
 )
 from ccweb_store.store.db import create_engine
 from ccweb_store.store.uow import Store
+from tests import forked
 from tests.cli_support import COMMAND, run_cli
 from tests.conftest import (
     migrate_url,
@@ -142,7 +143,7 @@ def test_a_copy_killed_midway_and_resumed_equals_a_clean_copy(
     asyncio.run(fill_many_messages(source, sessions=20, per_session=1500))
     total = 20 * 1500
 
-    process = subprocess.Popen(
+    process = forked.spawn(
         [*COMMAND, "copy", "--from", source, "--to", database_url, "--batch-rows", "100"],
         cwd=ROOT,
         env=server_env(),

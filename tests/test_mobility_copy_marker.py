@@ -19,6 +19,7 @@ from ccweb_store.mobility.copy import table_checksums
 from ccweb_store.store.db import create_engine
 from ccweb_store.store.uow import Store
 from ccweb_store.store.whole_tables import schema_tables
+from tests import forked
 from tests.cli_support import COMMAND
 from tests.conftest import (
     migrate_url,
@@ -197,8 +198,8 @@ def kill_when(process: subprocess.Popen[str], ready: Any) -> None:
             process.stderr.close()
 
 
-def start_copy(source: str, target: str, *flags: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+def start_copy(source: str, target: str, *flags: str) -> forked.ForkedProcess:
+    return forked.spawn(
         [*COMMAND, "copy", "--from", source, "--to", target, "--batch-rows", "100", *flags],
         cwd=ROOT,
         env=server_env(),

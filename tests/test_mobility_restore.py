@@ -13,6 +13,7 @@ import sys
 from contextlib import closing
 from pathlib import Path
 
+from tests import forked
 from tests.cli_support import run_cli
 from tests.conftest import migrate_url
 from tests.mobility_data import fill_every_kind_of_row
@@ -219,8 +220,8 @@ def test_a_restore_on_postgresql_prints_the_pg_restore_command(
 def test_a_restore_is_refused_while_mcp_stdio_serves_the_database(tmp_path: Path) -> None:
     database, url, backup = backed_up(tmp_path)
     initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
-    with subprocess.Popen(
-        [sys.executable, "-m", "ccweb_store", "mcp-stdio", "--source-session", "alpha"],
+    with forked.spawn(
+        [*forked.COMMAND, "mcp-stdio", "--source-session", "alpha"],
         cwd=ROOT,
         env=server_env(CCWEB_DATABASE_URL=url),
         stdin=subprocess.PIPE,

@@ -30,8 +30,9 @@ from ccweb_store.worker.config import (
     load_config,
     render_command,
 )
+from tests import forked
 from tests.lifecycle_support import messages_of, runs_of
-from tests.servers import ROOT, Server, server_env, serving
+from tests.servers import ROOT, Process, Server, server_env, serving
 
 TOKEN = "worker-test-operator-token"
 AGENT = f"{sys.executable} {ROOT / 'tests' / 'fake_agent.py'}"
@@ -167,7 +168,7 @@ def test_the_worker_loads_neither_sqlalchemy_nor_the_store_nor_the_services() ->
 class WorkerProcess:
     """A ``ccweb-store worker`` process; its stderr goes to a file."""
 
-    process: subprocess.Popen[bytes]
+    process: Process
     log: IO[bytes]
 
     def finish(self, timeout: float = DEADLINE) -> tuple[int, str]:
@@ -220,12 +221,11 @@ class Bench:
         self, *args: str, command: str | None = AGENT + " {prompt}", **env: str
     ) -> WorkerProcess:
         log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the fixture)
-        argv = [sys.executable, "-m", "ccweb_store", "worker", "--url", self.server.url, *args]
+        argv = [*forked.COMMAND, "worker", "--url", self.server.url, *args]
         if command is not None:
             argv += ["--command", command]
-        process = subprocess.Popen(
+        process = forked.spawn(
             argv,
-            cwd=ROOT,
             env=server_env(
                 **{"CCWEB_TOKEN": TOKEN, "CCWEB_DATABASE_URL": self.database_url, **env}
             ),
