@@ -93,7 +93,7 @@ class Snapshot:
         stmt = sa.select(SESSIONS).order_by(SESSIONS.c.id)
         if conversation is not None:
             stmt = stmt.where(SESSIONS.c.id == conversation)
-        return [row._asdict() for row in await self._connection.execute(stmt)]
+        return [dict(row) for row in (await self._connection.execute(stmt)).mappings()]
 
     async def replies(self, conversation: str | None = None) -> list[dict[str, Any]]:
         """The ``reply_requests`` rows, oldest first (only those ``conversation`` sent or was
@@ -106,7 +106,7 @@ class Snapshot:
                     REPLIES.c.target_conversation_id == conversation,
                 )
             )
-        return [row._asdict() for row in await self._connection.execute(stmt)]
+        return [dict(row) for row in (await self._connection.execute(stmt)).mappings()]
 
     async def messages(
         self, session_id: str, batch_rows: int
@@ -116,8 +116,8 @@ class Snapshot:
         stmt = sa.select(MESSAGES).where(MESSAGES.c.session_id == session_id)
         stmt = stmt.order_by(MESSAGES.c.seq).execution_options(yield_per=batch_rows)
         result = await self._connection.stream(stmt)
-        async for partition in result.partitions(batch_rows):
-            yield [row._asdict() for row in partition]
+        async for partition in result.mappings().partitions(batch_rows):
+            yield [dict(row) for row in partition]
 
 
 @asynccontextmanager
