@@ -1,7 +1,7 @@
 """What every call's model shares: the base class (camelCase on the wire, JSON types exactly,
-unknown keys ignored, immutable), the types of common arguments, and the checks that raise
-validation errors the edge turns into ``invalid_arguments`` sentences
-(``protocol.argument_errors``).
+unknown keys ignored, immutable), the model of a call without parameters (``NoParams``), the
+types of common arguments, and the checks that raise validation errors the edge turns into
+``invalid_arguments`` sentences (``protocol.argument_errors``).
 
 A check that fails raises ``PydanticCustomError``: type ``"argument"`` carries the end of a
 sentence that starts with the argument's place (``questions[0].id must be …``); any other
@@ -76,6 +76,50 @@ def coded(code: str, message: str) -> PydanticCustomError:
     return PydanticCustomError(code, "{text}", {"text": message})
 
 
+def one_of(
+    choices: tuple[str, ...], code: str, what: str, make: Callable[[str], Any]
+) -> Callable[[Any], Any]:
+    """A text that must be one of ``choices`` (``code`` otherwise), as ``make`` makes it."""
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, str) or value not in choices:
+            raise coded(code, f"invalid {what} {value!r}: expected one of {', '.join(choices)}")
+        return make(value)
+
+    return check
+
+
+def listed(value: Any) -> Any:
+    """One text stands for a list of one."""
+    return [value] if isinstance(value, str) else value
+
+
+def _shown(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def between(low: float, high: float, unit: str = "") -> Callable[[Any], Any]:
+    """A number from ``low`` to ``high``; the refusal names the bound and ``unit``."""
+
+    def check(value: Any) -> Any:
+        if value < low:
+            raise refuse(f"must be at least {_shown(low)}, got {_shown(value)}")
+        if value > high:
+            raise refuse(f"must be at most {_shown(high)}{unit}, got {_shown(value)}")
+        return value
+
+    return check
+
+
+def number(value: Any) -> Any:
+    """An integer where a number is asked is that number (JSON does not tell them apart)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if value is not None and not isinstance(value, float):
+        raise refuse(f"must be a number, got {json_type(value)}")
+    return value
+
+
 def clamped_int(default: int, high: int, description: str) -> Any:
     return Field(
         default=default,
@@ -116,3 +160,7 @@ class CallModel(BaseModel):
                         {"text": f"{key} must be at most {INT64_MAX}, got {value}"},
                     )
         return data
+
+
+class NoParams(CallModel):
+    """A method that takes no parameters (any given are ignored)."""
