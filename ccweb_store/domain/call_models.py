@@ -11,15 +11,24 @@ type is an error code (``invalid_conversation_id``) with its whole message.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
 from ccweb_store.domain.arguments import INT64_MAX
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, DomainError
-from ccweb_store.domain.ids import validate_session_id
+from ccweb_store.domain.ids import MAX_PAGE, validate_session_id
 
 #: The error type of a check whose message continues the argument's place.
 ARGUMENT = "argument"
@@ -41,10 +50,29 @@ def domain_check(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return checked
 
 
-def clamped(low: int, high: int) -> Callable[[int], int]:
-    """A page size or budget outside ``low..high`` is brought inside it rather than refused:
-    a model that asks for too much still gets an answer."""
-    return lambda value: max(low, min(high, value))
+@dataclass(frozen=True)
+class Clamped:
+    """An integer argument's range: ``Annotated[int, Clamped(1, 100)]``. A page size or budget
+    outside ``low..high`` is brought inside it rather than refused (a model that asks for too
+    much still gets an answer); the published schema states the range."""
+
+    low: int
+    high: int
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._clamp, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        published = handler(schema)
+        published.update(minimum=self.low, maximum=self.high)
+        return published
+
+    def _clamp(self, value: int) -> int:
+        return max(self.low, min(self.high, value))
 
 
 def non_blank(value: str) -> str:
@@ -120,16 +148,10 @@ def number(value: Any) -> Any:
     return value
 
 
-def clamped_int(default: int, high: int, description: str) -> Any:
-    return Field(
-        default=default,
-        description=description,
-        json_schema_extra={"minimum": 1, "maximum": high},
-    )
-
-
 ConversationId = Annotated[str, AfterValidator(domain_check(validate_session_id))]
 Text = Annotated[str, AfterValidator(non_blank)]
+#: How many rows a host method's listing returns, brought inside ``1..MAX_PAGE``.
+PageSize = Annotated[int, Clamped(1, MAX_PAGE)]
 
 
 class CallModel(BaseModel):

@@ -8,8 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 from ccweb_store.domain.arguments import CENTURY_SECONDS, INT32_MAX
-from ccweb_store.domain.call_models import CallModel, ConversationId, Text, between, clamped
-from ccweb_store.domain.ids import MAX_PAGE
+from ccweb_store.domain.call_models import CallModel, ConversationId, PageSize, Text, between
 
 CenturySeconds = Annotated[int, AfterValidator(between(1, CENTURY_SECONDS, " (100 years)"))]
 
@@ -35,7 +34,7 @@ class ListCredentials(CallModel):
 
     session_id: ConversationId | None = None
     include_inactive: bool = False
-    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = 50
+    limit: PageSize = 50
 
 
 class RevokeCredential(CallModel):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import BeforeValidator, Field
 
-from ccweb_store.domain.call_models import CallModel, ConversationId, Text, clamped, coded
+from ccweb_store.domain.call_models import CallModel, ConversationId, PageSize, Text, coded
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, INVALID_ROLE
-from ccweb_store.domain.ids import ID_MAX_LENGTH, MAX_PAGE
+from ccweb_store.domain.ids import ID_MAX_LENGTH
 from ccweb_store.domain.kinds import Role
 
 #: How many messages ``message.list`` and ``message.recent`` return when they are not told.
@@ -51,7 +51,7 @@ class RecentMessages(CallModel):
 
     session_id: Text
     before_seq: Annotated[int, Field(ge=1)] | None = None
-    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_MESSAGE_PAGE
+    limit: PageSize = DEFAULT_MESSAGE_PAGE
     role: Annotated[Role, BeforeValidator(_role)] | None = None
 
 
@@ -60,4 +60,4 @@ class ListMessages(CallModel):
 
     session_id: Text
     after_seq: Annotated[int, Field(ge=0)] = 0
-    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_MESSAGE_PAGE
+    limit: PageSize = DEFAULT_MESSAGE_PAGE

@@ -10,13 +10,12 @@ from ccweb_store.domain.arguments import CENTURY_SECONDS
 from ccweb_store.domain.call_models import (
     CallModel,
     ConversationId,
+    PageSize,
     Text,
     between,
-    clamped,
     listed,
     stripped_or_none,
 )
-from ccweb_store.domain.ids import MAX_PAGE
 from ccweb_store.domain.tool_arguments import QUERY_MAX_CHARS
 
 #: How many rows the operator's listings return when they are not told.
@@ -27,7 +26,7 @@ class OperatorConversations(CallModel):
     """``operator.conversations``: conversations, newest activity first (``query``: id or
     title; archived ones only with ``includeArchived``)."""
 
-    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_OPERATOR_PAGE
+    limit: PageSize = DEFAULT_OPERATOR_PAGE
     query: Annotated[
         str | None, Field(max_length=QUERY_MAX_CHARS), AfterValidator(stripped_or_none)
     ] = None
@@ -48,7 +47,7 @@ class OperatorPendingReplies(CallModel):
     older_than_seconds: (
         Annotated[int, AfterValidator(between(0, CENTURY_SECONDS, " (100 years)"))] | None
     ) = None
-    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_OPERATOR_PAGE
+    limit: PageSize = DEFAULT_OPERATOR_PAGE
 
 
 class OperatorReplyStory(CallModel):

@@ -10,15 +10,14 @@ from ccweb_store.domain.arguments import CENTURY_SECONDS
 from ccweb_store.domain.call_models import (
     CallModel,
     ConversationId,
+    PageSize,
     Text,
     between,
-    clamped,
     listed,
     number,
     one_of,
 )
 from ccweb_store.domain.errors import INVALID_STATUS
-from ccweb_store.domain.ids import MAX_PAGE
 from ccweb_store.domain.kinds import ReplyStatus
 
 REPLY_STATUS_NAMES = tuple(ReplyStatus)
@@ -35,7 +34,7 @@ class ListReplies(CallModel):
 
     status: Annotated[list[ReplyStatusName] | None, BeforeValidator(listed)] = None
     session_id: ConversationId | None = None
-    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_REPLY_PAGE
+    limit: PageSize = DEFAULT_REPLY_PAGE
     cursor: str | None = None
 
 

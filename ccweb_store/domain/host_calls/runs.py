@@ -11,16 +11,16 @@ from ccweb_store.domain.arguments import CENTURY_SECONDS
 from ccweb_store.domain.call_models import (
     CallModel,
     ConversationId,
+    PageSize,
     Text,
     between,
-    clamped,
     listed,
     number,
     one_of,
 )
 from ccweb_store.domain.errors import INVALID_KIND, INVALID_STATUS
 from ccweb_store.domain.host_calls.credentials import CredentialTerms
-from ccweb_store.domain.ids import ID_MAX_LENGTH, MAX_PAGE
+from ccweb_store.domain.ids import ID_MAX_LENGTH
 from ccweb_store.domain.kinds import RunKind, RunStatus
 
 #: The longest lease a worker may ask for: a week (it heartbeats to hold a run longer).
@@ -118,7 +118,7 @@ class ListRuns(CallModel):
     older_than_seconds: (
         Annotated[int, AfterValidator(between(0, CENTURY_SECONDS, " (100 years)"))] | None
     ) = None
-    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_RUN_PAGE
+    limit: PageSize = DEFAULT_RUN_PAGE
 
 
 class RequeueRun(CallModel):

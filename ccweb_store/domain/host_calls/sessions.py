@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
-from ccweb_store.domain.call_models import CallModel, ConversationId, Text, clamped
-from ccweb_store.domain.ids import AGENT_MAX_LENGTH, MAX_PAGE
+from ccweb_store.domain.call_models import CallModel, ConversationId, PageSize, Text
+from ccweb_store.domain.ids import AGENT_MAX_LENGTH
 
 #: How many conversations ``session.list`` returns when it is not told.
 DEFAULT_SESSION_PAGE = 50
@@ -38,5 +38,5 @@ class ArchiveSession(CallModel):
 class ListSessions(CallModel):
     """``session.list``: conversations newest created first, a page at a time."""
 
-    limit: Annotated[int, AfterValidator(clamped(1, MAX_PAGE))] = DEFAULT_SESSION_PAGE
+    limit: PageSize = DEFAULT_SESSION_PAGE
     cursor: str | None = None
