@@ -26,7 +26,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
-from ccweb_store.domain.arguments import INT64_MAX
+from ccweb_store.domain.arguments import CENTURY_SECONDS, INT64_MAX
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, DomainError
 from ccweb_store.domain.ids import MAX_PAGE, validate_session_id
 
@@ -152,6 +152,8 @@ ConversationId = Annotated[str, AfterValidator(domain_check(validate_session_id)
 Text = Annotated[str, AfterValidator(non_blank)]
 #: How many rows a host method's listing returns, brought inside ``1..MAX_PAGE``.
 PageSize = Annotated[int, Clamped(1, MAX_PAGE)]
+#: A whole number of seconds back in time (``olderThanSeconds``), at most a century.
+AgeSeconds = Annotated[int, AfterValidator(between(0, CENTURY_SECONDS, " (100 years)"))]
 
 
 class CallModel(BaseModel):

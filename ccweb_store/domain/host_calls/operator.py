@@ -6,13 +6,12 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from ccweb_store.domain.arguments import CENTURY_SECONDS
 from ccweb_store.domain.call_models import (
+    AgeSeconds,
     CallModel,
     ConversationId,
     PageSize,
     Text,
-    between,
     listed,
     stripped_or_none,
 )
@@ -44,9 +43,7 @@ class OperatorPendingReplies(CallModel):
 
     status: Annotated[list[str] | None, BeforeValidator(listed)] = None
     session_id: str | None = None
-    older_than_seconds: (
-        Annotated[int, AfterValidator(between(0, CENTURY_SECONDS, " (100 years)"))] | None
-    ) = None
+    older_than_seconds: AgeSeconds | None = None
     limit: PageSize = DEFAULT_OPERATOR_PAGE
 
 

@@ -7,8 +7,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from ccweb_store.domain.arguments import CENTURY_SECONDS
 from ccweb_store.domain.call_models import (
+    AgeSeconds,
     CallModel,
     ConversationId,
     PageSize,
@@ -115,9 +115,7 @@ class ListRuns(CallModel):
         | None,
         BeforeValidator(listed),
     ] = None
-    older_than_seconds: (
-        Annotated[int, AfterValidator(between(0, CENTURY_SECONDS, " (100 years)"))] | None
-    ) = None
+    older_than_seconds: AgeSeconds | None = None
     limit: PageSize = DEFAULT_RUN_PAGE
 
 
