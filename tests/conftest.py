@@ -17,6 +17,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import asyncpg
@@ -109,14 +110,18 @@ def postgres_server_url() -> str | None:
     return url
 
 
-def create_postgres_database(server_url: str) -> str:
-    """Create an empty, uniquely named database on the server; return its URL."""
+@contextmanager
+def own_postgres_database() -> Iterator[str]:
+    """An empty, uniquely named database on the test server, dropped when the block ends;
+    its URL."""
+    server = postgres_server_url()
+    assert server is not None
     name = f"ccweb_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    return asyncio.run(create_database(server_url, name))
-
-
-def drop_postgres_database(server_url: str, database_url: str) -> None:
-    asyncio.run(drop_database(server_url, str(make_url(database_url).database)))
+    url = asyncio.run(create_database(server, name))
+    try:
+        yield url
+    finally:
+        asyncio.run(drop_database(server, name))
 
 
 async def migrate_url(url: str, revision: str = "head") -> None:
@@ -159,14 +164,9 @@ def no_checkpoint_thread_outlives_its_test() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def migrated_postgres_url() -> Iterator[str]:
     """One migrated PostgreSQL database for the whole run (created lazily)."""
-    server = postgres_server_url()
-    assert server is not None
-    url = create_postgres_database(server)
-    try:
+    with own_postgres_database() as url:
         asyncio.run(migrate_url(url))
         yield url
-    finally:
-        drop_postgres_database(server, url)
 
 
 @pytest.fixture(scope="session")
@@ -211,13 +211,8 @@ def empty_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
         return
-    server = postgres_server_url()
-    assert server is not None
-    url = create_postgres_database(server)
-    try:
+    with own_postgres_database() as url:
         yield url
-    finally:
-        drop_postgres_database(server, url)
 
 
 @pytest.fixture
@@ -262,10 +257,5 @@ async def pair(store: Store) -> Store:
 @pytest.fixture
 def fresh_postgres_url() -> Iterator[str]:
     """An empty PostgreSQL database of its own (no schema)."""
-    server = postgres_server_url()
-    assert server is not None
-    url = create_postgres_database(server)
-    try:
+    with own_postgres_database() as url:
         yield url
-    finally:
-        drop_postgres_database(server, url)

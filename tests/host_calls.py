@@ -3,7 +3,7 @@ method's model at the edge (``http/rpc.py``'s table), so a test pins what a host
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -23,53 +23,36 @@ async def call(store: Store, method: str, params: Mapping[str, Any]) -> Any:
     return await METHODS[method](store, params)
 
 
-async def start_run(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "run.start", params)
+def _method(method: str) -> Callable[[Store, Mapping[str, Any]], Awaitable[Any]]:
+    """The host method ``method`` as a test calls it: ``await it(store, params)``."""
+
+    async def call_method(store: Store, params: Mapping[str, Any]) -> Any:
+        return await call(store, method, params)
+
+    return call_method
 
 
-async def enqueue_run(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "run.enqueue", params)
+start_run = _method("run.start")
+enqueue_run = _method("run.enqueue")
+heartbeat_run = _method("run.heartbeat")
+complete_run = _method("run.complete")
+list_runs = _method("run.list")
+requeue_run = _method("run.requeue")
+cancel_run = _method("run.cancel")
+list_replies = _method("reply.list")
+get_reply = _method("reply.get")
+retry_reply = _method("reply.retry")
+fail_reply = _method("reply.fail")
+append_message = _method("message.append")
+mint_credential = _method("credential.mint")
+revoke_credential = _method("credential.revoke")
+list_events = _method("events.list")
+respond = _method("prompt.respond")
 
 
 async def claim_run(store: Store, params: Mapping[str, Any], *, now: datetime | None = None) -> Any:
     """``run.claim``, at ``now`` when a test sets the clock."""
     return await runs.claim_run(store, parsed(_CLAIM, params), now=now)
-
-
-async def heartbeat_run(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "run.heartbeat", params)
-
-
-async def complete_run(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "run.complete", params)
-
-
-async def list_runs(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "run.list", params)
-
-
-async def requeue_run(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "run.requeue", params)
-
-
-async def cancel_run(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "run.cancel", params)
-
-
-async def list_replies(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "reply.list", params)
-
-
-async def get_reply(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "reply.get", params)
-
-
-async def retry_reply(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "reply.retry", params)
-
-
-async def fail_reply(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "reply.fail", params)
 
 
 async def expire_replies(
@@ -84,23 +67,3 @@ async def expirable_replies(
 ) -> Any:
     """What ``reply.expire`` would fail (the CLI's dry run), at ``now``."""
     return await replies.expirable_replies(store, parsed(_EXPIRE, params), now=now)
-
-
-async def append_message(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "message.append", params)
-
-
-async def mint_credential(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "credential.mint", params)
-
-
-async def revoke_credential(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "credential.revoke", params)
-
-
-async def list_events(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "events.list", params)
-
-
-async def respond(store: Store, params: Mapping[str, Any]) -> Any:
-    return await call(store, "prompt.respond", params)

@@ -19,6 +19,9 @@ from ccweb_store.cli.common import (
     setup_logging,
 )
 
+#: ``--log-level``, whose default each command chooses.
+LogLevel = Annotated[str, typer.Option(help="debug, info, warning, error")]
+
 
 def mcp_stdio(
     source_session: Annotated[
@@ -49,7 +52,7 @@ def mcp_stdio(
         ),
     ] = None,
     database_url: DatabaseUrl = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "warning",
+    log_level: LogLevel = "warning",
 ) -> None:
     """Serve the ccweb MCP tools on stdin/stdout (logs go to stderr).
 
@@ -160,7 +163,7 @@ def worker(
             show_default=False,
         ),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+    log_level: LogLevel = "info",
 ) -> None:
     """Claim queued runs and run an agent command for each, until Ctrl-C.
 

@@ -47,7 +47,7 @@ def operator_call(
     not_found: frozenset[str] = NOT_FOUND_CODES,
 ) -> Any:
     """``service(store, call)`` on the database, or ``method`` on the server's ``/rpc`` with
-    ``call`` (a model of ``domain/host_calls.py``) as its wire params when ``server`` is
+    ``call`` (a model of ``domain/host_calls``) as its wire params when ``server`` is
     given; failures exit as ``with_store``'s do."""
     if server is None:
         return with_store(database_url, lambda store: service(store, call), not_found=not_found)

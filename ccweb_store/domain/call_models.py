@@ -1,7 +1,7 @@
 """What every call's model shares: the base class (camelCase on the wire, JSON types exactly,
-unknown keys ignored, immutable), the types of common arguments, and the checks that raise
-validation errors the edge turns into ``invalid_arguments`` sentences
-(``protocol.argument_errors``).
+unknown keys ignored, immutable), the model of a call without parameters (``NoParams``), the
+types of common arguments, and the checks that raise validation errors the edge turns into
+``invalid_arguments`` sentences (``protocol.argument_errors``).
 
 A check that fails raises ``PydanticCustomError``: type ``"argument"`` carries the end of a
 sentence that starts with the argument's place (``questions[0].id must be …``); any other
@@ -11,15 +11,24 @@ type is an error code (``invalid_conversation_id``) with its whole message.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
-from ccweb_store.domain.arguments import INT64_MAX
+from ccweb_store.domain.arguments import CENTURY_SECONDS, INT64_MAX
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, DomainError
-from ccweb_store.domain.ids import validate_session_id
+from ccweb_store.domain.ids import MAX_PAGE, validate_session_id
 
 #: The error type of a check whose message continues the argument's place.
 ARGUMENT = "argument"
@@ -41,10 +50,29 @@ def domain_check(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return checked
 
 
-def clamped(low: int, high: int) -> Callable[[int], int]:
-    """A page size or budget outside ``low..high`` is brought inside it rather than refused:
-    a model that asks for too much still gets an answer."""
-    return lambda value: max(low, min(high, value))
+@dataclass(frozen=True)
+class Clamped:
+    """An integer argument's range: ``Annotated[int, Clamped(1, 100)]``. A page size or budget
+    outside ``low..high`` is brought inside it rather than refused (a model that asks for too
+    much still gets an answer); the published schema states the range."""
+
+    low: int
+    high: int
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._clamp, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        published = handler(schema)
+        published.update(minimum=self.low, maximum=self.high)
+        return published
+
+    def _clamp(self, value: int) -> int:
+        return max(self.low, min(self.high, value))
 
 
 def non_blank(value: str) -> str:
@@ -76,16 +104,56 @@ def coded(code: str, message: str) -> PydanticCustomError:
     return PydanticCustomError(code, "{text}", {"text": message})
 
 
-def clamped_int(default: int, high: int, description: str) -> Any:
-    return Field(
-        default=default,
-        description=description,
-        json_schema_extra={"minimum": 1, "maximum": high},
-    )
+def one_of(
+    choices: tuple[str, ...], code: str, what: str, make: Callable[[str], Any]
+) -> Callable[[Any], Any]:
+    """A text that must be one of ``choices`` (``code`` otherwise), as ``make`` makes it."""
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, str) or value not in choices:
+            raise coded(code, f"invalid {what} {value!r}: expected one of {', '.join(choices)}")
+        return make(value)
+
+    return check
+
+
+def listed(value: Any) -> Any:
+    """One text stands for a list of one."""
+    return [value] if isinstance(value, str) else value
+
+
+def _shown(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def between(low: float, high: float, unit: str = "") -> Callable[[Any], Any]:
+    """A number from ``low`` to ``high``; the refusal names the bound and ``unit``."""
+
+    def check(value: Any) -> Any:
+        if value < low:
+            raise refuse(f"must be at least {_shown(low)}, got {_shown(value)}")
+        if value > high:
+            raise refuse(f"must be at most {_shown(high)}{unit}, got {_shown(value)}")
+        return value
+
+    return check
+
+
+def number(value: Any) -> Any:
+    """An integer where a number is asked is that number (JSON does not tell them apart)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if value is not None and not isinstance(value, float):
+        raise refuse(f"must be a number, got {json_type(value)}")
+    return value
 
 
 ConversationId = Annotated[str, AfterValidator(domain_check(validate_session_id))]
 Text = Annotated[str, AfterValidator(non_blank)]
+#: How many rows a host method's listing returns, brought inside ``1..MAX_PAGE``.
+PageSize = Annotated[int, Clamped(1, MAX_PAGE)]
+#: A whole number of seconds back in time (``olderThanSeconds``), at most a century.
+AgeSeconds = Annotated[int, AfterValidator(between(0, CENTURY_SECONDS, " (100 years)"))]
 
 
 class CallModel(BaseModel):
@@ -116,3 +184,7 @@ class CallModel(BaseModel):
                         {"text": f"{key} must be at most {INT64_MAX}, got {value}"},
                     )
         return data
+
+
+class NoParams(CallModel):
+    """A method that takes no parameters (any given are ignored)."""

@@ -19,10 +19,9 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ccweb_store.domain.call_models import (
     CallModel,
+    Clamped,
     ConversationId,
     Text,
-    clamped,
-    clamped_int,
     coded,
     json_type,
     refuse,
@@ -130,8 +129,8 @@ class CreateConversation(ToolArguments):
 class ListConversations(ToolArguments):
     """``ccweb_list_conversations``."""
 
-    limit: Annotated[int, AfterValidator(clamped(1, LIST_CONVERSATIONS_MAX))] = clamped_int(
-        LIST_CONVERSATIONS_DEFAULT, LIST_CONVERSATIONS_MAX, "How many conversations to return."
+    limit: Annotated[int, Clamped(1, LIST_CONVERSATIONS_MAX)] = Field(
+        default=LIST_CONVERSATIONS_DEFAULT, description="How many conversations to return."
     )
     query: Annotated[str | None, AfterValidator(stripped_or_none)] = Field(
         default=None,
@@ -160,11 +159,12 @@ class ListUserInputs(ToolArguments):
         default=None,
         description="Conversation to read; omit for this conversation.",
     )
-    limit: Annotated[int, AfterValidator(clamped(1, USER_INPUTS_MAX))] = clamped_int(
-        USER_INPUTS_DEFAULT, USER_INPUTS_MAX, "How many of the newest user messages to consider."
+    limit: Annotated[int, Clamped(1, USER_INPUTS_MAX)] = Field(
+        default=USER_INPUTS_DEFAULT,
+        description="How many of the newest user messages to consider.",
     )
-    max_chars: Annotated[int, AfterValidator(clamped(1, MAX_CHARS_MAX))] = clamped_int(
-        MAX_CHARS_DEFAULT, MAX_CHARS_MAX, "Character budget over all returned inputs."
+    max_chars: Annotated[int, Clamped(1, MAX_CHARS_MAX)] = Field(
+        default=MAX_CHARS_DEFAULT, description="Character budget over all returned inputs."
     )
 
 

@@ -3,7 +3,7 @@
 Every entry of ``METHODS`` is ``async def fn(store, params) -> result``; a ``DomainError`` it
 raises becomes ``{"code": -32000, "message": …, "data": {"code": "<snake_case>"}}``.
 Add a method by adding a row that points at the service function. A method whose call has a
-model (``domain/host_calls.py``) is a ``typed`` row: its params are validated into the model
+model (``domain/host_calls``) is a ``typed`` row: its params are validated into the model
 here, once, and the service takes the model; its answer is shaped for the wire here too.
 """
 

@@ -47,6 +47,7 @@ from ccweb_store.store.repositories import (
     SendRepository,
     SessionRepository,
     UnitState,
+    WholeTableRepository,
 )
 from ccweb_store.store.sqlite.checkpoints import WalCheckpointer
 from ccweb_store.store.sqlite.driver import SQLiteDatabase
@@ -71,6 +72,7 @@ class UnitOfWork:
     identity: IdentityRepository
     monitoring: MonitoringRepository
     debugging: DebuggingRepository
+    whole_tables: WholeTableRepository
 
     def __init__(
         self,
@@ -103,6 +105,7 @@ class UnitOfWork:
         self.identity = IdentityRepository(state)
         self.monitoring = MonitoringRepository(state)
         self.debugging = DebuggingRepository(state)
+        self.whole_tables = WholeTableRepository(state)
         return self
 
     async def __aexit__(
@@ -129,7 +132,7 @@ class UnitOfWork:
         return self._transaction
 
     async def _execute(self, stmt: sa.Executable, params: Params = None) -> Rows:
-        """Run a statement no repository owns in this unit of work (``whole_tables``; tests);
+        """Run a statement no repository owns in this unit of work (tests);
         its rows read by position or by column name. Only the store's modules build
         statements: the layers above call repositories."""
         return (await self._current().execute(stmt, params)).named()

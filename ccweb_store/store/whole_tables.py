@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ccweb_store.store.bulk import copy_select, is_json
 from ccweb_store.store.models import Base, Message, ReplyRequest, SessionRow
+from ccweb_store.store.repositories.whole_tables import count_rows
 from ccweb_store.store.uow import Store
 
 #: A table of the schema, as the data tools hold it.
@@ -44,10 +45,6 @@ def key_positions(table: Table) -> list[int]:
     return [names.index(column.key) for column in table.primary_key.columns]
 
 
-def _count(table: Table) -> sa.Select[Any]:
-    return sa.select(sa.func.count()).select_from(table)
-
-
 def _ordered(store: Store, table: Table) -> list[sa.ColumnElement[Any]]:
     return [store.byte_ordered(column) for column in table.primary_key.columns]
 
@@ -55,19 +52,13 @@ def _ordered(store: Store, table: Table) -> list[sa.ColumnElement[Any]]:
 async def row_counts(store: Store, tables: Sequence[Table]) -> dict[str, int]:
     """How many rows each of ``tables`` holds, by table name."""
     async with store.read_uow() as uow:
-        return {table.name: int((await uow._execute(_count(table))).scalar()) for table in tables}
+        return await uow.whole_tables.row_counts(tables)
 
 
 async def last_key(store: Store, table: Table) -> tuple[Any, ...] | None:
     """The greatest primary key ``table`` holds, in the copy's order (None: no rows)."""
-    stmt = (
-        sa.select(*table.primary_key.columns)
-        .order_by(*(column.desc() for column in _ordered(store, table)))
-        .limit(1)
-    )
     async with store.read_uow() as uow:
-        row = (await uow._execute(stmt)).first()
-    return None if row is None else tuple(row)
+        return await uow.whole_tables.last_key(table, _ordered(store, table))
 
 
 class Snapshot:
@@ -79,7 +70,7 @@ class Snapshot:
 
     async def row_count(self, table: Table) -> int:
         """How many rows ``table`` holds."""
-        return int((await self._connection.execute(_count(table))).scalar_one())
+        return int((await self._connection.execute(count_rows(table))).scalar_one())
 
     async def issued_ids(self, table: Table) -> int:
         """The highest id the database handed out for ``table`` (``Store.issued_ids``)."""
@@ -102,7 +93,7 @@ class Snapshot:
         stmt = sa.select(SESSIONS).order_by(SESSIONS.c.id)
         if conversation is not None:
             stmt = stmt.where(SESSIONS.c.id == conversation)
-        return [row._asdict() for row in await self._connection.execute(stmt)]
+        return [dict(row) for row in (await self._connection.execute(stmt)).mappings()]
 
     async def replies(self, conversation: str | None = None) -> list[dict[str, Any]]:
         """The ``reply_requests`` rows, oldest first (only those ``conversation`` sent or was
@@ -115,7 +106,7 @@ class Snapshot:
                     REPLIES.c.target_conversation_id == conversation,
                 )
             )
-        return [row._asdict() for row in await self._connection.execute(stmt)]
+        return [dict(row) for row in (await self._connection.execute(stmt)).mappings()]
 
     async def messages(
         self, session_id: str, batch_rows: int
@@ -125,8 +116,8 @@ class Snapshot:
         stmt = sa.select(MESSAGES).where(MESSAGES.c.session_id == session_id)
         stmt = stmt.order_by(MESSAGES.c.seq).execution_options(yield_per=batch_rows)
         result = await self._connection.stream(stmt)
-        async for partition in result.partitions(batch_rows):
-            yield [row._asdict() for row in partition]
+        async for partition in result.mappings().partitions(batch_rows):
+            yield [dict(row) for row in partition]
 
 
 @asynccontextmanager

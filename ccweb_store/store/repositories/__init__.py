@@ -21,6 +21,7 @@ from ccweb_store.store.repositories.replies import ReplyRepository
 from ccweb_store.store.repositories.runs import RunRepository
 from ccweb_store.store.repositories.sends import SendRepository
 from ccweb_store.store.repositories.sessions import Party, SendParties, SessionRepository
+from ccweb_store.store.repositories.whole_tables import WholeTableRepository
 
 __all__ = [
     "LATEST_NONBLANK_BY_ROLE",
@@ -40,6 +41,7 @@ __all__ = [
     "SendRepository",
     "SessionRepository",
     "UnitState",
+    "WholeTableRepository",
     "decode_cursor",
     "encode_cursor",
 ]

@@ -7,9 +7,9 @@ so timestamps and booleans read the same on SQLite and PostgreSQL. Everything he
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -40,6 +40,18 @@ pending_replies = sa.table(
     sa.column("source_running", sa.Boolean),
 )
 
+
+def _open_count(status: str, side: str) -> str:
+    """The ``conversation_activity`` column counting a conversation's open requests in
+    ``status`` that it sent (``side`` "source") or was asked (``side`` "target")."""
+    return f"{status}_as_{side}"
+
+
+def _open_counts(row: Mapping[str, Any], side: str) -> dict[str, int]:
+    """A ``conversation_activity`` row's open requests on ``side``, by status."""
+    return {status: int(row[_open_count(status, side)]) for status in OPEN_REPLY_STATUSES}
+
+
 conversation_activity = sa.table(
     "conversation_activity",
     sa.column("session_id", sa.String),
@@ -50,7 +62,7 @@ conversation_activity = sa.table(
     sa.column("active_run_kind", sa.String),
     sa.column("active_run_status", sa.String),
     *(
-        sa.column(f"{status}_as_{side}", sa.BigInteger)
+        sa.column(_open_count(status, side), sa.BigInteger)
         for side in ("source", "target")
         for status in OPEN_REPLY_STATUSES
     ),
@@ -107,8 +119,8 @@ class DebuggingRepository(Repository):
                 active_run_id=row["active_run_id"],
                 active_run_kind=row["active_run_kind"],
                 active_run_status=row["active_run_status"],
-                open_as_source={s: int(row[f"{s}_as_source"]) for s in OPEN_REPLY_STATUSES},
-                open_as_target={s: int(row[f"{s}_as_target"]) for s in OPEN_REPLY_STATUSES},
+                open_as_source=_open_counts(row, "source"),
+                open_as_target=_open_counts(row, "target"),
             )
             for row in rows
         ]

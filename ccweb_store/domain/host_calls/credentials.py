@@ -1,0 +1,43 @@
+"""The ``credential.*`` calls: mint, list and revoke a conversation's credentials; and a
+credential's terms, which ``run.claim`` takes too (``mintCredential``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from ccweb_store.domain.arguments import CENTURY_SECONDS, INT32_MAX
+from ccweb_store.domain.call_models import CallModel, ConversationId, PageSize, Text, between
+
+CenturySeconds = Annotated[int, AfterValidator(between(1, CENTURY_SECONDS, " (100 years)"))]
+
+
+class CredentialTerms(CallModel):
+    """A credential to mint: its lifetime (none: it never expires) and its label; also
+    ``run.claim``'s ``mintCredential``."""
+
+    expires_in_seconds: CenturySeconds | None = None
+    label: str | None = None
+
+
+class MintCredential(CredentialTerms):
+    """``credential.mint``: a new credential of a conversation, at ``hopCount`` (the least hop
+    count of the sends made with it)."""
+
+    session_id: ConversationId
+    hop_count: Annotated[int, AfterValidator(between(0, INT32_MAX))] = 0
+
+
+class ListCredentials(CallModel):
+    """``credential.list``: newest first, active ones only unless ``includeInactive``."""
+
+    session_id: ConversationId | None = None
+    include_inactive: bool = False
+    limit: PageSize = 50
+
+
+class RevokeCredential(CallModel):
+    """``credential.revoke``: the credential stops working at once."""
+
+    credential_id: Text

@@ -1,0 +1,63 @@
+"""The ``message.*`` calls: append a message, list a conversation's messages in order, read
+its newest ones."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
+
+from ccweb_store.domain.call_models import CallModel, ConversationId, PageSize, Text, coded
+from ccweb_store.domain.errors import INVALID_ARGUMENTS, INVALID_ROLE
+from ccweb_store.domain.ids import ID_MAX_LENGTH
+from ccweb_store.domain.kinds import Role
+
+#: How many messages ``message.list`` and ``message.recent`` return when they are not told.
+DEFAULT_MESSAGE_PAGE = 100
+#: What ``message.append``'s ``content`` must be, said when it is anything else.
+CONTENT_RULE = "content is required: a string or a list of {type: 'text', text} blocks"
+
+
+def _message_content(value: Any) -> Any:
+    if not isinstance(value, str | list):
+        raise coded(INVALID_ARGUMENTS, CONTENT_RULE)
+    return value
+
+
+def _role(value: Any) -> Any:
+    if not isinstance(value, str) or value not in tuple(Role):
+        raise coded(
+            INVALID_ROLE,
+            f"role {value!r} is not a message role: use one of {', '.join(tuple(Role))}",
+        )
+    return Role(value)
+
+
+class AppendMessage(CallModel):
+    """``message.append``: a message at the conversation's next ``seq``; ``content`` is text or
+    cc-web's list of ``{type: "text", text}`` blocks."""
+
+    session_id: ConversationId
+    content: Annotated[Any, BeforeValidator(_message_content)] = Field(
+        default=None, validate_default=True
+    )
+    role: str = ""
+    metadata: dict[str, Any] | None = None
+    id: Annotated[str, Field(max_length=ID_MAX_LENGTH)] | None = None
+
+
+class RecentMessages(CallModel):
+    """``message.recent``: the newest messages before ``beforeSeq``, of ``role`` if given."""
+
+    session_id: Text
+    before_seq: Annotated[int, Field(ge=1)] | None = None
+    limit: PageSize = DEFAULT_MESSAGE_PAGE
+    role: Annotated[Role, BeforeValidator(_role)] | None = None
+
+
+class ListMessages(CallModel):
+    """``message.list``: messages after ``afterSeq``, in order."""
+
+    session_id: Text
+    after_seq: Annotated[int, Field(ge=0)] = 0
+    limit: PageSize = DEFAULT_MESSAGE_PAGE
