@@ -56,7 +56,7 @@ from ccweb_store.domain.host_calls import (
 from ccweb_store.http.asgi import Answer, Incoming, JSONAnswer
 from ccweb_store.http.metrics import note_call
 from ccweb_store.http.payloads import Rejected, read_payload
-from ccweb_store.protocol import jsonrpc, tools
+from ccweb_store.protocol import jsonrpc, shapes, tools
 from ccweb_store.protocol.argument_errors import parsed
 from ccweb_store.services import (
     conversations,
@@ -68,8 +68,6 @@ from ccweb_store.services import (
     replies,
     runs,
 )
-from ccweb_store.services.schemas import run_out
-from ccweb_store.store.models import Run
 from ccweb_store.store.uow import Store
 
 #: What the 405 answer to any method but ``POST`` adds.
@@ -97,10 +95,6 @@ def typed(
         return shown(result) if shown is not None else result
 
     return method
-
-
-def _runs_out(rows: list[Run]) -> dict[str, Any]:
-    return {"runs": [run_out(row) for row in rows]}
 
 
 async def list_tools(store: Store, call: NoParams) -> list[dict[str, Any]]:
@@ -135,14 +129,14 @@ METHODS: dict[str, RpcMethod] = {
     "message.append": typed(AppendMessage, conversations.append_message),
     "message.list": typed(ListMessages, conversations.list_messages),
     "message.recent": typed(RecentMessages, conversations.recent_messages),
-    "run.start": typed(StartRun, runs.start_run),
-    "run.enqueue": typed(EnqueueRun, runs.enqueue_run),
-    "run.claim": typed(ClaimRun, runs.claim_run),
-    "run.heartbeat": typed(HeartbeatRun, runs.heartbeat_run),
-    "run.complete": typed(CompleteRun, runs.complete_run),
-    "run.list": typed(ListRuns, runs.list_runs, _runs_out),
-    "run.requeue": typed(RequeueRun, runs.requeue_run),
-    "run.cancel": typed(CancelRun, runs.cancel_run),
+    "run.start": typed(StartRun, runs.start_run, shapes.run_out),
+    "run.enqueue": typed(EnqueueRun, runs.enqueue_run, shapes.run_out),
+    "run.claim": typed(ClaimRun, runs.claim_run, shapes.claim_out),
+    "run.heartbeat": typed(HeartbeatRun, runs.heartbeat_run, shapes.run_out),
+    "run.complete": typed(CompleteRun, runs.complete_run, shapes.completion_out),
+    "run.list": typed(ListRuns, runs.list_runs, shapes.runs_out),
+    "run.requeue": typed(RequeueRun, runs.requeue_run, shapes.run_out),
+    "run.cancel": typed(CancelRun, runs.cancel_run, shapes.completion_out),
     "events.list": typed(ListEvents, event_reads.list_events),
     "reply.list": typed(ListReplies, replies.list_replies),
     "reply.get": typed(GetReply, replies.get_reply),
@@ -150,9 +144,11 @@ METHODS: dict[str, RpcMethod] = {
     "reply.fail": typed(FailReply, replies.fail_reply),
     "reply.expire": typed(ExpireReplies, replies.expire_replies),
     "prompt.respond": typed(RespondToPrompt, prompt_forms.respond),
-    "credential.mint": typed(MintCredential, credentials.mint_credential),
-    "credential.list": typed(ListCredentials, credentials.list_credentials),
-    "credential.revoke": typed(RevokeCredential, credentials.revoke_credential),
+    "credential.mint": typed(MintCredential, credentials.mint_credential, shapes.minted_out),
+    "credential.list": typed(ListCredentials, credentials.list_credentials, shapes.credentials_out),
+    "credential.revoke": typed(
+        RevokeCredential, credentials.revoke_credential, shapes.credential_out
+    ),
     "operator.conversations": typed(OperatorConversations, operator.list_conversations),
     "operator.conversation": typed(OperatorConversation, operator.show_conversation),
     "operator.pendingReplies": typed(OperatorPendingReplies, operator.pending_replies),
