@@ -77,7 +77,7 @@ async def expire_replies(
     store: Store, params: Mapping[str, Any], *, now: datetime | None = None
 ) -> Any:
     """``reply.expire``, at ``now`` when a test sets the clock."""
-    return await replies.expire_replies(store, parsed(_EXPIRE, params), now=now)
+    return shapes.expired_out(await replies.expire_replies(store, parsed(_EXPIRE, params), now=now))
 
 
 async def expirable_replies(

@@ -105,12 +105,14 @@ def conversations_create(
     Example: ccweb-store conversations create --title Planner --agent claude
     """
     from ccweb_store.domain.host_calls import CreateSession
+    from ccweb_store.protocol.shapes import session_view_out
     from ccweb_store.services.conversations import create_session
 
     created = operator_call(
         "session.create",
         create_session,
         model_call(CreateSession, id=conversation_id, title=title, agent=agent, cwd=cwd),
+        shown=session_view_out,
         server=server,
         database_url=database_url,
     )
@@ -252,12 +254,14 @@ def conversations_archive(
     Example: ccweb-store conversations archive conv_0123   (undo: --restore)
     """
     from ccweb_store.domain.host_calls import ArchiveSession
+    from ccweb_store.protocol.shapes import session_view_out
     from ccweb_store.services.conversations import archive_session
 
     session = operator_call(
         "session.archive",
         archive_session,
         model_call(ArchiveSession, id=conversation_id, archived=not restore),
+        shown=session_view_out,
         server=server,
         database_url=database_url,
         not_found=CONVERSATION_NOT_FOUND,

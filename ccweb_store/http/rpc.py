@@ -122,13 +122,17 @@ async def tools_call_method(store: Store, call: ToolsCall) -> dict[str, Any]:
 
 
 METHODS: dict[str, RpcMethod] = {
-    "session.create": typed(CreateSession, conversations.create_session),
-    "session.get": typed(GetSession, conversations.get_session),
-    "session.list": typed(ListSessions, conversations.list_sessions),
-    "session.archive": typed(ArchiveSession, conversations.archive_session),
-    "message.append": typed(AppendMessage, conversations.append_message),
-    "message.list": typed(ListMessages, conversations.list_messages),
-    "message.recent": typed(RecentMessages, conversations.recent_messages),
+    "session.create": typed(CreateSession, conversations.create_session, shapes.session_view_out),
+    "session.get": typed(GetSession, conversations.get_session, shapes.session_view_out),
+    "session.list": typed(ListSessions, conversations.list_sessions, shapes.session_page_out),
+    "session.archive": typed(
+        ArchiveSession, conversations.archive_session, shapes.session_view_out
+    ),
+    "message.append": typed(AppendMessage, conversations.append_message, shapes.message_out),
+    "message.list": typed(ListMessages, conversations.list_messages, shapes.messages_after_out),
+    "message.recent": typed(
+        RecentMessages, conversations.recent_messages, shapes.messages_before_out
+    ),
     "run.start": typed(StartRun, runs.start_run, shapes.run_out),
     "run.enqueue": typed(EnqueueRun, runs.enqueue_run, shapes.run_out),
     "run.claim": typed(ClaimRun, runs.claim_run, shapes.claim_out),
@@ -138,12 +142,12 @@ METHODS: dict[str, RpcMethod] = {
     "run.requeue": typed(RequeueRun, runs.requeue_run, shapes.run_out),
     "run.cancel": typed(CancelRun, runs.cancel_run, shapes.completion_out),
     "events.list": typed(ListEvents, event_reads.list_events),
-    "reply.list": typed(ListReplies, replies.list_replies),
-    "reply.get": typed(GetReply, replies.get_reply),
-    "reply.retry": typed(RetryReply, replies.retry_reply),
-    "reply.fail": typed(FailReply, replies.fail_reply),
-    "reply.expire": typed(ExpireReplies, replies.expire_replies),
-    "prompt.respond": typed(RespondToPrompt, prompt_forms.respond),
+    "reply.list": typed(ListReplies, replies.list_replies, shapes.reply_page_out),
+    "reply.get": typed(GetReply, replies.get_reply, shapes.reply_out),
+    "reply.retry": typed(RetryReply, replies.retry_reply, shapes.reply_out),
+    "reply.fail": typed(FailReply, replies.fail_reply, shapes.reply_out),
+    "reply.expire": typed(ExpireReplies, replies.expire_replies, shapes.expired_out),
+    "prompt.respond": typed(RespondToPrompt, prompt_forms.respond, shapes.prompt_answer_out),
     "credential.mint": typed(MintCredential, credentials.mint_credential, shapes.minted_out),
     "credential.list": typed(ListCredentials, credentials.list_credentials, shapes.credentials_out),
     "credential.revoke": typed(
