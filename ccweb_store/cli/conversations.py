@@ -150,6 +150,7 @@ def conversations_list(
     """
     from ccweb_store.domain.host_calls import OperatorConversations
     from ccweb_store.domain.ids import MAX_PAGE
+    from ccweb_store.protocol.shapes import conversations_page_out
     from ccweb_store.services.operator import list_conversations
 
     search = model_call(
@@ -162,6 +163,7 @@ def conversations_list(
         "operator.conversations",
         list_conversations,
         search,
+        shown=conversations_page_out,
         server=server,
         database_url=database_url,
     )
@@ -196,12 +198,14 @@ def conversations_show(
     from rich.table import Table
 
     from ccweb_store.domain.host_calls import OperatorConversation
+    from ccweb_store.protocol.shapes import conversation_detail_out
     from ccweb_store.services.operator import show_conversation
 
     result = operator_call(
         "operator.conversation",
         show_conversation,
         model_call(OperatorConversation, id=conversation_id),
+        shown=conversation_detail_out,
         server=server,
         database_url=database_url,
         not_found=CONVERSATION_NOT_FOUND,

@@ -156,6 +156,7 @@ def replies_list(
     """
     from ccweb_store.domain.host_calls import OperatorPendingReplies
     from ccweb_store.domain.ids import MAX_PAGE
+    from ccweb_store.protocol.shapes import pending_replies_out
     from ccweb_store.services.operator import pending_replies
 
     query = model_call(
@@ -169,6 +170,7 @@ def replies_list(
         "operator.pendingReplies",
         pending_replies,
         query,
+        shown=pending_replies_out,
         server=server,
         database_url=database_url,
     )
@@ -219,12 +221,14 @@ def replies_show(
     Example: ccweb-store replies show req_0123 --server http://127.0.0.1:8787
     """
     from ccweb_store.domain.host_calls import OperatorReplyStory
+    from ccweb_store.protocol.shapes import reply_story_out
     from ccweb_store.services.operator import reply_story
 
     story = operator_call(
         "operator.replyStory",
         reply_story,
         model_call(OperatorReplyStory, request_id=request_id),
+        shown=reply_story_out,
         server=server,
         database_url=database_url,
     )

@@ -153,11 +153,17 @@ METHODS: dict[str, RpcMethod] = {
     "credential.revoke": typed(
         RevokeCredential, credentials.revoke_credential, shapes.credential_out
     ),
-    "operator.conversations": typed(OperatorConversations, operator.list_conversations),
-    "operator.conversation": typed(OperatorConversation, operator.show_conversation),
-    "operator.pendingReplies": typed(OperatorPendingReplies, operator.pending_replies),
-    "operator.replyStory": typed(OperatorReplyStory, operator.reply_story),
-    "operator.doctor": typed(NoParams, doctor.run_doctor),
+    "operator.conversations": typed(
+        OperatorConversations, operator.list_conversations, shapes.conversations_page_out
+    ),
+    "operator.conversation": typed(
+        OperatorConversation, operator.show_conversation, shapes.conversation_detail_out
+    ),
+    "operator.pendingReplies": typed(
+        OperatorPendingReplies, operator.pending_replies, shapes.pending_replies_out
+    ),
+    "operator.replyStory": typed(OperatorReplyStory, operator.reply_story, shapes.reply_story_out),
+    "operator.doctor": typed(NoParams, doctor.run_doctor, shapes.doctor_report_out),
     "tools.list": typed(NoParams, list_tools),
     "tools.dynamic": typed(NoParams, list_dynamic_tools),
     "tools.composerItems": typed(NoParams, list_composer_items),
