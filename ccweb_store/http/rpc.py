@@ -141,7 +141,7 @@ METHODS: dict[str, RpcMethod] = {
     "run.list": typed(ListRuns, runs.list_runs, shapes.runs_out),
     "run.requeue": typed(RequeueRun, runs.requeue_run, shapes.run_out),
     "run.cancel": typed(CancelRun, runs.cancel_run, shapes.completion_out),
-    "events.list": typed(ListEvents, event_reads.list_events),
+    "events.list": typed(ListEvents, event_reads.list_events, shapes.event_page_out),
     "reply.list": typed(ListReplies, replies.list_replies, shapes.reply_page_out),
     "reply.get": typed(GetReply, replies.get_reply, shapes.reply_out),
     "reply.retry": typed(RetryReply, replies.retry_reply, shapes.reply_out),

@@ -22,6 +22,7 @@ from ccweb_store.services.conversations import (
 from ccweb_store.services.credentials import CredentialList, MintedCredential
 from ccweb_store.services.debugging import ReplyStory
 from ccweb_store.services.doctor import Check, Report
+from ccweb_store.services.event_reads import EventPage
 from ccweb_store.services.json_repair import ColumnCounts, RepairedRow, RepairSummary
 from ccweb_store.services.messaging import CreatedConversation, SendResult
 from ccweb_store.services.operator import (
@@ -43,6 +44,7 @@ from ccweb_store.services.schemas import (
     session_out,
 )
 from ccweb_store.services.user_inputs import UserInputs
+from ccweb_store.store.event_feed import Event
 from ccweb_store.store.models import ReplyRequest, Run
 from ccweb_store.store.repositories.debugging import ActivityRow, PendingReplyRow
 
@@ -398,4 +400,38 @@ def repair_summary_out(summary: RepairSummary) -> dict[str, Any]:
         "rowsRewritten": summary.rows_rewritten,
         "columns": [column_counts_out(counts) for counts in summary.columns],
         "rows": [repaired_row_out(row) for row in summary.rows],
+    }
+
+
+# ---- events --------------------------------------------------------------------------------
+
+
+def event_out(event: Event) -> dict[str, Any]:
+    """An event as clients see it: its id, type and time, and the ids it concerns."""
+    out: dict[str, Any] = {"id": int(event["id"]), "type": event["type"]}
+    for column, key in _ID_KEYS:
+        value = event[column]
+        if value is not None:
+            out[key] = value
+    out["createdAt"] = iso(event["created_at"])
+    if event["payload"]:
+        out["payload"] = event["payload"]
+    return out
+
+
+_ID_KEYS = (
+    ("conversation_id", "conversationId"),
+    ("peer_conversation_id", "peerConversationId"),
+    ("message_id", "messageId"),
+    ("run_id", "runId"),
+    ("request_id", "requestId"),
+)
+
+
+def event_page_out(page: EventPage) -> dict[str, Any]:
+    """``events.list``'s answer: ``{events, nextAfter, latestId}``."""
+    return {
+        "events": [event_out(event) for event in page.events],
+        "nextAfter": page.next_after,
+        "latestId": page.latest_id,
     }
