@@ -8,6 +8,7 @@ decides how an answer looks on the wire.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from ccweb_store.domain.kinds import ReplyStatus, RunStatus
@@ -35,20 +36,106 @@ from ccweb_store.services.prompt_forms import PromptAnswer, PromptCard
 from ccweb_store.services.replies import ReplyPage
 from ccweb_store.services.run_endings import Completion
 from ccweb_store.services.runs import ClaimResult
-from ccweb_store.services.schemas import (
-    credential_out,
-    message_out,
-    reply_out,
-    run_out,
-    session_fields,
-    session_out,
-)
 from ccweb_store.services.user_inputs import UserInputs
 from ccweb_store.store.event_feed import Event
-from ccweb_store.store.models import ReplyRequest, Run
+from ccweb_store.store.models import (
+    ConversationCredential,
+    Message,
+    ReplyRequest,
+    Run,
+    SessionRow,
+)
 from ccweb_store.store.repositories.debugging import ActivityRow, PendingReplyRow
 
-__all__ = ["credential_out", "message_out", "reply_out", "run_out", "session_fields", "session_out"]
+# ---- the objects of SPEC §3 and credentials ------------------------------------------------
+
+
+def session_fields(row: SessionRow) -> dict[str, Any]:
+    """What every answer about a conversation says of it."""
+    return {
+        "id": row.id,
+        "title": row.title,
+        "agent": row.agent,
+        "cwd": row.cwd,
+        "createdAt": iso(row.created_at),
+        "updatedAt": iso(row.updated_at),
+        "archived": row.archived_at is not None,
+    }
+
+
+def session_out(row: SessionRow, *, active_run: Run | None = None) -> dict[str, Any]:
+    return session_fields(row) | {
+        "running": active_run is not None and active_run.status == RunStatus.RUNNING,
+        "activeRunId": active_run.id if active_run is not None else None,
+    }
+
+
+def message_out(row: Message) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "sessionId": row.session_id,
+        "seq": row.seq,
+        "role": row.role,
+        "content": row.content,
+        "createdAt": iso(row.created_at),
+        "metadata": row.metadata_ or {},
+    }
+
+
+def reply_out(row: ReplyRequest) -> dict[str, Any]:
+    return {
+        "requestId": row.request_id,
+        "status": row.status,
+        "sourceConversationId": row.source_conversation_id,
+        "sourceTitle": row.source_title,
+        "targetConversationId": row.target_conversation_id,
+        "targetTitle": row.target_title,
+        "messageId": row.message_id,
+        "hopCount": row.hop_count,
+        "sourceAutoRun": row.source_auto_run,
+        "originalRequest": row.original_request,
+        "replyText": row.reply_text,
+        "createdAt": iso(row.created_at),
+        "completedAt": iso(row.completed_at),
+        "returnedAt": iso(row.returned_at),
+        "replyMessageId": row.reply_message_id,
+        "lastError": row.last_error,
+    }
+
+
+def run_out(row: Run) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "sessionId": row.session_id,
+        "kind": row.kind,
+        "status": row.status,
+        "runtimeText": row.runtime_text,
+        "replyRequestId": row.reply_request_id,
+        "hopCount": row.hop_count,
+        "workerId": row.worker_id,
+        "leaseExpiresAt": iso(row.lease_expires_at),
+        "attempts": row.attempts,
+        "createdAt": iso(row.created_at),
+        "startedAt": iso(row.started_at),
+        "finishedAt": iso(row.finished_at),
+        "output": row.output,
+        "error": row.error,
+    }
+
+
+def credential_out(row: ConversationCredential, *, now: datetime | None = None) -> dict[str, Any]:
+    """A conversation credential without its token (which is shown once, when minted)."""
+    current = now or datetime.now(UTC)
+    return {
+        "id": row.id,
+        "sessionId": row.session_id,
+        "label": row.label,
+        "hopCount": row.hop_count,
+        "createdAt": iso(row.created_at),
+        "expiresAt": iso(row.expires_at),
+        "revokedAt": iso(row.revoked_at),
+        "active": row.revoked_at is None and (row.expires_at is None or row.expires_at > current),
+    }
 
 
 def runs_out(rows: list[Run]) -> dict[str, Any]:
