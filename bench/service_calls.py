@@ -93,15 +93,15 @@ async def measure(url: str, round_trips: int) -> dict[str, float]:
             done = await runs.complete_run(
                 store,
                 CompleteRun(
-                    run_id=claimed["run"]["id"],
+                    run_id=claimed.run.id,
                     worker_id="w",
                     status=RunStatus.COMPLETED,
                     output="All pass.",
                 ),
             )
             finished = time.perf_counter()
-            if [reply["status"] for reply in done["replies"]] != ["returned"]:
-                raise RuntimeError(f"reply not returned: {done['replies']}")
+            if [reply.status for reply in done.replies] != ["returned"]:
+                raise RuntimeError(f"reply not returned: {done.replies}")
             spent["send"] += sent - began
             spent["claim"] += leased - sent
             spent["complete"] += finished - leased

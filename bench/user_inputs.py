@@ -174,9 +174,9 @@ async def prepare(
         for size in sizes:
             payload = await list_user_inputs(store, sources[size], ListUserInputs())
             from_json = list_from_json_file(json_dir / f"bench-{size}.json")
-            assert [i["messageId"] for i in payload["inputs"]] == [
-                i["messageId"] for i in from_json
-            ], "the SQL and JSON approaches must agree"
+            assert [i.message_id for i in payload.inputs] == [i["messageId"] for i in from_json], (
+                "the SQL and JSON approaches must agree"
+            )
     except BaseException:
         await store.dispose()
         raise

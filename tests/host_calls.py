@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 
 from ccweb_store.domain.host_calls import ClaimRun, ExpireReplies
 from ccweb_store.http.rpc import METHODS
+from ccweb_store.protocol import shapes
 from ccweb_store.protocol.argument_errors import parsed
 from ccweb_store.services import replies, runs
 from ccweb_store.store.uow import Store
@@ -52,14 +53,14 @@ respond = _method("prompt.respond")
 
 async def claim_run(store: Store, params: Mapping[str, Any], *, now: datetime | None = None) -> Any:
     """``run.claim``, at ``now`` when a test sets the clock."""
-    return await runs.claim_run(store, parsed(_CLAIM, params), now=now)
+    return shapes.claim_out(await runs.claim_run(store, parsed(_CLAIM, params), now=now))
 
 
 async def expire_replies(
     store: Store, params: Mapping[str, Any], *, now: datetime | None = None
 ) -> Any:
     """``reply.expire``, at ``now`` when a test sets the clock."""
-    return await replies.expire_replies(store, parsed(_EXPIRE, params), now=now)
+    return shapes.expired_out(await replies.expire_replies(store, parsed(_EXPIRE, params), now=now))
 
 
 async def expirable_replies(

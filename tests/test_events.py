@@ -635,7 +635,7 @@ async def test_events_nobody_takes_wake_nobody_and_reach_no_later_subscriber(
     got_first = await asyncio.wait_for(first, 10)
     got_second = await asyncio.wait_for(second, 10)
     assert isinstance(got_first, list) and isinstance(got_second, list)
-    assert [e["conversationId"] for e in got_first] == ["conv-a"]
-    assert [e["conversationId"] for e in got_second] == ["conv-a"]
+    assert [e["conversation_id"] for e in got_first] == ["conv-a"]
+    assert [e["conversation_id"] for e in got_second] == ["conv-a"]
     await only_a.aclose()
     await everything.aclose()

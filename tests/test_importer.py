@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from ccweb_store.cli import app
 from ccweb_store.domain.json_values import KEPT_AS_TEXT
+from ccweb_store.domain.timestamps import iso
 from ccweb_store.importer.legacy_json import parse_timestamp
 from ccweb_store.importer.legacy_replies import ABSENT_KEY, REPLY_COLUMNS, REPLY_TIME_FIELDS
 from ccweb_store.importer.legacy_sessions import (
@@ -27,7 +28,6 @@ from ccweb_store.importer.legacy_sessions import (
     normalise_message,
 )
 from ccweb_store.importer.session_sync import plan_session
-from ccweb_store.services.schemas import iso
 from ccweb_store.store.db import create_engine
 from tests import forked
 from tests.cli_support import COMMAND

@@ -178,6 +178,20 @@ def test_services_take_typed_calls_never_wire_params() -> None:
     assert wire == []
 
 
+def test_services_return_python_never_wire_dicts() -> None:
+    """Services hand out rows and dataclasses; the wire's camelCase is shaped at the edges
+    (``protocol/shapes.py``, which services cannot import: ``MAY_IMPORT``). So no coroutine
+    of a service (every function that reads or writes the store is one) is annotated to
+    return ``dict[str, Any]``, alone or inside another type."""
+    untyped = []
+    for path in sorted((PACKAGE / "services").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            returns = node.returns if isinstance(node, ast.AsyncFunctionDef) else None
+            if returns is not None and "dict[str, Any]" in ast.unparse(returns):
+                untyped.append(f"{path.name}:{node.lineno} {node.name}")
+    assert untyped == []
+
+
 #: The words the enums of ``domain.kinds`` stand for: code names them through the enums (or
 #: the tuples of ``domain.ids``), never as bare literals.
 ENUM_VALUES = frozenset(

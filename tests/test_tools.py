@@ -13,6 +13,8 @@ from ccweb_store.domain.kinds import ReplyMode
 from ccweb_store.domain.tool_arguments import SendMessage
 from ccweb_store.protocol import tools
 from ccweb_store.services import messaging
+from ccweb_store.services.messaging import SendResult
+from ccweb_store.store.repositories import Party
 from ccweb_store.store.uow import Store
 
 PUBLIC = [
@@ -154,9 +156,9 @@ async def test_the_hidden_alias_sends_with_return_and_continue(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    async def fake_send(store: Store, source: Source, args: SendMessage) -> dict[str, Any]:
+    async def fake_send(store: Store, source: Source, args: SendMessage) -> SendResult:
         seen.update(args=args, source=source)
-        return {"ok": True}
+        return SendResult(args.reply_mode, "msg_1", "run_1", Party("t", None), "req_1")
 
     monkeypatch.setattr(messaging, "send_message", fake_send)
     store: Any = None
@@ -166,7 +168,7 @@ async def test_the_hidden_alias_sends_with_return_and_continue(
         "ccweb_request_reply",
         {"targetConversationId": "t", "content": "hi", "extra": 1},
     )
-    assert payload == {"ok": True}
+    assert payload["ok"] is True and payload["requestId"] == "req_1"
     assert seen == {
         "args": SendMessage(
             target_conversation_id="t", content="hi", reply_mode=ReplyMode.RETURN_AND_CONTINUE

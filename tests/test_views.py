@@ -13,7 +13,8 @@ from sqlalchemy.engine import Connection
 
 from ccweb_store.domain.durations import format_duration, parse_duration
 from ccweb_store.domain.errors import InvalidInput, NotFound
-from ccweb_store.services.debugging import list_pending_replies, pending_reply_out, reply_story
+from ccweb_store.protocol.shapes import pending_reply_out
+from ccweb_store.services.debugging import list_pending_replies, reply_story
 from ccweb_store.store.db import alembic_config, create_engine, current_revision, downgrade, migrate
 from ccweb_store.store.uow import Store
 from tests import debugging_data as data

@@ -105,12 +105,14 @@ def conversations_create(
     Example: ccweb-store conversations create --title Planner --agent claude
     """
     from ccweb_store.domain.host_calls import CreateSession
+    from ccweb_store.protocol.shapes import session_view_out
     from ccweb_store.services.conversations import create_session
 
     created = operator_call(
         "session.create",
         create_session,
         model_call(CreateSession, id=conversation_id, title=title, agent=agent, cwd=cwd),
+        shown=session_view_out,
         server=server,
         database_url=database_url,
     )
@@ -148,6 +150,7 @@ def conversations_list(
     """
     from ccweb_store.domain.host_calls import OperatorConversations
     from ccweb_store.domain.ids import MAX_PAGE
+    from ccweb_store.protocol.shapes import conversations_page_out
     from ccweb_store.services.operator import list_conversations
 
     search = model_call(
@@ -160,6 +163,7 @@ def conversations_list(
         "operator.conversations",
         list_conversations,
         search,
+        shown=conversations_page_out,
         server=server,
         database_url=database_url,
     )
@@ -194,12 +198,14 @@ def conversations_show(
     from rich.table import Table
 
     from ccweb_store.domain.host_calls import OperatorConversation
+    from ccweb_store.protocol.shapes import conversation_detail_out
     from ccweb_store.services.operator import show_conversation
 
     result = operator_call(
         "operator.conversation",
         show_conversation,
         model_call(OperatorConversation, id=conversation_id),
+        shown=conversation_detail_out,
         server=server,
         database_url=database_url,
         not_found=CONVERSATION_NOT_FOUND,
@@ -252,12 +258,14 @@ def conversations_archive(
     Example: ccweb-store conversations archive conv_0123   (undo: --restore)
     """
     from ccweb_store.domain.host_calls import ArchiveSession
+    from ccweb_store.protocol.shapes import session_view_out
     from ccweb_store.services.conversations import archive_session
 
     session = operator_call(
         "session.archive",
         archive_session,
         model_call(ArchiveSession, id=conversation_id, archived=not restore),
+        shown=session_view_out,
         server=server,
         database_url=database_url,
         not_found=CONVERSATION_NOT_FOUND,

@@ -135,6 +135,7 @@ def conversation_url(
     Example: ccweb-store conversation-url conv_0123 --client claude --expires-in 30d
     """
     from ccweb_store.domain.host_calls import MintCredential
+    from ccweb_store.protocol.shapes import minted_out
     from ccweb_store.services.credentials import mint_credential
 
     if client is not None and client not in CLIENTS:
@@ -153,9 +154,11 @@ def conversation_url(
     )
     if base_url is None:
         base_url = server_url(load_settings())
-    minted = with_store(
-        database_url,
-        lambda store: mint_credential(store, call, replace_label=client is not None),
+    minted = minted_out(
+        with_store(
+            database_url,
+            lambda store: mint_credential(store, call, replace_label=client is not None),
+        )
     )
     url = mcp_url(base_url, minted["token"])
     credential = minted["credential"]
@@ -219,6 +222,7 @@ def credentials_list(
     """
     from ccweb_store.domain.host_calls import ListCredentials
     from ccweb_store.domain.ids import MAX_PAGE
+    from ccweb_store.protocol.shapes import credentials_out
     from ccweb_store.services.credentials import list_credentials
 
     query = model_call(
@@ -227,7 +231,7 @@ def credentials_list(
         limit=min(limit, MAX_PAGE),
         session_id=conversation,
     )
-    listed = with_store(database_url, lambda store: list_credentials(store, query))
+    listed = credentials_out(with_store(database_url, lambda store: list_credentials(store, query)))
     rows = listed["credentials"]
     if as_json:
         print_json({"credentials": rows, "count": len(rows)})
@@ -248,10 +252,11 @@ def credentials_revoke(
     Example: ccweb-store credentials revoke cred_0123
     """
     from ccweb_store.domain.host_calls import RevokeCredential
+    from ccweb_store.protocol.shapes import credential_out
     from ccweb_store.services.credentials import revoke_credential
 
     call = model_call(RevokeCredential, credential_id=credential_id)
-    revoked = with_store(database_url, lambda store: revoke_credential(store, call))
+    revoked = credential_out(with_store(database_url, lambda store: revoke_credential(store, call)))
     if as_json:
         print_json(revoked)
     else:

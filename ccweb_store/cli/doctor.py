@@ -32,6 +32,7 @@ def doctor(
     Example: ccweb-store doctor   or   ccweb-store doctor --server http://127.0.0.1:8787 --json
     """
     from ccweb_store.domain.host_calls import NoParams
+    from ccweb_store.protocol.shapes import doctor_report_out
     from ccweb_store.services import doctor as checks
     from ccweb_store.store.db import missing_database
 
@@ -40,12 +41,13 @@ def doctor(
         settings = database_settings(database_url, required=False)
         missing = missing_database(settings.database_url)
         if missing is not None:
-            result = checks.missing_database_report(str(missing), settings)
+            result = doctor_report_out(checks.missing_database_report(str(missing), settings))
         else:
             result = operator_call(
                 "operator.doctor",
                 checks.run_doctor,
                 NoParams(),
+                shown=doctor_report_out,
                 server=None,
                 database_url=database_url,
             )
@@ -54,6 +56,7 @@ def doctor(
             "operator.doctor",
             checks.run_doctor,
             NoParams(),
+            shown=doctor_report_out,
             server=server,
             database_url=database_url,
         )

@@ -48,6 +48,7 @@ def messages(
     Example: ccweb-store messages conv_0123 --limit 5 --role assistant
     """
     from ccweb_store.domain.host_calls import RecentMessages
+    from ccweb_store.protocol.shapes import messages_before_out
     from ccweb_store.services.conversations import recent_messages
 
     query = model_call(
@@ -57,6 +58,7 @@ def messages(
         "message.recent",
         recent_messages,
         query,
+        shown=messages_before_out,
         server=server,
         database_url=database_url,
         not_found=CONVERSATION_NOT_FOUND,

@@ -35,22 +35,26 @@ TIMEOUT_SECONDS = 60.0
 INVALID_PARAMS = -32602
 
 _Call = TypeVar("_Call", bound=BaseModel)
+_Result = TypeVar("_Result")
 
 
 def operator_call(
     method: str,
-    service: Callable[[Store, _Call], Awaitable[Any]],
+    service: Callable[[Store, _Call], Awaitable[_Result]],
     call: _Call,
     *,
+    shown: Callable[[_Result], Any] | None = None,
     server: str | None,
     database_url: str | None,
     not_found: frozenset[str] = NOT_FOUND_CODES,
 ) -> Any:
-    """``service(store, call)`` on the database, or ``method`` on the server's ``/rpc`` with
-    ``call`` (a model of ``domain/host_calls``) as its wire params when ``server`` is
-    given; failures exit as ``with_store``'s do."""
+    """``service(store, call)`` on the database, its result shaped by ``shown`` (the shaping
+    function of ``method``'s row in ``http/rpc.py``), or ``method`` on the server's ``/rpc``
+    with ``call`` (a model of ``domain/host_calls``) as its wire params when ``server`` is
+    given: the same JSON either way. Failures exit as ``with_store``'s do."""
     if server is None:
-        return with_store(database_url, lambda store: service(store, call), not_found=not_found)
+        result = with_store(database_url, lambda store: service(store, call), not_found=not_found)
+        return shown(result) if shown is not None else result
     if database_url is not None:
         fail("--server and --database-url name two places: give one")
     params = call.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -156,6 +156,7 @@ def replies_list(
     """
     from ccweb_store.domain.host_calls import OperatorPendingReplies
     from ccweb_store.domain.ids import MAX_PAGE
+    from ccweb_store.protocol.shapes import pending_replies_out
     from ccweb_store.services.operator import pending_replies
 
     query = model_call(
@@ -169,6 +170,7 @@ def replies_list(
         "operator.pendingReplies",
         pending_replies,
         query,
+        shown=pending_replies_out,
         server=server,
         database_url=database_url,
     )
@@ -219,12 +221,14 @@ def replies_show(
     Example: ccweb-store replies show req_0123 --server http://127.0.0.1:8787
     """
     from ccweb_store.domain.host_calls import OperatorReplyStory
+    from ccweb_store.protocol.shapes import reply_story_out
     from ccweb_store.services.operator import reply_story
 
     story = operator_call(
         "operator.replyStory",
         reply_story,
         model_call(OperatorReplyStory, request_id=request_id),
+        shown=reply_story_out,
         server=server,
         database_url=database_url,
     )
@@ -275,12 +279,14 @@ def replies_retry(
     Example: ccweb-store replies retry req_0123
     """
     from ccweb_store.domain.host_calls import RetryReply
+    from ccweb_store.protocol.shapes import reply_out
     from ccweb_store.services.replies import retry_reply
 
     reply = operator_call(
         "reply.retry",
         retry_reply,
         model_call(RetryReply, request_id=request_id),
+        shown=reply_out,
         server=server,
         database_url=database_url,
     )
@@ -304,12 +310,14 @@ def replies_fail(
     Example: ccweb-store replies fail req_0123 --reason "the target was deleted"
     """
     from ccweb_store.domain.host_calls import FailReply
+    from ccweb_store.protocol.shapes import reply_out
     from ccweb_store.services.replies import fail_reply
 
     reply = operator_call(
         "reply.fail",
         fail_reply,
         model_call(FailReply, request_id=request_id, reason=reason),
+        shown=reply_out,
         server=server,
         database_url=database_url,
     )
@@ -365,8 +373,8 @@ def replies_expire(
     Example: ccweb-store replies expire --older-than 7d --dry-run
     """
     from ccweb_store.domain.host_calls import ExpireReplies
+    from ccweb_store.protocol.shapes import expired_out, reply_out
     from ccweb_store.services.replies import expirable_replies, expire_replies
-    from ccweb_store.services.schemas import reply_out
 
     params = model_call(
         ExpireReplies, older_than_seconds=float(duration_option(older_than, "--older-than") or 0)
@@ -392,7 +400,12 @@ def replies_expire(
             print_table(_expirable_table(requests, older_than))
         return
     result = operator_call(
-        "reply.expire", expire_replies, params, server=server, database_url=database_url
+        "reply.expire",
+        expire_replies,
+        params,
+        shown=expired_out,
+        server=server,
+        database_url=database_url,
     )
     if as_json:
         print_json(result)

@@ -47,8 +47,8 @@ def runs_list(
     """
     from ccweb_store.domain.host_calls import ListRuns
     from ccweb_store.domain.ids import MAX_PAGE
+    from ccweb_store.protocol.shapes import run_out
     from ccweb_store.services.runs import list_runs
-    from ccweb_store.services.schemas import run_out
 
     seconds = duration_option(older_than, "--older-than")
     limit = min(limit, MAX_PAGE)
@@ -84,10 +84,11 @@ def runs_requeue(
     Example: ccweb-store runs requeue run_0123
     """
     from ccweb_store.domain.host_calls import RequeueRun
+    from ccweb_store.protocol.shapes import run_out
     from ccweb_store.services.runs import requeue_run
 
     call = model_call(RequeueRun, run_id=run_id)
-    run = with_store(database_url, lambda store: requeue_run(store, call))
+    run = run_out(with_store(database_url, lambda store: requeue_run(store, call)))
     if as_json:
         print_json(run)
     else:
@@ -117,10 +118,11 @@ def runs_cancel(
     Example: ccweb-store runs cancel run_0123 --reason "asked the wrong conversation"
     """
     from ccweb_store.domain.host_calls import CancelRun
+    from ccweb_store.protocol.shapes import completion_out
     from ccweb_store.services.runs import cancel_run
 
     call = model_call(CancelRun, run_id=run_id, reason=reason, force=force)
-    result = with_store(database_url, lambda store: cancel_run(store, call))
+    result = completion_out(with_store(database_url, lambda store: cancel_run(store, call)))
     if as_json:
         print_json(result)
         return

@@ -87,7 +87,7 @@ def parse_iso(text: str) -> datetime:
 
 
 def runs_table(runs: list[Run], title: str, caption: str | None = None) -> Table:
-    from ccweb_store.services.schemas import run_out
+    from ccweb_store.protocol.shapes import run_out
 
     return runs_json_table([run_out(run) for run in runs], title, caption)
 

@@ -41,6 +41,7 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.http.asgi import Answer, Incoming
 from ccweb_store.http.mcp_http import SourceError, presented_token
+from ccweb_store.protocol.shapes import event_out
 from ccweb_store.services import credentials
 from ccweb_store.services.credentials import CredentialRefused
 from ccweb_store.services.event_reads import (
@@ -51,6 +52,7 @@ from ccweb_store.services.event_reads import (
     event_filter,
     follow,
 )
+from ccweb_store.store.event_feed import Event
 from ccweb_store.store.uow import Store
 
 #: How long one send to a client may take before the stream is given up (a client that
@@ -288,11 +290,11 @@ _FRAMES: WeakKeyDictionary[Store, OrderedDict[int, bytes]] = WeakKeyDictionary()
 FRAMES_KEPT = 4096
 
 
-def _frame(frames: OrderedDict[int, bytes], event: dict[str, Any]) -> bytes:
-    event_id = event["id"]
+def _frame(frames: OrderedDict[int, bytes], event: Event) -> bytes:
+    event_id = int(event["id"])
     frame = frames.get(event_id)
     if frame is None:
-        frame = _event(event["type"], event, event_id=event_id).encode()
+        frame = _event(event["type"], event_out(event), event_id=event_id).encode()
         frames[event_id] = frame
         if len(frames) > FRAMES_KEPT:
             frames.popitem(last=False)

@@ -56,7 +56,7 @@ from ccweb_store.domain.host_calls import (
 from ccweb_store.http.asgi import Answer, Incoming, JSONAnswer
 from ccweb_store.http.metrics import note_call
 from ccweb_store.http.payloads import Rejected, read_payload
-from ccweb_store.protocol import jsonrpc, tools
+from ccweb_store.protocol import jsonrpc, shapes, tools
 from ccweb_store.protocol.argument_errors import parsed
 from ccweb_store.services import (
     conversations,
@@ -68,8 +68,6 @@ from ccweb_store.services import (
     replies,
     runs,
 )
-from ccweb_store.services.schemas import run_out
-from ccweb_store.store.models import Run
 from ccweb_store.store.uow import Store
 
 #: What the 405 answer to any method but ``POST`` adds.
@@ -99,10 +97,6 @@ def typed(
     return method
 
 
-def _runs_out(rows: list[Run]) -> dict[str, Any]:
-    return {"runs": [run_out(row) for row in rows]}
-
-
 async def list_tools(store: Store, call: NoParams) -> list[dict[str, Any]]:
     """``tools.list``: the public tools, exactly as MCP ``tools/list`` shows them."""
     return tools.public_tools()
@@ -128,36 +122,48 @@ async def tools_call_method(store: Store, call: ToolsCall) -> dict[str, Any]:
 
 
 METHODS: dict[str, RpcMethod] = {
-    "session.create": typed(CreateSession, conversations.create_session),
-    "session.get": typed(GetSession, conversations.get_session),
-    "session.list": typed(ListSessions, conversations.list_sessions),
-    "session.archive": typed(ArchiveSession, conversations.archive_session),
-    "message.append": typed(AppendMessage, conversations.append_message),
-    "message.list": typed(ListMessages, conversations.list_messages),
-    "message.recent": typed(RecentMessages, conversations.recent_messages),
-    "run.start": typed(StartRun, runs.start_run),
-    "run.enqueue": typed(EnqueueRun, runs.enqueue_run),
-    "run.claim": typed(ClaimRun, runs.claim_run),
-    "run.heartbeat": typed(HeartbeatRun, runs.heartbeat_run),
-    "run.complete": typed(CompleteRun, runs.complete_run),
-    "run.list": typed(ListRuns, runs.list_runs, _runs_out),
-    "run.requeue": typed(RequeueRun, runs.requeue_run),
-    "run.cancel": typed(CancelRun, runs.cancel_run),
-    "events.list": typed(ListEvents, event_reads.list_events),
-    "reply.list": typed(ListReplies, replies.list_replies),
-    "reply.get": typed(GetReply, replies.get_reply),
-    "reply.retry": typed(RetryReply, replies.retry_reply),
-    "reply.fail": typed(FailReply, replies.fail_reply),
-    "reply.expire": typed(ExpireReplies, replies.expire_replies),
-    "prompt.respond": typed(RespondToPrompt, prompt_forms.respond),
-    "credential.mint": typed(MintCredential, credentials.mint_credential),
-    "credential.list": typed(ListCredentials, credentials.list_credentials),
-    "credential.revoke": typed(RevokeCredential, credentials.revoke_credential),
-    "operator.conversations": typed(OperatorConversations, operator.list_conversations),
-    "operator.conversation": typed(OperatorConversation, operator.show_conversation),
-    "operator.pendingReplies": typed(OperatorPendingReplies, operator.pending_replies),
-    "operator.replyStory": typed(OperatorReplyStory, operator.reply_story),
-    "operator.doctor": typed(NoParams, doctor.run_doctor),
+    "session.create": typed(CreateSession, conversations.create_session, shapes.session_view_out),
+    "session.get": typed(GetSession, conversations.get_session, shapes.session_view_out),
+    "session.list": typed(ListSessions, conversations.list_sessions, shapes.session_page_out),
+    "session.archive": typed(
+        ArchiveSession, conversations.archive_session, shapes.session_view_out
+    ),
+    "message.append": typed(AppendMessage, conversations.append_message, shapes.message_out),
+    "message.list": typed(ListMessages, conversations.list_messages, shapes.messages_after_out),
+    "message.recent": typed(
+        RecentMessages, conversations.recent_messages, shapes.messages_before_out
+    ),
+    "run.start": typed(StartRun, runs.start_run, shapes.run_out),
+    "run.enqueue": typed(EnqueueRun, runs.enqueue_run, shapes.run_out),
+    "run.claim": typed(ClaimRun, runs.claim_run, shapes.claim_out),
+    "run.heartbeat": typed(HeartbeatRun, runs.heartbeat_run, shapes.run_out),
+    "run.complete": typed(CompleteRun, runs.complete_run, shapes.completion_out),
+    "run.list": typed(ListRuns, runs.list_runs, shapes.runs_out),
+    "run.requeue": typed(RequeueRun, runs.requeue_run, shapes.run_out),
+    "run.cancel": typed(CancelRun, runs.cancel_run, shapes.completion_out),
+    "events.list": typed(ListEvents, event_reads.list_events, shapes.event_page_out),
+    "reply.list": typed(ListReplies, replies.list_replies, shapes.reply_page_out),
+    "reply.get": typed(GetReply, replies.get_reply, shapes.reply_out),
+    "reply.retry": typed(RetryReply, replies.retry_reply, shapes.reply_out),
+    "reply.fail": typed(FailReply, replies.fail_reply, shapes.reply_out),
+    "reply.expire": typed(ExpireReplies, replies.expire_replies, shapes.expired_out),
+    "prompt.respond": typed(RespondToPrompt, prompt_forms.respond, shapes.prompt_answer_out),
+    "credential.mint": typed(MintCredential, credentials.mint_credential, shapes.minted_out),
+    "credential.list": typed(ListCredentials, credentials.list_credentials, shapes.credentials_out),
+    "credential.revoke": typed(
+        RevokeCredential, credentials.revoke_credential, shapes.credential_out
+    ),
+    "operator.conversations": typed(
+        OperatorConversations, operator.list_conversations, shapes.conversations_page_out
+    ),
+    "operator.conversation": typed(
+        OperatorConversation, operator.show_conversation, shapes.conversation_detail_out
+    ),
+    "operator.pendingReplies": typed(
+        OperatorPendingReplies, operator.pending_replies, shapes.pending_replies_out
+    ),
+    "operator.replyStory": typed(OperatorReplyStory, operator.reply_story, shapes.reply_story_out),
+    "operator.doctor": typed(NoParams, doctor.run_doctor, shapes.doctor_report_out),
     "tools.list": typed(NoParams, list_tools),
     "tools.dynamic": typed(NoParams, list_dynamic_tools),
     "tools.composerItems": typed(NoParams, list_composer_items),

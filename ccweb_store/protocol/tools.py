@@ -23,11 +23,13 @@ from ccweb_store.domain.arguments import reject_nul
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.domain.kinds import ReplyMode
+from ccweb_store.protocol import shapes
 from ccweb_store.protocol.argument_errors import parsed
 from ccweb_store.services import conversations, messaging, prompt_forms, user_inputs
 from ccweb_store.store.uow import Store
 
 A = TypeVar("A", bound=arguments.ToolArguments)
+R = TypeVar("R")
 
 NAMESPACE = "ccweb"
 
@@ -87,15 +89,16 @@ def _plain(node: Any, definitions: dict[str, Any]) -> Any:
 
 
 @dataclass(frozen=True)
-class Tool(Generic[A]):
-    """One tool: its wire definition, the model of its arguments and the service function
-    that runs it."""
+class Tool(Generic[A, R]):
+    """One tool: its wire definition, the model of its arguments, the service function that
+    runs it and how its result is shown (``shapes``)."""
 
     name: str
     title: str
     description: str
     arguments: type[A]
-    handler: Callable[[Store, Source, A], Awaitable[dict[str, Any]]]
+    handler: Callable[[Store, Source, A], Awaitable[R]]
+    shown: Callable[[R], dict[str, Any]]
     read_only: bool = False
     public: bool = True
     communication: bool = False
@@ -151,7 +154,7 @@ status). Fails with target_busy when the target already has a queued or running 
 
 async def _request_reply(
     store: Store, source: Source, args: arguments.RequestReply
-) -> dict[str, Any]:
+) -> messaging.SendResult:
     """The hidden alias: ``ccweb_send_message`` fixed to ``return_and_continue``."""
     send = arguments.SendMessage(
         target_conversation_id=args.target_conversation_id,
@@ -161,13 +164,14 @@ async def _request_reply(
     return await messaging.send_message(store, source, send)
 
 
-TOOLS: tuple[Tool[Any], ...] = (
+TOOLS: tuple[Tool[Any, Any], ...] = (
     Tool(
         name="ccweb_send_message",
         title="Send a message to another conversation",
         description=SEND_MESSAGE_DESCRIPTION,
         arguments=arguments.SendMessage,
         handler=messaging.send_message,
+        shown=shapes.send_out,
         communication=True,
     ),
     Tool(
@@ -178,6 +182,7 @@ TOOLS: tuple[Tool[Any], ...] = (
         "(return_and_continue); otherwise the message is one_way. Returns at once.",
         arguments=arguments.CreateConversation,
         handler=messaging.create_conversation,
+        shown=shapes.created_conversation_out,
         communication=True,
     ),
     Tool(
@@ -188,6 +193,7 @@ TOOLS: tuple[Tool[Any], ...] = (
         "Metadata only, never message text.",
         arguments=arguments.ListConversations,
         handler=conversations.list_conversations,
+        shown=shapes.conversation_listing_out,
         read_only=True,
         communication=True,
     ),
@@ -199,6 +205,7 @@ TOOLS: tuple[Tool[Any], ...] = (
         "use this only to check on them.",
         arguments=arguments.GetPendingReply,
         handler=messaging.get_pending_reply,
+        shown=shapes.pending_reply_answer_out,
         read_only=True,
         communication=True,
     ),
@@ -210,6 +217,7 @@ TOOLS: tuple[Tool[Any], ...] = (
         "actually asked for. Read-only.",
         arguments=arguments.ListUserInputs,
         handler=user_inputs.list_user_inputs,
+        shown=shapes.user_inputs_out,
         read_only=True,
         communication=True,
     ),
@@ -220,6 +228,7 @@ TOOLS: tuple[Tool[Any], ...] = (
         "conversation. The answers arrive later as an ordinary user message.",
         arguments=arguments.PromptUser,
         handler=prompt_forms.prompt_user,
+        shown=shapes.prompt_card_out,
     ),
     Tool(
         name="ccweb_request_reply",
@@ -227,14 +236,15 @@ TOOLS: tuple[Tool[Any], ...] = (
         description='Deprecated alias of ccweb_send_message with replyMode "return_and_continue".',
         arguments=arguments.RequestReply,
         handler=_request_reply,
+        shown=shapes.send_out,
         public=False,
     ),
 )
 
-_BY_NAME: dict[str, Tool[Any]] = {tool.name: tool for tool in TOOLS}
+_BY_NAME: dict[str, Tool[Any, Any]] = {tool.name: tool for tool in TOOLS}
 
 
-def get_tool(name: object) -> Tool[Any]:
+def get_tool(name: object) -> Tool[Any, Any]:
     """The tool called ``name`` (public or hidden), or ``UnknownTool``."""
     tool = _BY_NAME.get(name) if isinstance(name, str) else None
     if tool is None:
@@ -266,7 +276,7 @@ def composer_items() -> list[dict[str, Any]]:
 
 
 async def call_tool(store: Store, source: Source, name: object, args: object) -> dict[str, Any]:
-    """Run a tool (hidden aliases included) and return its payload.
+    """Run a tool (hidden aliases included) and return its payload, shaped for the wire.
 
     Raises ``UnknownTool`` for an unknown name and ``DomainError`` for a tool failure
     (arguments the tool's model refuses are ``invalid_arguments``, or the code of the
@@ -281,4 +291,4 @@ async def call_tool(store: Store, source: Source, name: object, args: object) ->
         )
     parsed = tool.parse(args)
     reject_nul(args, f"{tool.name}: an argument")
-    return await tool.handler(store, source, parsed)
+    return tool.shown(await tool.handler(store, source, parsed))

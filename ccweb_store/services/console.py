@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
@@ -22,7 +21,9 @@ from ccweb_store.domain.ids import (
 )
 from ccweb_store.domain.tool_arguments import ListUserInputs
 from ccweb_store.services import conversations, replies, runs, user_inputs
-from ccweb_store.services.schemas import message_out, run_out
+from ccweb_store.services.conversations import SessionView
+from ccweb_store.services.user_inputs import UserInputs
+from ccweb_store.store.models import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store
 
 #: How many conversations, open requests and active runs the overview shows at most.
@@ -53,11 +54,41 @@ class ReplyFilter:
             validate_session_id(conversation)
         return cls(status, conversation)
 
-    def keeps(self, reply: dict[str, Any]) -> bool:
-        if self.status is not None and reply["status"] != self.status:
+    def keeps(self, reply: ReplyRequest) -> bool:
+        if self.status is not None and reply.status != self.status:
             return False
-        sides = (reply["sourceConversationId"], reply["targetConversationId"])
+        sides = (reply.source_conversation_id, reply.target_conversation_id)
         return self.conversation is None or self.conversation in sides
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """The overview: from which event on the page follows, the conversations (newest first)
+    with how many open requests each must answer (``replies_in``) and made (``replies_out``),
+    the open requests the filter keeps (oldest first), the queued and running runs (newest
+    first)."""
+
+    latest_event_id: int
+    sessions: list[SessionView]
+    replies_in: dict[str, int]
+    replies_out: dict[str, int]
+    replies: list[ReplyRequest]
+    runs: list[Run]
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationPage:
+    """One conversation: from which event on the page follows, the conversation, a page of
+    its messages newest first and where the next page starts (``older_before``, None: no
+    older message), its user inputs, its open requests and its active runs."""
+
+    latest_event_id: int
+    session: SessionView
+    messages: list[Message]
+    older_before: int | None
+    inputs: UserInputs
+    replies: list[ReplyRequest]
+    runs: list[Run]
 
 
 async def latest_event_id(store: Store) -> int:
@@ -66,46 +97,33 @@ async def latest_event_id(store: Store) -> int:
         return await uow.events.latest_id()
 
 
-async def overview(store: Store, chosen: ReplyFilter) -> dict[str, Any]:
-    """``{latestEventId, conversations, replies, runs}``: conversations newest first, each
-    with its open requests in (as target) and out (as source); the open requests ``chosen``
-    keeps, oldest first; queued and running runs, newest first."""
+async def overview(store: Store, chosen: ReplyFilter) -> Overview:
+    """Conversations newest first, each with its open requests in (as target) and out (as
+    source); the open requests ``chosen`` keeps, oldest first; queued and running runs,
+    newest first."""
     latest = await latest_event_id(store)
-    sessions = (await conversations.list_sessions(store, ListSessions(limit=OVERVIEW_SESSIONS)))[
-        "sessions"
-    ]
-    open_replies = (
-        await replies.list_replies(
-            store, ListReplies(status=list(OPEN_REPLY_STATUSES), limit=OVERVIEW_REPLIES)
-        )
-    )["replies"]
-    active_runs = [
-        run_out(row)
-        for row in await runs.list_runs(
-            store, ListRuns(status=list(ACTIVE_RUN_STATUSES), limit=OVERVIEW_RUNS)
-        )
-    ]
-    incoming = Counter(reply["targetConversationId"] for reply in open_replies)
-    outgoing = Counter(reply["sourceConversationId"] for reply in open_replies)
-    for session in sessions:
-        session["repliesIn"] = incoming[session["id"]]
-        session["repliesOut"] = outgoing[session["id"]]
-    titles = {session["id"]: session["title"] for session in sessions}
-    for run in active_runs:
-        run["sessionTitle"] = titles.get(run["sessionId"])
-    return {
-        "latestEventId": latest,
-        "conversations": sessions,
-        "replies": [reply for reply in open_replies if chosen.keeps(reply)],
-        "runs": active_runs,
-    }
+    sessions = await conversations.list_sessions(store, ListSessions(limit=OVERVIEW_SESSIONS))
+    open_replies = await replies.list_replies(
+        store, ListReplies(status=list(OPEN_REPLY_STATUSES), limit=OVERVIEW_REPLIES)
+    )
+    active_runs = await runs.list_runs(
+        store, ListRuns(status=list(ACTIVE_RUN_STATUSES), limit=OVERVIEW_RUNS)
+    )
+    incoming = Counter(reply.target_conversation_id for reply in open_replies.replies)
+    outgoing = Counter(reply.source_conversation_id for reply in open_replies.replies)
+    return Overview(
+        latest_event_id=latest,
+        sessions=sessions.sessions,
+        replies_in={view.row.id: incoming[view.row.id] for view in sessions.sessions},
+        replies_out={view.row.id: outgoing[view.row.id] for view in sessions.sessions},
+        replies=[reply for reply in open_replies.replies if chosen.keeps(reply)],
+        runs=active_runs,
+    )
 
 
-async def conversation(store: Store, session_id: str, before_seq: int | None) -> dict[str, Any]:
-    """``{latestEventId, session, messages, olderBefore, inputs, replies, runs}``: one
-    conversation with a page of its messages below ``before_seq`` (None: the newest), newest
-    first; ``olderBefore`` is where the next page starts (None: no older message). Its user
-    inputs are what ``ccweb_list_user_inputs`` returns for it."""
+async def conversation(store: Store, session_id: str, before_seq: int | None) -> ConversationPage:
+    """One conversation with a page of its messages below ``before_seq`` (None: the newest),
+    newest first. Its user inputs are what ``ccweb_list_user_inputs`` returns for it."""
     validate_session_id(session_id)
     latest = await latest_event_id(store)
     session = await conversations.get_session(store, GetSession(id=session_id))
@@ -118,26 +136,19 @@ async def conversation(store: Store, session_id: str, before_seq: int | None) ->
     inputs = await user_inputs.list_user_inputs(
         store, Source(), ListUserInputs(conversation_id=session_id)
     )
-    open_replies = (
-        await replies.list_replies(
-            store,
-            ListReplies(status=list(OPEN_REPLY_STATUSES), session_id=session_id, limit=100),
-        )
-    )["replies"]
-    active_runs = [
-        run_out(row)
-        for row in await runs.list_runs(
-            store, ListRuns(session_id=session_id, status=list(ACTIVE_RUN_STATUSES), limit=50)
-        )
-    ]
-    for run in active_runs:  # the runs table names each run's conversation, as the overview's
-        run["sessionTitle"] = session["title"]
-    return {
-        "latestEventId": latest,
-        "session": session,
-        "messages": [message_out(row) for row in rows],
-        "olderBefore": rows[-1].seq if older and rows else None,
-        "inputs": inputs,
-        "replies": open_replies,
-        "runs": active_runs,
-    }
+    open_replies = await replies.list_replies(
+        store,
+        ListReplies(status=list(OPEN_REPLY_STATUSES), session_id=session_id, limit=100),
+    )
+    active_runs = await runs.list_runs(
+        store, ListRuns(session_id=session_id, status=list(ACTIVE_RUN_STATUSES), limit=50)
+    )
+    return ConversationPage(
+        latest_event_id=latest,
+        session=session,
+        messages=rows,
+        older_before=rows[-1].seq if older and rows else None,
+        inputs=inputs,
+        replies=open_replies.replies,
+        runs=active_runs,
+    )

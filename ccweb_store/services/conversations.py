@@ -6,7 +6,7 @@ Each host method is ``async def fn(store, params) -> result`` and owns its trans
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from ccweb_store.domain import json_values
 from ccweb_store.domain.content import text_of
@@ -20,9 +20,9 @@ from ccweb_store.domain.host_calls import (
     ListSessions,
     RecentMessages,
 )
-from ccweb_store.domain.timestamps import iso, utcnow
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.domain.tool_arguments import QUERY_MAX_CHARS, ListConversations
-from ccweb_store.services.schemas import message_out, session_out
+from ccweb_store.store.models import Message, Run, SessionRow
 from ccweb_store.store.uow import Store
 
 #: The longest ``query`` of a conversation search (SQLite refuses LIKE patterns over
@@ -30,9 +30,56 @@ from ccweb_store.store.uow import Store
 MAX_QUERY_CHARS = QUERY_MAX_CHARS
 
 
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """A conversation and its active run (queued or running; None: neither), as
+    ``session.get`` shows it."""
+
+    row: SessionRow
+    active_run: Run | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """A page of ``session.list``: conversations newest created first, and the cursor of the
+    next page (None: the last page)."""
+
+    sessions: list[SessionView]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationListing:
+    """What ``ccweb_list_conversations`` shows its caller (``source_id``): conversations
+    newest-active first, which of them run, their message counts, and whether more match."""
+
+    rows: list[SessionRow]
+    running: frozenset[str]
+    message_counts: dict[str, int]
+    has_more: bool
+    source_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesBefore:
+    """A page of ``message.recent``: messages oldest first, and the ``seq`` to ask before
+    for the page before them (None: no older message)."""
+
+    messages: list[Message]
+    next_before_seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesAfter:
+    """A page of ``message.list``: messages in order, and the ``seq`` to ask after next."""
+
+    messages: list[Message]
+    next_after_seq: int
+
+
 async def list_conversations(
     store: Store, source: Source, args: ListConversations
-) -> dict[str, Any]:
+) -> ConversationListing:
     """``ccweb_list_conversations``: metadata of the newest-active conversations, no text."""
     async with store.read_uow() as uow:
         rows, has_more = await uow.sessions.search(
@@ -41,41 +88,26 @@ async def list_conversations(
         ids = [row.id for row in rows]
         running = await uow.runs.running_for_sessions(ids)
         counts = await uow.messages.count(ids)
-    return {
-        "conversations": [
-            {
-                "conversationId": row.id,
-                "title": row.title,
-                "agent": row.agent,
-                "createdAt": iso(row.created_at),
-                "updatedAt": iso(row.updated_at),
-                "running": row.id in running,
-                "messageCount": counts.get(row.id, 0),
-                "isSource": row.id == source.session_id,
-            }
-            for row in rows
-        ],
-        "hasMore": has_more,
-    }
+    return ConversationListing(rows, frozenset(running), counts, has_more, source.session_id)
 
 
-async def create_session(store: Store, call: CreateSession) -> dict[str, Any]:
+async def create_session(store: Store, call: CreateSession) -> SessionView:
     """``session.create``: a new conversation (``conversation_exists`` on a taken id)."""
     async with store.uow() as uow:
         row = await uow.sessions.create(call.id, title=call.title, agent=call.agent, cwd=call.cwd)
         await uow.commit()
-    return session_out(row)
+    return SessionView(row)
 
 
-async def get_session(store: Store, call: GetSession) -> dict[str, Any]:
+async def get_session(store: Store, call: GetSession) -> SessionView:
     """``session.get``: one conversation with its active run."""
     async with store.read_uow() as uow:
         row = await uow.sessions.require(call.id)
         active = await uow.runs.active_for_sessions([row.id])
-    return session_out(row, active_run=active.get(row.id))
+    return SessionView(row, active.get(row.id))
 
 
-async def archive_session(store: Store, call: ArchiveSession) -> dict[str, Any]:
+async def archive_session(store: Store, call: ArchiveSession) -> SessionView:
     """``session.archive``: hide a conversation from ``ccweb_list_conversations`` and the
     operator's list (``archived: false`` brings it back). Nothing else changes: its messages,
     runs and reply requests stay, and it can still be written to and run."""
@@ -87,21 +119,18 @@ async def archive_session(store: Store, call: ArchiveSession) -> dict[str, Any]:
         assert row is not None
         active = await uow.runs.active_for_sessions([row.id])
         await uow.commit()
-    return session_out(row, active_run=active.get(row.id))
+    return SessionView(row, active.get(row.id))
 
 
-async def list_sessions(store: Store, query: ListSessions) -> dict[str, Any]:
-    """``session.list``: newest created first, ``{sessions, nextCursor}``."""
+async def list_sessions(store: Store, query: ListSessions) -> SessionPage:
+    """``session.list``: newest created first, a page at a time."""
     async with store.read_uow() as uow:
         rows, next_cursor = await uow.sessions.list_page(limit=query.limit, cursor=query.cursor)
         active = await uow.runs.active_for_sessions(row.id for row in rows)
-    return {
-        "sessions": [session_out(row, active_run=active.get(row.id)) for row in rows],
-        "nextCursor": next_cursor,
-    }
+    return SessionPage([SessionView(row, active.get(row.id)) for row in rows], next_cursor)
 
 
-async def append_message(store: Store, call: AppendMessage) -> dict[str, Any]:
+async def append_message(store: Store, call: AppendMessage) -> Message:
     """``message.append``: add a message at the session's next ``seq``.
 
     ``content`` may be text or cc-web's list of ``{type: "text", text}`` blocks; blocks are
@@ -119,13 +148,12 @@ async def append_message(store: Store, call: AppendMessage) -> dict[str, Any]:
             session_id, role, content, metadata=metadata, id=message_id or None
         )
         await uow.commit()
-    return message_out(row)
+    return row
 
 
-async def recent_messages(store: Store, query: RecentMessages) -> dict[str, Any]:
+async def recent_messages(store: Store, query: RecentMessages) -> MessagesBefore:
     """``message.recent``: the ``limit`` newest messages before ``beforeSeq`` (none: the
-    newest of all), of ``role`` if given, oldest first; ``{messages, nextBeforeSeq}``, where
-    ``nextBeforeSeq`` asks for the page before (None: no older message)."""
+    newest of all), of ``role`` if given, oldest first, and where the page before starts."""
     session_id, before_seq, limit, role = (
         query.session_id,
         query.before_seq,
@@ -139,19 +167,13 @@ async def recent_messages(store: Store, query: RecentMessages) -> dict[str, Any]
         )
     older = len(rows) > limit
     rows = rows[:limit]
-    return {
-        "messages": [message_out(row) for row in reversed(rows)],
-        "nextBeforeSeq": rows[-1].seq if older else None,
-    }
+    return MessagesBefore(rows[::-1], rows[-1].seq if older else None)
 
 
-async def list_messages(store: Store, query: ListMessages) -> dict[str, Any]:
-    """``message.list``: messages after ``afterSeq`` in order, ``{messages, nextAfterSeq}``."""
+async def list_messages(store: Store, query: ListMessages) -> MessagesAfter:
+    """``message.list``: messages after ``afterSeq`` in order, and where the next page starts."""
     session_id, after_seq, limit = query.session_id, query.after_seq, query.limit
     async with store.read_uow() as uow:
         await uow.sessions.require(session_id)
         rows = await uow.messages.list_after(session_id, after_seq=after_seq, limit=limit)
-    return {
-        "messages": [message_out(row) for row in rows],
-        "nextAfterSeq": rows[-1].seq if rows else after_seq,
-    }
+    return MessagesAfter(rows, rows[-1].seq if rows else after_seq)

@@ -24,7 +24,6 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
@@ -36,7 +35,6 @@ from ccweb_store.domain.host_calls import (
 )
 from ccweb_store.domain.ids import SESSION_ID_PATTERN
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.services.schemas import credential_out
 from ccweb_store.store.models import ConversationCredential, Run
 from ccweb_store.store.uow import Store, UnitOfWork
 
@@ -264,19 +262,37 @@ def mint_options(terms: CredentialTerms) -> MintOptions:
     return MintOptions(expires_at, label)
 
 
-async def mint_in(uow: UnitOfWork, key: bytes, run: Run, options: MintOptions) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class MintedCredential:
+    """A credential just minted, its token (shown only now), and the credentials of its label
+    the mint revoked (None: it replaced none by label)."""
+
+    row: ConversationCredential
+    token: str
+    revoked: list[ConversationCredential] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialList:
+    """Credentials, and the time their ``active`` is judged at (when they were read)."""
+
+    rows: list[ConversationCredential]
+    as_of: datetime
+
+
+async def mint_in(uow: UnitOfWork, key: bytes, run: Run, options: MintOptions) -> MintedCredential:
     """A credential of ``run``'s conversation at its hop count, minted in ``uow`` (a claim's),
-    its label naming the run: ``{credential, token}`` as ``credential.mint`` answers."""
+    its label naming the run."""
     label = f"{options.label}, run {run.id}" if options.label else f"run {run.id}"
     row = await uow.credentials.add(
         run.session_id, label=label, hop_count=run.hop_count, expires_at=options.expires_at
     )
-    return {"credential": credential_out(row), "token": token_of(key, row)}
+    return MintedCredential(row, token_of(key, row))
 
 
 async def mint_credential(
     store: Store, call: MintCredential, *, replace_label: bool = False
-) -> dict[str, Any]:
+) -> MintedCredential:
     """``credential.mint``: a new credential of ``sessionId`` and its token.
 
     ``expiresInSeconds`` (none: it never expires), ``label``, ``hopCount`` (the least hop count
@@ -301,13 +317,10 @@ async def mint_credential(
             session_id, label=options.label, hop_count=hop_count, expires_at=options.expires_at
         )
         await uow.commit()
-    minted: dict[str, Any] = {"credential": credential_out(row), "token": token_of(key, row)}
-    if replace_label:
-        minted["revoked"] = [credential_out(old) for old in replaced]
-    return minted
+    return MintedCredential(row, token_of(key, row), replaced if replace_label else None)
 
 
-async def list_credentials(store: Store, query: ListCredentials) -> dict[str, Any]:
+async def list_credentials(store: Store, query: ListCredentials) -> CredentialList:
     """``credential.list``: newest first, active ones only unless ``includeInactive``."""
     session_id, include_inactive, limit = query.session_id, query.include_inactive, query.limit
     now = utcnow()
@@ -315,10 +328,10 @@ async def list_credentials(store: Store, query: ListCredentials) -> dict[str, An
         rows = await uow.credentials.list_recent(
             session_id=session_id, active_at=None if include_inactive else now, limit=limit
         )
-    return {"credentials": [credential_out(row, now=now) for row in rows]}
+    return CredentialList(rows, now)
 
 
-async def revoke_credential(store: Store, call: RevokeCredential) -> dict[str, Any]:
+async def revoke_credential(store: Store, call: RevokeCredential) -> ConversationCredential:
     """``credential.revoke``: the credential stops working at once; again changes nothing."""
     credential_id = call.credential_id
     async with store.uow() as uow:
@@ -332,7 +345,7 @@ async def revoke_credential(store: Store, call: RevokeCredential) -> dict[str, A
                     code=errors.CREDENTIAL_NOT_FOUND,
                 )
         await uow.commit()
-    return credential_out(row)
+    return row
 
 
 class RedactCredentials(logging.Filter):

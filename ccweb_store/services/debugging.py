@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import InvalidInput, NotFound
@@ -18,33 +17,10 @@ from ccweb_store.domain.ids import (
     validate_choice,
     validate_session_id,
 )
-from ccweb_store.domain.timestamps import iso, utcnow
-from ccweb_store.services.schemas import message_out, reply_out, run_out
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Message, ReplyRequest, Run
 from ccweb_store.store.repositories.debugging import ActivityRow, PendingReplyRow
 from ccweb_store.store.uow import Store
-
-
-def pending_reply_out(row: PendingReplyRow) -> dict[str, Any]:
-    """A ``pending_replies`` row on the wire: the Reply plus the view's debugging columns."""
-    target_run = None
-    if row.target_run_id is not None:
-        target_run = {
-            "id": row.target_run_id,
-            "status": row.target_run_status,
-            "workerId": row.target_run_worker_id,
-            "leaseExpiresAt": iso(row.target_run_lease_expires_at),
-            "attempts": row.target_run_attempts,
-        }
-    return {
-        **reply_out(row.reply),
-        "sourceTitle": row.source_title,
-        "targetTitle": row.target_title,
-        "ageSeconds": row.age_seconds,
-        "originalRequestKnown": row.original_request_known,
-        "sourceRunning": row.source_running,
-        "targetRun": target_run,
-    }
 
 
 @dataclass(frozen=True)
@@ -61,35 +37,6 @@ class ReplyStory:
     request_message: Message | None
     reply_message: Message | None
     source_messages: list[Message]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "reply": reply_out(self.reply),
-            "runs": [run_out(run) for run in self.runs],
-            "requestMessage": message_out(self.request_message) if self.request_message else None,
-            "replyMessage": message_out(self.reply_message) if self.reply_message else None,
-            "sourceMessages": [message_out(message) for message in self.source_messages],
-        }
-
-
-def activity_out(row: ActivityRow) -> dict[str, Any]:
-    """A ``conversation_activity`` row on the wire: what a conversation is doing now."""
-    active_run = None
-    if row.active_run_id is not None:
-        active_run = {
-            "id": row.active_run_id,
-            "kind": row.active_run_kind,
-            "status": row.active_run_status,
-        }
-    return {
-        "conversationId": row.session_id,
-        "title": row.title,
-        "messageCount": row.message_count,
-        "lastMessageAt": iso(row.last_message_at),
-        "activeRun": active_run,
-        "openAsSource": row.open_as_source,
-        "openAsTarget": row.open_as_target,
-    }
 
 
 async def activity_of(store: Store, session_id: str) -> ActivityRow | None:

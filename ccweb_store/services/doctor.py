@@ -19,7 +19,6 @@ from __future__ import annotations
 import shlex
 import stat
 from dataclasses import dataclass, field
-from typing import Any
 
 from ccweb_store import __version__
 from ccweb_store.config import MAKE_TOKEN, Settings
@@ -51,28 +50,23 @@ class Check:
     fix: str | None = None
     items: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "summary": self.summary,
-            "fix": self.fix,
-            "items": self.items,
-        }
+
+@dataclass(frozen=True)
+class Report:
+    """The checks, and the version of ccweb-store that made them."""
+
+    checks: list[Check]
+    version: str = __version__
+
+    @property
+    def ok(self) -> bool:
+        """No check needs action (warnings allowed)."""
+        return all(check.status != ACTION for check in self.checks)
 
 
-def report(checks: list[Check]) -> dict[str, Any]:
-    """``{ok, version, checks}``: ``ok`` when no check needs action."""
-    return {
-        "ok": all(check.status != ACTION for check in checks),
-        "version": __version__,
-        "checks": [check.as_dict() for check in checks],
-    }
-
-
-def missing_database_report(path: str, settings: Settings) -> dict[str, Any]:
+def missing_database_report(path: str, settings: Settings) -> Report:
     """The report when the SQLite file is not there at all (the other checks need it)."""
-    return report(
+    return Report(
         [
             Check(
                 "database",
@@ -85,7 +79,7 @@ def missing_database_report(path: str, settings: Settings) -> dict[str, Any]:
     )
 
 
-async def run_doctor(store: Store, call: NoParams) -> dict[str, Any]:
+async def run_doctor(store: Store, call: NoParams) -> Report:
     """``operator.doctor``: every check, on this store and its settings."""
     checks = [
         await database_check(store),
@@ -96,11 +90,11 @@ async def run_doctor(store: Store, call: NoParams) -> dict[str, Any]:
         checks.append(
             Check("data", WARNING, "not checked: the database cannot be read", "fix it first")
         )
-        return report(checks)
+        return Report(checks)
     checks.append(await expired_leases_check(store))
     checks.append(await unanswerable_requests_check(store))
     checks.append(await unreadable_rows_check(store))
-    return report(checks)
+    return Report(checks)
 
 
 async def database_check(store: Store) -> Check:

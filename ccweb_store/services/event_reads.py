@@ -16,13 +16,12 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import DomainError, InvalidInput
 from ccweb_store.domain.event_types import EVENT_TYPES
 from ccweb_store.domain.host_calls import ListEvents
-from ccweb_store.domain.timestamps import iso, utcnow
+from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.event_feed import Event
 from ccweb_store.store.uow import Store, UnitOfWork
 
@@ -87,31 +86,17 @@ def event_filter(
     return EventFilter(frozenset(types) if types is not None else None, conversation)
 
 
-def event_out(event: Event) -> dict[str, Any]:
-    """An event as clients see it: its id, type and time, and the ids it concerns."""
-    out: dict[str, Any] = {"id": int(event["id"]), "type": event["type"]}
-    for column, key in _ID_KEYS:
-        value = event[column]
-        if value is not None:
-            out[key] = value
-    out["createdAt"] = iso(event["created_at"])
-    if event["payload"]:
-        out["payload"] = event["payload"]
-    return out
+@dataclass(frozen=True, slots=True)
+class EventPage:
+    """A page of ``events.list``: the events oldest first, the point to ask after next, and
+    the newest event's id of all."""
+
+    events: list[Event]
+    next_after: int
+    latest_id: int
 
 
-_ID_KEYS = (
-    ("conversation_id", "conversationId"),
-    ("peer_conversation_id", "peerConversationId"),
-    ("message_id", "messageId"),
-    ("run_id", "runId"),
-    ("request_id", "requestId"),
-)
-
-
-async def list_events(
-    store: Store, query: ListEvents, *, bound_to: str | None = None
-) -> dict[str, Any]:
+async def list_events(store: Store, query: ListEvents, *, bound_to: str | None = None) -> EventPage:
     """``events.list {after?, limit?, types?, conversation?}``: up to ``limit`` events after
     ``after`` (default: from the oldest kept), oldest first; ``nextAfter`` is the point to ask
     from next, ``latestId`` the newest event of all."""
@@ -122,14 +107,11 @@ async def list_events(
             await _check_resumable(uow, after)
         rows = await read_after(uow, after or 0, limit, chosen)
         latest = await uow.events.latest_id()
-    events = [event_out(row) for row in rows]
-    next_after = events[-1]["id"] if events else max(after or 0, 0)
-    return {"events": events, "nextAfter": next_after, "latestId": latest}
+    next_after = int(rows[-1]["id"]) if rows else max(after or 0, 0)
+    return EventPage(rows, next_after, latest)
 
 
-async def read_after(
-    uow: UnitOfWork, after: int, limit: int, chosen: EventFilter
-) -> list[dict[str, Any]]:
+async def read_after(uow: UnitOfWork, after: int, limit: int, chosen: EventFilter) -> list[Event]:
     types = sorted(chosen.types) if chosen.types is not None else None
     return await uow.events.after(after, limit, types=types, conversation_id=chosen.conversation)
 
@@ -169,8 +151,8 @@ async def follow(
     *,
     heartbeat_s: float,
     still_allowed: StillAllowed | None = None,
-) -> AsyncIterator[list[dict[str, Any]] | Cut | None]:
-    """Batches of events (as ``event_out``) after ``after`` (None: from now on) as they
+) -> AsyncIterator[list[Event] | Cut | None]:
+    """Batches of events (the outbox's rows) after ``after`` (None: from now on) as they
     commit, a ``None`` after ``heartbeat_s`` without one, and a ``Cut`` before it stops
     early. Raises ``EventsExpired`` first when ``after`` cannot be resumed.
 
@@ -192,7 +174,7 @@ async def follow(
                 if still_allowed is not None:
                     await still_allowed()
                 cursor = int(rows[-1]["id"])
-                yield [event_out(row) for row in rows]
+                yield rows
             if len(rows) < MAX_PAGE:
                 break
         while True:
@@ -203,7 +185,7 @@ async def follow(
                 await still_allowed()
             if batch:
                 cursor = int(batch[-1]["id"])
-                yield [event_out(row) for row in batch]
+                yield batch
             elif subscription.overflowed:
                 yield Cut(cursor, "the client fell behind the events")
                 return

@@ -52,14 +52,6 @@ class RepairedRow:
     key: str
     places: list[Place]
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "table": self.column.table,
-            "column": self.column.column,
-            "id": self.key,
-            "paths": [{"path": path, "reason": reason} for path, reason in self.places],
-        }
-
     def lines(self) -> list[str]:
         """``messages.metadata m-12: metadata.x kept as text: the integer … is outside …``."""
         return [
@@ -78,15 +70,6 @@ class ColumnCounts:
     #: Rows that changed between the read and the write (left as the service wrote them).
     rows_changed_meanwhile: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "table": self.column.table,
-            "column": self.column.column,
-            "rowsRead": self.rows_read,
-            "rowsRewritten": self.rows_rewritten,
-            "rowsChangedMeanwhile": self.rows_changed_meanwhile,
-        }
-
 
 @dataclass
 class RepairSummary:
@@ -99,14 +82,6 @@ class RepairSummary:
     @property
     def rows_rewritten(self) -> int:
         return sum(counts.rows_rewritten for counts in self.columns)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "dryRun": self.dry_run,
-            "rowsRewritten": self.rows_rewritten,
-            "columns": [counts.as_dict() for counts in self.columns],
-            "rows": [row.as_dict() for row in self.rows],
-        }
 
 
 async def repair_json(

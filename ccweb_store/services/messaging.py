@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source, refuse_other_conversation, require_source
 from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.domain.ids import MAX_PAGE, OPEN_REPLY_STATUSES, new_id
-from ccweb_store.domain.kinds import ReplyMode, ReplyStatus, RunStatus
+from ccweb_store.domain.kinds import ReplyMode
 from ccweb_store.domain.prompts import target_prompt
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.domain.tool_arguments import CreateConversation, GetPendingReply, SendMessage
-from ccweb_store.services.schemas import reply_out
-from ccweb_store.store.models import SessionRow
+from ccweb_store.store.models import ReplyRequest, SessionRow
 from ccweb_store.store.repositories import Party
 from ccweb_store.store.uow import Store, UnitOfWork
 
@@ -40,7 +38,29 @@ class _Send:
     hop_count: int  # of the target's run: the source's hop + 1
 
 
-async def send_message(store: Store, source: Source, args: SendMessage) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """A send written: its mode, the target's new message and queued run, the target, and
+    the waiting reply request (None: a ``one_way`` send asks for none)."""
+
+    reply_mode: ReplyMode
+    message_id: str
+    run_id: str
+    target: Party
+    request_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedConversation:
+    """A conversation ``ccweb_create_conversation`` made, and its first message's send
+    (None: it was created without one)."""
+
+    conversation_id: str
+    title: str | None
+    sent: SendResult | None
+
+
+async def send_message(store: Store, source: Source, args: SendMessage) -> SendResult:
     """``ccweb_send_message``."""
     source_id = require_source(source)
     target_id = args.target_conversation_id
@@ -73,7 +93,7 @@ async def send_message(store: Store, source: Source, args: SendMessage) -> dict[
 
 async def create_conversation(
     store: Store, source: Source, args: CreateConversation
-) -> dict[str, Any]:
+) -> CreatedConversation:
     """``ccweb_create_conversation``: a new conversation, optionally sent its first message.
 
     ``requestReply`` (or the legacy ``waitForReply``) makes that send ``return_and_continue``;
@@ -94,7 +114,7 @@ async def create_conversation(
             creator = source_row or await _require_session(uow, require_source(source), "source")
             agent, cwd = _confined(creator, agent, cwd)
         target = await uow.sessions.create(title=title, agent=agent, cwd=cwd)
-        result: dict[str, Any] = {"ok": True, "conversationId": target.id, "title": target.title}
+        sent = None
         if send is not None and source_row is not None:
             sent = await _deliver_to_target(
                 uow,
@@ -102,26 +122,15 @@ async def create_conversation(
                 Party(source_row.id, source_row.title),
                 Party(target.id, target.title),
             )
-            result |= {
-                "replyMode": sent["replyMode"],
-                "messageId": sent["messageId"],
-                "runId": sent["runId"],
-                "deliveryStatus": sent["deliveryStatus"],
-            }
-            if "requestId" in sent:
-                result |= {
-                    "requestId": sent["requestId"],
-                    "replyStatus": sent["status"],
-                    "replyDelivery": sent["replyDelivery"],
-                    "sourceAutoRun": sent["sourceAutoRun"],
-                }
         await uow.commit()
-    return result
+    return CreatedConversation(target.id, target.title, sent)
 
 
-async def get_pending_reply(store: Store, source: Source, args: GetPendingReply) -> dict[str, Any]:
+async def get_pending_reply(
+    store: Store, source: Source, args: GetPendingReply
+) -> ReplyRequest | list[ReplyRequest]:
     """``ccweb_get_pending_reply``: one request (seen by its source or target only), or the
-    caller's open requests (``waiting``, ``ready``, ``failed``).
+    caller's open requests (``waiting``, ``ready``, ``failed``), oldest first.
 
     The tool takes no ``conversationId``; a caller bound by a credential that passes another
     conversation's is refused rather than quietly shown its own.
@@ -141,14 +150,14 @@ async def get_pending_reply(store: Store, source: Source, args: GetPendingReply)
                     f"conversation {source_id!r}",
                     code=errors.REQUEST_NOT_FOUND,
                 )
-            return reply_out(row)
+            return row
         rows, _ = await uow.replies.list_page(
             statuses=OPEN_REPLY_STATUSES,
             session_id=source_id,
             as_target=False,
             limit=MAX_PAGE,
         )
-    return {"replies": [reply_out(row) for row in rows], "count": len(rows)}
+    return rows
 
 
 def _validate_send(
@@ -222,7 +231,7 @@ def _not_found(session_id: str, side: str) -> NotFound:
 
 async def _deliver_to_target(
     uow: UnitOfWork, send: _Send, source: Party, target: Party
-) -> dict[str, Any]:
+) -> SendResult:
     """Write the send: target message, reply request (``return_and_continue``), queued run.
 
     They all carry one time, taken once (``now``).
@@ -258,23 +267,7 @@ async def _deliver_to_target(
         request_id=request_id,
         now=utcnow(),
     )
-    result: dict[str, Any] = {
-        "ok": True,
-        "replyMode": send.reply_mode,
-        "messageId": message_id,
-        "runId": run_id,
-        "targetConversationId": target.id,
-        "targetTitle": target.title,
-        "deliveryStatus": RunStatus.QUEUED,
-    }
-    if request_id is not None:
-        result |= {
-            "requestId": request_id,
-            "status": ReplyStatus.WAITING,
-            "replyDelivery": "automatic",
-            "sourceAutoRun": True,
-        }
-    return result
+    return SendResult(send.reply_mode, message_id, run_id, target, request_id)
 
 
 def _title_from(content: str | None) -> str | None:

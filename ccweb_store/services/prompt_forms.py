@@ -9,6 +9,7 @@ lists it like anything else the user typed, and it queues a ``user_turn`` run.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ccweb_store.domain import errors
@@ -19,8 +20,7 @@ from ccweb_store.domain.ids import new_id
 from ccweb_store.domain.kinds import Role, RunKind
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.domain.tool_arguments import PromptUser, Question
-from ccweb_store.services.schemas import message_out, run_out
-from ccweb_store.store.models import Message
+from ccweb_store.store.models import Message, Run
 from ccweb_store.store.uow import Store
 
 PROMPT_KEY = "ccwebPrompt"
@@ -118,7 +118,23 @@ def _prompt_of(card: Message) -> dict[str, Any]:
     return prompt
 
 
-async def prompt_user(store: Store, source: Source, args: PromptUser) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class PromptCard:
+    """A prompt card shown: its prompt id and the id of the message that holds it."""
+
+    prompt_id: str
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PromptAnswer:
+    """A card answered: the user message that carries the answers and the run it queued."""
+
+    message: Message
+    run: Run
+
+
+async def prompt_user(store: Store, source: Source, args: PromptUser) -> PromptCard:
     """``ccweb_prompt_user``: append a pending prompt card to the source."""
     title = args.title
     questions = card_questions(args.questions)
@@ -137,10 +153,10 @@ async def prompt_user(store: Store, source: Source, args: PromptUser) -> dict[st
             session_id, Role.ASSISTANT, card_text(title, questions), metadata=metadata, id=prompt_id
         )
         await uow.commit()
-    return {"ok": True, "promptId": prompt_id, "messageId": card.id}
+    return PromptCard(prompt_id, card.id)
 
 
-async def respond(store: Store, call: RespondToPrompt) -> dict[str, Any]:
+async def respond(store: Store, call: RespondToPrompt) -> PromptAnswer:
     """``prompt.respond``: answer the card, append the user message, queue a run, atomically."""
     prompt_id: str = call.prompt_id
     async with store.uow() as uow:
@@ -175,7 +191,7 @@ async def respond(store: Store, call: RespondToPrompt) -> dict[str, Any]:
         )
         run = await uow.runs.enqueue(card.session_id, RunKind.USER_TURN, runtime_text=text)
         await uow.commit()
-    return {"message": message_out(message), "run": run_out(run)}
+    return PromptAnswer(message, run)
 
 
 def _already_answered(prompt_id: str) -> Conflict:

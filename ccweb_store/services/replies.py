@@ -22,8 +22,8 @@ Expire (``reply.expire``) fails only ``waiting`` requests made before the cutoff
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, NotFound
@@ -38,7 +38,6 @@ from ccweb_store.domain.kinds import ReplyStatus, RunKind, RunStatus
 from ccweb_store.domain.prompts import RETURN_AND_CONTINUE, target_prompt
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.reply_delivery import conversation_title, deliver_reply
-from ccweb_store.services.schemas import reply_out
 from ccweb_store.store.models import ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
 
@@ -46,7 +45,16 @@ EXPIRED = "expired"
 EXPIRE_BATCH = 200
 
 
-async def list_replies(store: Store, query: ListReplies) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ReplyPage:
+    """A page of ``reply.list``: requests oldest first, and the cursor of the next page
+    (None: the last page)."""
+
+    replies: list[ReplyRequest]
+    next_cursor: str | None
+
+
+async def list_replies(store: Store, query: ListReplies) -> ReplyPage:
     """``reply.list``: requests oldest first, by status and/or conversation (either side)."""
     async with store.read_uow() as uow:
         rows, next_cursor = await uow.replies.list_page(
@@ -55,16 +63,16 @@ async def list_replies(store: Store, query: ListReplies) -> dict[str, Any]:
             limit=query.limit,
             cursor=query.cursor,
         )
-    return {"replies": [reply_out(row) for row in rows], "nextCursor": next_cursor}
+    return ReplyPage(rows, next_cursor)
 
 
-async def get_reply(store: Store, call: GetReply) -> dict[str, Any]:
+async def get_reply(store: Store, call: GetReply) -> ReplyRequest:
     """``reply.get``: one request by id (``request_not_found`` otherwise)."""
     async with store.read_uow() as uow:
-        return reply_out(await uow.replies.require(call.request_id))
+        return await uow.replies.require(call.request_id)
 
 
-async def retry_reply(store: Store, call: RetryReply) -> dict[str, Any]:
+async def retry_reply(store: Store, call: RetryReply) -> ReplyRequest:
     """``reply.retry``: re-attempt the request (what that means per state: module docstring)."""
     request_id = call.request_id
     async with store.uow() as uow:
@@ -89,7 +97,7 @@ async def retry_reply(store: Store, call: RetryReply) -> dict[str, Any]:
         else:
             await _ask_target_again(uow, request)
         await uow.commit()
-        return reply_out(request)
+        return request
 
 
 async def _lock_request(uow: UnitOfWork, request_id: str) -> ReplyRequest:
@@ -171,7 +179,7 @@ async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
     )
 
 
-async def fail_reply(store: Store, call: FailReply) -> dict[str, Any]:
+async def fail_reply(store: Store, call: FailReply) -> ReplyRequest:
     """``reply.fail``: fail a waiting or ready request with ``reason``; the source gets a notice."""
     request_id, reason = call.request_id, call.reason
     async with store.uow() as uow:
@@ -190,7 +198,7 @@ async def fail_reply(store: Store, call: FailReply) -> dict[str, Any]:
         ):
             await deliver_reply(uow, request)
         await uow.commit()
-        return reply_out(request)
+        return request
 
 
 def _expiry_cutoff(call: ExpireReplies, now: datetime | None) -> datetime:
@@ -226,10 +234,9 @@ async def expirable_replies(
                 return found
 
 
-async def expire_replies(
-    store: Store, call: ExpireReplies, *, now: datetime | None = None
-) -> dict[str, int]:
-    """``reply.expire``: fail ``waiting`` requests older than ``olderThanSeconds`` ("expired").
+async def expire_replies(store: Store, call: ExpireReplies, *, now: datetime | None = None) -> int:
+    """``reply.expire``: fail ``waiting`` requests older than ``olderThanSeconds`` ("expired");
+    how many it failed.
 
     Each batch is one transaction; each expired request's source gets a failure notice.
     """
@@ -252,4 +259,4 @@ async def expire_replies(
                     await deliver_reply(uow, row)
             await uow.commit()
         if cursor is None:
-            return {"expired": expired}
+            return expired

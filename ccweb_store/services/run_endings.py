@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, DatabaseFileMissing, DatabaseUnavailable
@@ -17,7 +17,6 @@ from ccweb_store.domain.kinds import Role, RunKind, RunStatus
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.metrics import LEASE_EXPIRIES
 from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
-from ccweb_store.services.schemas import message_out, reply_out, run_out
 from ccweb_store.store.models import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store, UnitOfWork
 
@@ -65,15 +64,14 @@ def lease_lost(run: Run, worker_id: str | None) -> Conflict:
     )
 
 
-def completion_out(
-    run: Run, message: Message | None, replies: list[ReplyRequest]
-) -> dict[str, Any]:
-    """The result of ``run.complete``: the run, its output message, the replies it moved."""
-    return {
-        "run": run_out(run),
-        "message": message_out(message) if message is not None else None,
-        "replies": [reply_out(reply) for reply in replies],
-    }
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The result of ``run.complete`` (and ``run.cancel``): the closed run, its output
+    message (None: it wrote none), the reply requests its end moved."""
+
+    run: Run
+    message: Message | None
+    replies: list[ReplyRequest]
 
 
 async def _answered_request(uow: UnitOfWork, run: Run) -> ReplyRequest | None:
@@ -112,7 +110,7 @@ async def after_close(
     return message, replies
 
 
-async def completion_result(uow: UnitOfWork, run: Run) -> dict[str, Any]:
+async def completion_result(uow: UnitOfWork, run: Run) -> Completion:
     """The result of ``run.complete`` for a run that is already finished."""
     message = await uow.messages.find_by_metadata(run.session_id, "runId", run.id)
     linked = await _answered_request(uow, run)
@@ -124,7 +122,7 @@ async def completion_result(uow: UnitOfWork, run: Run) -> dict[str, Any]:
         request = await uow.replies.get(request_id) if isinstance(request_id, str) else None
         if request is not None:
             replies.append(request)
-    return completion_out(run, message, replies)
+    return Completion(run, message, replies)
 
 
 async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[str, int]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,14 +40,13 @@ from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import credentials
 from ccweb_store.services.run_endings import (
+    Completion,
     after_close,
-    completion_out,
     completion_result,
     lease_lost,
     requeue_expired,
 )
-from ccweb_store.services.schemas import run_out, session_out
-from ccweb_store.store.models import Run
+from ccweb_store.store.models import Run, SessionRow
 from ccweb_store.store.repositories.run_leases import ClaimRace
 from ccweb_store.store.uow import Store, UnitOfWork
 
@@ -59,7 +59,7 @@ CLAIM_ATTEMPTS = 5
 RECLAIM_EVERY_S = 5.0
 
 
-async def start_run(store: Store, call: StartRun) -> dict[str, Any]:
+async def start_run(store: Store, call: StartRun) -> Run:
     """``run.start``: a run the host drives itself, already ``running`` (``conversation_busy``)."""
     async with store.uow() as uow:
         await uow.sessions.require(call.session_id)
@@ -67,49 +67,66 @@ async def start_run(store: Store, call: StartRun) -> dict[str, Any]:
             call.session_id, call.kind, runtime_text=call.runtime_text, worker_id=call.worker_id
         )
         await uow.commit()
-    return run_out(run)
+    return run
 
 
-async def enqueue_run(store: Store, call: EnqueueRun) -> dict[str, Any]:
+async def enqueue_run(store: Store, call: EnqueueRun) -> Run:
     """``run.enqueue``: a ``queued`` run for a worker to claim (what a host does when a person
     writes in a conversation that a worker drives, ``ccweb-store worker``)."""
     async with store.uow() as uow:
         await uow.sessions.require(call.session_id)
         run = await uow.runs.enqueue(call.session_id, call.kind, runtime_text=call.runtime_text)
         await uow.commit()
-    return run_out(run)
+    return run
 
 
-async def claim_run(store: Store, call: ClaimRun, *, now: datetime | None = None) -> dict[str, Any]:
-    """``run.claim``: lease the oldest queued run of an idle conversation, or ``{run: None}``.
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    """What ``run.claim`` hands a worker: the run it leased (None: nothing to claim), and
+    what the claim was asked to add, made in the claim's own unit of work: the run's
+    conversation (``withConversation``) and a credential for it (``mintCredential``)."""
+
+    run: Run | None
+    conversation: SessionRow | None = None
+    credential: credentials.MintedCredential | None = None
+
+
+NOTHING_CLAIMED = ClaimResult(None)
+
+
+async def claim_run(store: Store, call: ClaimRun, *, now: datetime | None = None) -> ClaimResult:
+    """``run.claim``: lease the oldest queued run of an idle conversation, or no run.
 
     Expired leases are requeued (or failed) first, so a dead worker's run is claimable again.
     ``waitSeconds`` (up to ``MAX_WAIT_SECONDS``) makes it a long poll: with nothing to claim,
     the answer waits until a run may have become claimable (an event of ``CLAIMABLE_AFTER``
-    from any process) and claims then, or answers ``{run: None}`` at the deadline. Each run
-    goes to one claimer; the others wait on.
+    from any process) and claims then, or answers no run at the deadline. Each run goes to
+    one claimer; the others wait on.
 
     What a worker needs before it starts a run comes in the same answer, made in the claim's
     own unit of work, so the run's command starts without another round trip:
-    ``withConversation`` adds ``conversation`` (as ``session.get``), and
-    ``mintCredential: {expiresInSeconds?, label?}`` adds ``credential`` (as
-    ``credential.mint``: the run's conversation, at the run's hop count).
+    ``withConversation`` adds the conversation (as ``session.get``), and
+    ``mintCredential: {expiresInSeconds?, label?}`` a credential (as ``credential.mint``: the
+    run's conversation, at the run's hop count).
     """
-    worker_id = call.worker_id
-    lease = call.lease_seconds or store.settings.lease_seconds
-    kinds: list[str] | None = list(call.kinds) if call.kinds is not None else None
+    wanted = _Wanted(
+        worker_id=call.worker_id,
+        lease=call.lease_seconds or store.settings.lease_seconds,
+        kinds=list(call.kinds) if call.kinds is not None else None,
+        now=now,
+        extras=await _claim_extras(store, call),
+    )
     wait = call.wait_seconds
-    extras = await _claim_extras(store, call)
     if not wait:
-        return await _claim_now(store, worker_id, lease, kinds, now, extras)
+        return await _claim_now(store, wanted)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     # Subscribed before the first claim: a run queued while a claim runs still wakes the wait.
     async with store.feed.subscribe(_claimable, limit=1) as waiter:
         while True:
-            claimed = await _claim_now(store, worker_id, lease, kinds, now, extras)
+            claimed = await _claim_now(store, wanted)
             left = deadline - loop.time()
-            if claimed["run"] is not None or left <= 0:
+            if claimed.run is not None or left <= 0:
                 return claimed
             await waiter.next_batch(min(left, RECLAIM_EVERY_S))
             waiter.rearm()
@@ -119,8 +136,20 @@ def _claimable(event: dict[str, Any]) -> bool:
     return event["type"] in CLAIMABLE_AFTER
 
 
-#: What a claim adds to its answer, in its own unit of work: ``(uow, run) -> {key: value}``.
-ClaimExtras = Callable[[UnitOfWork, Run], Awaitable[dict[str, Any]]]
+#: What a claim adds to the run it took, in its own unit of work: ``(uow, run) -> result``.
+ClaimExtras = Callable[[UnitOfWork, Run], Awaitable[ClaimResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """One worker's claim: its id, the lease it takes, the run kinds it takes (None: any),
+    the time it claims at (None: the clock's; tests set it) and what it adds to the run."""
+
+    worker_id: str
+    lease: int
+    kinds: list[str] | None
+    now: datetime | None
+    extras: ClaimExtras | None
 
 
 async def _claim_extras(store: Store, call: ClaimRun) -> ClaimExtras | None:
@@ -135,77 +164,70 @@ async def _claim_extras(store: Store, call: ClaimRun) -> ClaimExtras | None:
         mint = credentials.mint_options(minting)
         key = await credentials.signing_key(store)
 
-    async def extras(uow: UnitOfWork, run: Run) -> dict[str, Any]:
-        added: dict[str, Any] = {}
-        if with_conversation:
-            added["conversation"] = session_out(await uow.sessions.require(run.session_id))
-        if mint is not None:
-            added["credential"] = await credentials.mint_in(uow, key, run, mint)
-        return added
+    async def extras(uow: UnitOfWork, run: Run) -> ClaimResult:
+        conversation = await uow.sessions.require(run.session_id) if with_conversation else None
+        credential = await credentials.mint_in(uow, key, run, mint) if mint is not None else None
+        return ClaimResult(run, conversation, credential)
 
     return extras
 
 
-async def _claim_now(
-    store: Store,
-    worker_id: str,
-    lease: int,
-    kinds: list[str] | None,
-    now: datetime | None,
-    extras: ClaimExtras | None = None,
-) -> dict[str, Any]:
+async def _claim_now(store: Store, wanted: _Wanted) -> ClaimResult:
+    """A claim, taken again (up to ``CLAIM_ATTEMPTS`` times) when it loses a race."""
     for _ in range(CLAIM_ATTEMPTS):
         try:
-            claimed = await _claim(store, worker_id, lease, kinds, now, extras)
+            claimed = await _claim(store, wanted)
         except ClaimRace:
             continue  # another worker started a run of that conversation: claim another run
-        if claimed is None:
-            return {"run": None}
-        run, added = claimed
-        return {"run": run_out(run), **added}
-    return {"run": None}  # lost every race: the runs there were went to other workers
+        return NOTHING_CLAIMED if claimed is None else claimed
+    return NOTHING_CLAIMED  # lost every race: the runs there were went to other workers
 
 
-async def _claim(
-    store: Store,
-    worker_id: str,
-    lease: int,
-    kinds: list[str] | None,
-    now: datetime | None,
-    extras: ClaimExtras | None,
-) -> tuple[Run, dict[str, Any]] | None:
-    """One claim in a unit of work of its own (the claim, its event and its ``extras``
-    commit together); expired leases are requeued (in others) first.
+async def _claim(store: Store, wanted: _Wanted) -> ClaimResult | None:
+    """One claim (None: no run to claim), in the unit of work it needs:
 
-    A claim alone, with no lease to probe for, is one statement that writes its event too
-    where the database can (``RunLeases.claim``), so it needs no transaction around it
-    (``autocommit``: on PostgreSQL no ``BEGIN`` and ``COMMIT``). The probe and ``extras``
-    run in the claim's transaction."""
-    if extras is None and not _lease_probe_due(store, now):
-        async with store.uow(autocommit=True) as uow:
-            return await _claim_in(uow, worker_id, lease, kinds, now, None)
+    - nothing to add and no lease to probe for: ``_claim_alone``, one statement;
+    - otherwise, in a transaction, a probe for an expired lease first, then the claim and
+      its extras (``_claim_in``);
+    - and when the probe finds one: the expired leases requeued (or failed), each in a unit
+      of work of its own, then the claim in a fresh transaction (``_claim_in_transaction``).
+    """
+    if wanted.extras is None and not _lease_probe_due(store, wanted.now):
+        return await _claim_alone(store, wanted)
     async with store.uow() as uow:
         # A probe inside the claim's own transaction instead of a separate pass: expired
-        # leases are rare.
-        if not await _lease_expired(store, uow, now):
-            return await _claim_in(uow, worker_id, lease, kinds, now, extras)
-    await requeue_expired(store, now=now)
+        # leases are rare. When it finds one, this transaction ends unused (rolled back).
+        if not await _lease_expired(store, uow, wanted.now):
+            return await _claim_in(uow, wanted)
+    await requeue_expired(store, now=wanted.now)
+    return await _claim_in_transaction(store, wanted)
+
+
+async def _claim_alone(store: Store, wanted: _Wanted) -> ClaimResult | None:
+    """The claim by itself, outside a transaction: ``RunLeases.claim`` is one statement that
+    writes the run's event too where the database can, so on PostgreSQL it commits by
+    itself, without ``BEGIN`` and ``COMMIT`` (``Store.uow(autocommit=True)``); on SQLite it
+    takes the writer's turn as every write does. Only for a claim with no ``extras``."""
+    async with store.uow(autocommit=True) as uow:
+        return await _claim_in(uow, wanted)
+
+
+async def _claim_in_transaction(store: Store, wanted: _Wanted) -> ClaimResult | None:
+    """The claim and its ``extras`` in one transaction: they commit together, or not at all."""
     async with store.uow() as uow:
-        return await _claim_in(uow, worker_id, lease, kinds, now, extras)
+        return await _claim_in(uow, wanted)
 
 
-async def _claim_in(
-    uow: UnitOfWork,
-    worker_id: str,
-    lease: int,
-    kinds: list[str] | None,
-    now: datetime | None,
-    extras: ClaimExtras | None,
-) -> tuple[Run, dict[str, Any]] | None:
-    run = await uow.runs.claim(worker_id, lease_seconds=lease, kinds=kinds, now=now)
-    added = await extras(uow, run) if run is not None and extras is not None else {}
+async def _claim_in(uow: UnitOfWork, wanted: _Wanted) -> ClaimResult | None:
+    """Claim in ``uow``, add the ``extras`` to a run it took, and commit."""
+    run = await uow.runs.claim(
+        wanted.worker_id, lease_seconds=wanted.lease, kinds=wanted.kinds, now=wanted.now
+    )
+    claimed = None
+    if run is not None:
+        claimed = await wanted.extras(uow, run) if wanted.extras is not None else ClaimResult(run)
     await uow.commit()
-    return None if run is None else (run, added)
+    return claimed
 
 
 async def _lease_expired(store: Store, uow: UnitOfWork, now: datetime | None) -> bool:
@@ -239,7 +261,7 @@ def _lease_probe_due(store: Store, now: datetime | None) -> bool:
     return horizon is None or utcnow() >= horizon
 
 
-async def heartbeat_run(store: Store, call: HeartbeatRun) -> dict[str, Any]:
+async def heartbeat_run(store: Store, call: HeartbeatRun) -> Run:
     """``run.heartbeat``: extend the lease of a run this worker holds (``lease_lost`` otherwise)."""
     run_id, worker_id = call.run_id, call.worker_id
     lease = call.lease_seconds or store.settings.lease_seconds
@@ -248,10 +270,10 @@ async def heartbeat_run(store: Store, call: HeartbeatRun) -> dict[str, Any]:
         if not await uow.runs.heartbeat(run_id, worker_id, lease_seconds=lease):
             raise lease_lost(run, worker_id)
         await uow.commit()
-    return run_out(run)
+    return run
 
 
-async def complete_run(store: Store, call: CompleteRun) -> dict[str, Any]:
+async def complete_run(store: Store, call: CompleteRun) -> Completion:
     """``run.complete``: close the run, append its output, answer and deliver replies.
 
     One transaction. Only the run's lease holder closes it: ``workerId`` must name the worker
@@ -275,7 +297,7 @@ async def complete_run(store: Store, call: CompleteRun) -> dict[str, Any]:
             raise lease_lost(current, worker_id)
         message, replies = await after_close(uow, run, status, output=output, error=error)
         await uow.commit()
-    return completion_out(run, message, replies)
+    return Completion(run, message, replies)
 
 
 async def list_runs(store: Store, query: ListRuns, *, now: datetime | None = None) -> list[Run]:
@@ -293,7 +315,7 @@ async def list_runs(store: Store, query: ListRuns, *, now: datetime | None = Non
         )
 
 
-async def requeue_run(store: Store, call: RequeueRun) -> dict[str, Any]:
+async def requeue_run(store: Store, call: RequeueRun) -> Run:
     """Put a running run back in the queue (its worker died); counts as an attempt.
 
     With ``workerId`` (a worker giving back a run it cannot finish), only while that worker
@@ -310,10 +332,10 @@ async def requeue_run(store: Store, call: RequeueRun) -> dict[str, Any]:
                 code=errors.INVALID_STATE,
             )
         await uow.commit()
-    return run_out(run)
+    return run
 
 
-async def cancel_run(store: Store, call: CancelRun) -> dict[str, Any]:
+async def cancel_run(store: Store, call: CancelRun) -> Completion:
     """``run.cancel``: end a queued run (or, with ``force``, a running one) as ``cancelled``.
 
     The reply requests the run carried move as ``run.complete`` with ``status: failed`` moves
@@ -344,4 +366,4 @@ async def cancel_run(store: Store, call: CancelRun) -> dict[str, Any]:
             raise Conflict(f"run {run_id!r} changed while cancelling it; try again")
         message, replies = await after_close(uow, run, RunStatus.FAILED, output=None, error=reason)
         await uow.commit()
-    return completion_out(run, message, replies)
+    return Completion(run, message, replies)

@@ -16,7 +16,8 @@ O(limit + blank rows among the newest inputs).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.content import text_of
@@ -106,7 +107,31 @@ def first_batch(max_chars: int) -> int:
     return -(-max_chars // TYPICAL_INPUT_CHARS)
 
 
-async def list_user_inputs(store: Store, source: Source, args: ListUserInputs) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class UserInput:
+    """One input as returned: its message, when it was written (the API's ISO text), what of
+    its text the budget kept, and how long that text was."""
+
+    message_id: str
+    created_at: str | None
+    content: str
+    original_chars: int
+
+
+@dataclass(frozen=True, slots=True)
+class UserInputs:
+    """What ``ccweb_list_user_inputs`` found: the conversation, the limits it was read with,
+    the characters returned, whether older inputs exist, and the inputs, oldest first."""
+
+    conversation_id: str
+    limit: int
+    max_chars: int
+    total_chars: int
+    has_more: bool
+    inputs: list[UserInput]
+
+
+async def list_user_inputs(store: Store, source: Source, args: ListUserInputs) -> UserInputs:
     """``ccweb_list_user_inputs``: the conversation's newest user inputs within a budget."""
     limit, max_chars = args.limit, args.max_chars
     session_id = target_conversation(source, args.conversation_id)
@@ -116,20 +141,12 @@ async def list_user_inputs(store: Store, source: Source, args: ListUserInputs) -
         if not inputs and not older:  # an input proves the conversation exists; none, nothing
             await uow.sessions.require(session_id)
     inputs.reverse()
-    return {
-        "conversationId": session_id,
-        "limit": limit,
-        "maxChars": max_chars,
-        "totalChars": max_chars - budget.remaining,
-        "returned": len(inputs),
-        "hasMore": older,
-        "inputs": inputs,
-    }
+    return UserInputs(session_id, limit, max_chars, max_chars - budget.remaining, older, inputs)
 
 
 async def newest_inputs(
     uow: UnitOfWork, session_id: str, limit: int, budget: Budget
-) -> tuple[list[dict[str, Any]], bool]:
+) -> tuple[list[UserInput], bool]:
     """The newest ``limit`` user inputs with non-blank text that ``budget`` keeps, newest
     first, and whether an older input exists beyond them.
 
@@ -138,7 +155,7 @@ async def newest_inputs(
     spends (``first_batch``), the next ones for the rest: with inputs of a few hundred
     characters the default budget reads 4 rows, not 16.
     """
-    inputs: list[dict[str, Any]] = []
+    inputs: list[UserInput] = []
     wanted = min(limit + 1, first_batch(budget.remaining))
     before_seq: int | None = None
     while True:
@@ -153,16 +170,7 @@ async def newest_inputs(
                 return inputs, True
             kept = budget.spend(text)
             if kept is not None:
-                inputs.append(
-                    {
-                        "messageId": message_id,
-                        "createdAt": created_at,
-                        "content": kept,
-                        "contentChars": len(kept),
-                        "originalChars": len(text),
-                        "truncated": len(kept) < len(text),
-                    }
-                )
+                inputs.append(UserInput(message_id, created_at, kept, len(text)))
             if budget.cut:
                 return inputs, True
         if len(batch) < wanted:

@@ -33,6 +33,7 @@ from ccweb_store.http.console import HOME, LOGIN_PATH, STATIC_PREFIX, session
 from ccweb_store.http.headers import SECURITY_HEADERS
 from ccweb_store.http.origins import same_origin
 from ccweb_store.http.throttle import LoginThrottle, client_address, throttled_message
+from ccweb_store.protocol import shapes
 from ccweb_store.protocol.argument_errors import built
 from ccweb_store.services import console, credentials, replies, runs
 from ccweb_store.store.uow import Store
@@ -188,7 +189,7 @@ async def overview_page(request: Request) -> Response:
     conversation_id = request.query_params.get("conversation")
     try:
         chosen = console.ReplyFilter.of(state, conversation_id)
-        view = await console.overview(store, chosen)
+        view = overview_shown(await console.overview(store, chosen))
     except DomainError as exc:
         return domain_refusal(request, exc)
     return render(
@@ -210,7 +211,8 @@ async def conversation_page(request: Request) -> Response:
     if before is not None and (not before.isdigit() or len(before) > 18):
         return refusal(request, 400, "invalid_arguments", "before must be a message's seq")
     try:
-        view = await console.conversation(store, session_id, int(before) if before else None)
+        page = await console.conversation(store, session_id, int(before) if before else None)
+        view = conversation_shown(page)
     except DomainError as exc:
         return domain_refusal(request, exc)
     return render(
@@ -221,6 +223,43 @@ async def conversation_page(request: Request) -> Response:
         here=_here(request),
         quote=quote,
     )
+
+
+def overview_shown(view: console.Overview) -> dict[str, Any]:
+    """The overview as its template reads it: the host API's JSON shapes, each conversation
+    with ``repliesIn`` / ``repliesOut``, each run with its conversation's ``sessionTitle``."""
+    sessions = [
+        shapes.session_view_out(session)
+        | {
+            "repliesIn": view.replies_in[session.row.id],
+            "repliesOut": view.replies_out[session.row.id],
+        }
+        for session in view.sessions
+    ]
+    titles = {session.row.id: session.row.title for session in view.sessions}
+    return {
+        "latestEventId": view.latest_event_id,
+        "conversations": sessions,
+        "replies": [shapes.reply_out(reply) for reply in view.replies],
+        "runs": [
+            shapes.run_out(run) | {"sessionTitle": titles.get(run.session_id)} for run in view.runs
+        ],
+    }
+
+
+def conversation_shown(page: console.ConversationPage) -> dict[str, Any]:
+    """One conversation as its template reads it: the host API's JSON shapes, its runs with
+    ``sessionTitle`` as the overview's."""
+    title = page.session.row.title
+    return {
+        "latestEventId": page.latest_event_id,
+        "session": shapes.session_view_out(page.session),
+        "messages": [shapes.message_out(row) for row in page.messages],
+        "olderBefore": page.older_before,
+        "inputs": shapes.user_inputs_out(page.inputs),
+        "replies": [shapes.reply_out(reply) for reply in page.replies],
+        "runs": [shapes.run_out(run) | {"sessionTitle": title} for run in page.runs],
+    }
 
 
 def _here(request: Request) -> str:
@@ -313,7 +352,7 @@ async def retry_reply(request: Request) -> Response:
 
     async def act(store: Store, form: dict[str, str]) -> str:
         reply = await replies.retry_reply(store, built(RetryReply, request_id=request_id))
-        return f"request {request_id} retried: now {reply['status']}"
+        return f"request {request_id} retried: now {reply.status}"
 
     return await _action(request, act)
 
@@ -327,7 +366,7 @@ async def fail_reply(request: Request) -> Response:
         reply = await replies.fail_reply(
             store, built(FailReply, request_id=request_id, reason=reason)
         )
-        return f"request {request_id} failed: now {reply['status']}"
+        return f"request {request_id} failed: now {reply.status}"
 
     return await _action(request, act)
 

@@ -336,7 +336,7 @@ def _prompt_id_of(row: Message) -> object:
 
 
 #: The columns a reader of message text needs, ``(id, seq, content, created_at)``: no
-#: metadata, no ORM identity, the time as the text ``schemas.iso`` makes of it; a plain tuple,
+#: metadata, no ORM identity, the time as the text ``timestamps.iso`` makes of it; a plain tuple,
 #: as the driver returns a row.
 MessageText = tuple[str, int, str, str | None]
 
