@@ -166,6 +166,8 @@ class Zygote:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         self.log.seek(0)
         text = self.log.read().decode(errors="replace")
         self.log.close()
