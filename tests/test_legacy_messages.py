@@ -10,7 +10,7 @@ import pytest
 
 from ccweb_store.domain.json_values import KEPT_AS_TEXT
 from ccweb_store.domain.storable_json import NUL_IN_TEXT
-from ccweb_store.importer.legacy_sessions import normalise_message
+from ccweb_store.importer.legacy_messages import normalise_message
 
 EPOCH_MS = 1709287260123
 INSTANT = datetime(2024, 3, 1, 10, 1, 0, 123000, tzinfo=UTC)
