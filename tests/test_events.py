@@ -208,7 +208,7 @@ def no_lease_expires_soon(store: Store) -> None:
 async def test_a_claim_writes_its_started_event_once_and_tells_the_feed(
     pair: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ccweb_store.store.postgres.driver import PostgresTransaction
+    from ccweb_store.store.postgres.transaction import PostgresTransaction
     from tests.lifecycle_support import ask
 
     sent = await ask(pair, "conv-a", "conv-b", "hi")

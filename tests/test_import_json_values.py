@@ -23,8 +23,9 @@ from ccweb_store.domain.json_values import KEPT_AS_TEXT, MAX_DEPTH, find_problem
 from ccweb_store.domain.storable_json import NUL_IN_KEY, NUL_IN_TEXT, storable, surely_storable
 from ccweb_store.importer.console import KEPT_SHOWN
 from ccweb_store.importer.legacy_json import TOO_DEEP_TO_READ, LegacyFileError, load_screened_json
+from ccweb_store.importer.legacy_messages import normalise_message
 from ccweb_store.importer.legacy_replies import normalise_reply
-from ccweb_store.importer.legacy_sessions import normalise_message, read_session_file
+from ccweb_store.importer.legacy_sessions import read_session_file
 from ccweb_store.importer.load import import_state
 from ccweb_store.store.db import create_engine
 from ccweb_store.store.uow import Store

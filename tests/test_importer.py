@@ -21,12 +21,9 @@ from ccweb_store.cli import app
 from ccweb_store.domain.json_values import KEPT_AS_TEXT
 from ccweb_store.domain.timestamps import iso
 from ccweb_store.importer.legacy_json import parse_timestamp
+from ccweb_store.importer.legacy_messages import RESERVED_METADATA_KEYS, normalise_message
 from ccweb_store.importer.legacy_replies import ABSENT_KEY, REPLY_COLUMNS, REPLY_TIME_FIELDS
-from ccweb_store.importer.legacy_sessions import (
-    RESERVED_METADATA_KEYS,
-    LegacySession,
-    normalise_message,
-)
+from ccweb_store.importer.legacy_sessions import LegacySession
 from ccweb_store.importer.session_sync import plan_session
 from ccweb_store.store.db import create_engine
 from tests import forked

@@ -21,8 +21,8 @@ from typing import Any
 
 from ccweb_store.importer.json_stream import NotStreamable
 from ccweb_store.importer.legacy_json import LegacyFileError
+from ccweb_store.importer.legacy_messages import LegacyMessage
 from ccweb_store.importer.legacy_sessions import (
-    LegacyMessage,
     LegacySession,
     read_streamed_messages,
     read_streamed_session,

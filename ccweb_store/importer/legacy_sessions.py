@@ -5,16 +5,8 @@ Session file (``DIR/sessions/*.json``) → ``sessions``:
   ``archivedAt`` → timestamps (``archived: true`` without ``archivedAt`` archives at
   ``updated_at``); ``messages`` → ``messages`` rows. Every other key goes to ``extra``
   verbatim, and so does a mapped key whose value its column cannot hold exactly (a ``null``,
-  a non-string title, an epoch-ms or differently formatted timestamp).
-
-Message → ``messages``:
-  ``id`` (or ``messageId``) → ``id``; ``role`` → ``role``; ``content`` → ``content`` (a block
-  list is joined to text and kept whole in ``metadata.contentBlocks``); ``timestamp`` (or
-  ``createdAt``) → ``created_at`` (NULL when absent); the message's own ``metadata`` object
-  is the base of ``metadata``, and every other top-level key is merged into it, listed in
-  ``metadata.legacyFields``. ``metadata.legacy`` holds the source values no column reproduces
-  exactly: an id under ``messageId`` or one replaced by a derived id, an unknown role, a
-  non-text content, an epoch-ms timestamp, a top-level key clashing with a metadata key.
+  a non-string title, an epoch-ms or differently formatted timestamp). Its messages are
+  ``legacy_messages``'s.
 
 Values no column can hold are kept as ``legacy_json`` describes.
 """
@@ -27,11 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ccweb_store.domain.content import join_text_blocks, text_of
 from ccweb_store.domain.errors import InvalidInput
-from ccweb_store.domain.ids import ROLES, validate_session_id
-from ccweb_store.domain.json_values import edited
-from ccweb_store.domain.kinds import Role
+from ccweb_store.domain.ids import validate_session_id
 from ccweb_store.domain.storable_json import (
     Place,
     clean_text,
@@ -39,7 +28,6 @@ from ccweb_store.domain.storable_json import (
     replace_bad_text,
     replaced_note,
     storable,
-    surely_storable,
 )
 from ccweb_store.importer.json_stream import Item, stream_object
 from ccweb_store.importer.legacy_json import (
@@ -47,51 +35,13 @@ from ccweb_store.importer.legacy_json import (
     FiniteScreen,
     LegacyFileError,
     exact_timestamp,
-    from_epoch_milliseconds,
-    is_epoch_milliseconds,
     json_kind,
     load_screened_json,
     parse_timestamp,
 )
+from ccweb_store.importer.legacy_messages import LegacyMessage, message_time, normalise_message
 
 SESSIONS_DIR = "sessions"
-#: Keys of ``messages.metadata`` the importer itself writes.
-RESERVED_METADATA_KEYS = frozenset({"contentBlocks", "legacy", "legacyFields"})
-MAX_ID_LENGTH = 128
-
-
-@dataclass(slots=True)
-class LegacyMessage:
-    """One source message, normalised; ``wanted_id`` is None when it brought no usable id.
-
-    With ``__slots__``: one is made per message, and an instance without a ``__dict__`` costs
-    less to make and to free."""
-
-    index: int
-    id_key: str | None
-    wanted_id: str | None
-    role: str
-    content: str
-    created_at: datetime | None
-    metadata: dict[str, Any]
-    #: Each value kept as text or given U+FFFD: (path, what); usually none.
-    notes: tuple[Place, ...] = ()
-
-    def positional_id(self, session_id: str) -> str:
-        """The stable id of a message that has none (or whose id another message holds)."""
-        return f"{session_id}:{self.index}"
-
-    def metadata_with_replaced_id(self) -> dict[str, Any]:
-        """The metadata of this message once its own id was replaced by a derived one."""
-        if self.id_key != "id":
-            return self.metadata
-
-        def keep_id(metadata: dict[str, Any]) -> None:
-            legacy = dict(metadata.get("legacy") or {})
-            legacy.setdefault("id", self.wanted_id)
-            metadata["legacy"] = legacy
-
-        return edited(self.metadata, keep_id)
 
 
 @dataclass
@@ -295,113 +245,3 @@ def _time_column(document: dict[str, Any], key: str, extra: dict[str, Any]) -> d
     if exact_timestamp(document[key], parsed):
         del extra[key]
     return parsed
-
-
-def normalise_message(index: int, raw: dict[str, Any], *, finite: bool = False) -> LegacyMessage:
-    """Column values and metadata of one source message (see the module docstring); ``finite``:
-    the message holds no NaN and no Infinity (``load_screened_json``)."""
-    metadata: dict[str, Any] = {}
-    legacy: dict[str, Any] = {}
-    # Whether metadata gets a source value no check has seen (``storable`` looks at it then):
-    # the usual message brings a clean id, a known role, text and epoch milliseconds only.
-    unchecked = "metadata" in raw
-    if unchecked:
-        own = raw["metadata"]
-        if isinstance(own, dict) and own and RESERVED_METADATA_KEYS.isdisjoint(own):
-            metadata.update(own)
-        else:
-            legacy["metadata"] = own
-
-    id_key = "id" if "id" in raw else "messageId" if "messageId" in raw else None
-    wanted_id: str | None = None
-    if id_key is not None:
-        value = raw[id_key]
-        if isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and clean_text(value):
-            wanted_id = value
-        if wanted_id is None or id_key != "id":
-            legacy[id_key] = value
-            unchecked = unchecked or wanted_id is None
-
-    role = raw.get("role")
-    if role not in ROLES:
-        legacy["role"] = role
-        role = Role.SYSTEM
-        unchecked = True
-
-    content = raw.get("content")
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        unchecked = True
-        text = join_text_blocks(content)
-        metadata["contentBlocks"] = content
-    else:
-        unchecked = True
-        text = text_of(content)
-        legacy["content"] = content
-    notes: tuple[Place, ...] = ()
-    if not clean_text(text):
-        unchecked = True
-        text = replace_bad_text(text)
-        kept_in = "metadata.legacy.content"
-        if isinstance(content, str):
-            legacy["content"] = content
-        elif isinstance(content, list):
-            kept_in = "metadata.contentBlocks"
-        notes = (replaced_note("content", kept_in),)
-
-    time_key, created_at, epoch = message_time(raw)
-    if time_key is not None:
-        stamp = raw[time_key]
-        if epoch:
-            # The usual epoch milliseconds, which no text of the column gives back exactly, so
-            # the source value is kept; an integer in range needs no check of its own.
-            unchecked = unchecked or created_at is None
-            legacy[time_key] = stamp
-        elif time_key != "timestamp" or not exact_timestamp(stamp, created_at):
-            legacy[time_key] = stamp
-            unchecked = True
-
-    # Most messages hold mapped keys only: count them rather than walk every key.
-    mapped = ("metadata" in raw) + ("role" in raw) + ("content" in raw)
-    if len(raw) > mapped + (id_key is not None) + (time_key is not None):
-        _keep_other_keys(raw, {"metadata", "role", "content", id_key, time_key}, metadata, legacy)
-        unchecked = True
-    if legacy:
-        metadata["legacy"] = legacy
-    if unchecked and not (finite and surely_storable(metadata)):
-        metadata, places = storable(metadata, "metadata", nul=True)
-        if places:
-            notes += tuple(kept_notes(places))
-    return LegacyMessage(index, id_key, wanted_id, role, text, created_at, metadata, notes)
-
-
-def message_time(raw: dict[str, Any]) -> tuple[str | None, datetime | None, bool]:
-    """The key holding a source message's time (``timestamp``, else ``createdAt``; None:
-    neither), the time it gives (None: absent or not a time), and whether it is cc-web's
-    usual epoch milliseconds."""
-    time_key = "timestamp" if "timestamp" in raw else "createdAt" if "createdAt" in raw else None
-    if time_key is None:
-        return None, None, False
-    stamp = raw[time_key]
-    if is_epoch_milliseconds(stamp):
-        return time_key, from_epoch_milliseconds(stamp), True
-    return time_key, parse_timestamp(stamp), False
-
-
-def _keep_other_keys(
-    raw: dict[str, Any], mapped: set[str | None], metadata: dict[str, Any], legacy: dict[str, Any]
-) -> None:
-    """Put a message's keys that no column maps into its metadata, listed in ``legacyFields``
-    (or into ``legacy`` when the metadata already has that key)."""
-    fields: list[str] = []
-    for key, value in raw.items():
-        if key in mapped:
-            continue
-        if key in metadata or key in RESERVED_METADATA_KEYS:
-            legacy[key] = value
-        else:
-            metadata[key] = value
-            fields.append(key)
-    if fields:
-        metadata["legacyFields"] = fields

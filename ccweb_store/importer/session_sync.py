@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ccweb_store.importer.legacy_json import LegacyFileError
-from ccweb_store.importer.legacy_sessions import LegacyMessage, LegacySession, read_session_file
+from ccweb_store.importer.legacy_messages import LegacyMessage
+from ccweb_store.importer.legacy_sessions import LegacySession, read_session_file
 from ccweb_store.importer.summary import ImportSummary, KeptValue, Skipped
 from ccweb_store.store.failures import ConstraintViolation, DatabaseError
 from ccweb_store.store.uow import Store, UnitOfWork

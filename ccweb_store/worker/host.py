@@ -76,3 +76,9 @@ def _error_message(response: httpx.Response) -> str:
         return str(response.json()["error"]["message"])
     except (ValueError, KeyError, TypeError):
         return f"HTTP {response.status_code}"
+
+
+def describe(exc: BaseException) -> str:
+    """An exception in one phrase for a log line: its type, and its text when it has one."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

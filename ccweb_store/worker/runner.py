@@ -45,32 +45,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
 
-from ccweb_store.domain.kinds import RunStatus
-from ccweb_store.worker.config import (
-    CommandSpec,
-    ConfigError,
-    WorkerConfig,
-    child_environment,
-    render_command,
-)
-from ccweb_store.worker.host import HostClient, HostError, Unusable
-from ccweb_store.worker.process import (
-    KILL_GRACE_SECONDS,
-    Outcome,
-    could_not_start,
-    ended,
-    kill_group,
-    start_command,
-)
+from ccweb_store.worker.config import WorkerConfig
+from ccweb_store.worker.host import HostClient, HostError, Unusable, describe
+from ccweb_store.worker.job import Job, JobRunner
+from ccweb_store.worker.process import KILL_GRACE_SECONDS, kill_group
 
 log = logging.getLogger("ccweb_store.worker")
 
@@ -85,39 +70,11 @@ LONGEST_PAUSE_SECONDS = 1.0
 RETRY_SECONDS = 1.0
 #: How long running commands may go on after the first stop signal.
 DEFAULT_GRACE_SECONDS = 30.0
-#: How often ``run.complete`` is tried when the server cannot be reached, with backoff.
-COMPLETE_ATTEMPTS = 6
 #: Exit codes of ``Worker.run``.
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_UNUSABLE = 2
 EXIT_INTERRUPTED = 130
-
-
-@dataclass
-class Job:
-    """A run this worker claimed, and what became of it so far."""
-
-    run: dict[str, Any]
-    #: The run's conversation (``session.get``) and its credential (``credential.mint``), which
-    #: came with the claim.
-    session: dict[str, Any] = field(default_factory=dict)
-    minted: dict[str, Any] = field(default_factory=dict)
-    child: asyncio.subprocess.Process | None = None
-    #: Why the worker stopped it before it ended (it goes back to the queue), or None.
-    cut_off: str | None = None
-    #: It failed, or its end could not be recorded.
-    failed: bool = False
-
-    @property
-    def id(self) -> str:
-        run_id: str = self.run["id"]
-        return run_id
-
-    @property
-    def conversation(self) -> str:
-        conversation_id: str = self.run["sessionId"]
-        return conversation_id
 
 
 class Worker:
@@ -161,6 +118,9 @@ class Worker:
         self._latest: dict[str, asyncio.Task[None]] = {}
         self._kills: set[asyncio.Task[None]] = set()
         self._pause = SHORTEST_PAUSE_SECONDS
+        self._runner = JobRunner(
+            client, config, worker_id=worker_id, lease_seconds=lease_seconds, kill=self._kill
+        )
 
     # signals
 
@@ -247,7 +207,7 @@ class Worker:
             try:
                 run = await self._unless_stopped(self._claim(wait))
             except (httpx.TransportError, HostError) as exc:
-                log.warning("cannot claim a run (%s); trying again", _describe(exc))
+                log.warning("cannot claim a run (%s); trying again", describe(exc))
                 if self.once:
                     self.fatal = EXIT_UNUSABLE
                     return
@@ -303,7 +263,7 @@ class Worker:
             # The lease ran out here unnoticed and the server leased the run to us again:
             # the command already running does the work, its heartbeats keep the new lease.
             log.warning("run %s leased again to this worker, which still runs it", job.id)
-            revoking = asyncio.get_running_loop().create_task(self._revoke(job.minted))
+            revoking = asyncio.get_running_loop().create_task(self._runner.revoke(job.minted))
             self._revoking.add(revoking)  # the credential that came with it is not used
             revoking.add_done_callback(self._revoking.discard)
             return
@@ -355,215 +315,10 @@ class Worker:
             await asyncio.wait(set(self._kills))
 
     async def _work(self, job: Job, previous: asyncio.Task[None] | None) -> None:
-        """Run one claimed run to its end (completed, failed, lost, or requeued)."""
-        run = job.run
-        started = time.monotonic()
-        log.info(
-            "run %s claimed: %s of %s (hop %s, attempts %s)",
-            job.id, run["kind"], job.conversation, run["hopCount"], run["attempts"],
-        )  # fmt: skip
-        lease = asyncio.get_running_loop().create_task(self._keep_lease(job.id))
-        try:
-            if previous is not None and not previous.done():
-                log.warning(
-                    "run %s waits until this worker's run of %s ends", job.id, job.conversation
-                )
-                await asyncio.wait({previous})
-            outcome = await self._execute(job, lease)
-        except (httpx.TransportError, HostError) as exc:
-            # We could not even start it (minting, reading the conversation): leave it to the
-            # lease; it comes back to the queue.
-            log.error("run %s abandoned: %s; its lease will expire", job.id, _describe(exc))
-            job.failed = True
-            outcome = None
-        finally:
-            lease.cancel()
-        if outcome is not None:
-            elapsed = time.monotonic() - started
-            # Not recorded: ``_complete`` said why (and a lost lease is not our failure).
-            recorded = await self._complete(job, outcome)
-            if recorded and outcome.status == RunStatus.COMPLETED:
-                log.info(
-                    "run %s completed in %.1fs (%d characters of output)",
-                    job.id, elapsed, len(outcome.output or ""),
-                )  # fmt: skip
-            elif recorded:
-                log.warning("run %s failed in %.1fs: %s", job.id, elapsed, outcome.error)
-                job.failed = True
+        """Run one claimed run to its end, once ``previous`` (this conversation's last) ended."""
+        await self._runner.work(job, previous)
         if job.failed:
             self.failed_runs += 1
-
-    async def _execute(self, job: Job, lease: asyncio.Task[str]) -> Outcome | None:
-        """Run the command with the credential that came with the claim; revoke it after."""
-        session, minted = job.session, job.minted
-        if job.cut_off is not None:
-            await self._revoke(minted)
-            await self._requeue(job)
-            return None
-        try:
-            spec = self.config.command_for(job.conversation, session.get("agent"))
-        except ConfigError as exc:
-            await self._revoke(minted)
-            return Outcome(RunStatus.FAILED, error=str(exc))
-        try:
-            return await self._run_command(job, spec, session.get("cwd"), minted["token"], lease)
-        finally:
-            await self._revoke(minted)
-
-    async def _revoke(self, minted: dict[str, Any]) -> None:
-        with contextlib.suppress(httpx.TransportError, HostError):
-            await self.client.call(
-                "credential.revoke", {"credentialId": minted["credential"]["id"]}
-            )
-
-    async def _run_command(
-        self, job: Job, spec: CommandSpec, cwd: str | None, token: str, lease: asyncio.Task[str]
-    ) -> Outcome | None:
-        run = job.run
-        prompt = run.get("runtimeText") or ""
-        command, on_stdin = render_command(
-            spec.command,
-            prompt=prompt,
-            conversation_id=job.conversation,
-            run_id=job.id,
-            hop_count=run["hopCount"],
-        )
-        # One stat, not worth a thread of its own.
-        if cwd and not os.path.isdir(cwd):  # noqa: ASYNC240
-            return Outcome(
-                RunStatus.FAILED,
-                error=f"the conversation's working directory {cwd!r} does not exist on the "
-                f"worker's machine ({self.worker_id})",
-            )
-        env = child_environment(
-            os.environ,
-            mcp_url=f"{self.client.base_url}/mcp?credential={token}",
-            token=token,
-            run=run,
-        )
-        if job.cut_off is not None:
-            await self._requeue(job)
-            return None
-        try:
-            child = await start_command(command, on_stdin=on_stdin, env=env, cwd=cwd)
-        except OSError as exc:
-            return could_not_start(exc, on_stdin=on_stdin)
-        job.child = child
-        if job.cut_off is not None:  # cut off while the command was starting
-            self._kill(child)
-        return await self._supervise(job, spec, child, prompt.encode() if on_stdin else None, lease)
-
-    async def _supervise(
-        self,
-        job: Job,
-        spec: CommandSpec,
-        child: asyncio.subprocess.Process,
-        stdin: bytes | None,
-        lease: asyncio.Task[str],
-    ) -> Outcome | None:
-        """Wait for the command; kill it on timeout or a lost lease."""
-        finished = asyncio.ensure_future(child.communicate(stdin))
-        done, _ = await asyncio.wait(
-            {finished, lease}, timeout=spec.timeout, return_when=asyncio.FIRST_COMPLETED
-        )
-        if finished not in done:
-            await kill_group(child)
-            with contextlib.suppress(Exception):
-                await finished
-            if lease in done and not lease.cancelled():
-                log.warning(
-                    "run %s: %s; killed its command and left the run to its holder",
-                    job.id, lease.result(),
-                )  # fmt: skip
-                return None
-            return Outcome(
-                RunStatus.FAILED,
-                error=f"timed out after {spec.timeout:g}s; the worker killed the command",
-            )
-        stdout, stderr = finished.result()
-        if job.cut_off is not None:
-            await self._requeue(job)
-            return None
-        return ended(child.returncode, stdout, stderr)
-
-    async def _keep_lease(self, run_id: str) -> str:
-        """Heartbeat every lease/3 until cancelled; returns why the lease was lost."""
-        interval = max(self.lease_seconds / 3, 0.1)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.client.call(
-                    "run.heartbeat",
-                    {
-                        "runId": run_id,
-                        "workerId": self.worker_id,
-                        "leaseSeconds": self.lease_seconds,
-                    },
-                )
-            except HostError as exc:
-                if exc.code == "lease_lost":
-                    return "lost its lease (it was requeued or claimed by another worker)"
-                log.warning("heartbeat of run %s refused: %s", run_id, exc)
-            except httpx.TransportError as exc:
-                log.warning("heartbeat of run %s failed (%s); trying again", run_id, _describe(exc))
-
-    async def _complete(self, job: Job, outcome: Outcome) -> bool:
-        """``run.complete``, retried with backoff while the server cannot be reached; whether
-        it was recorded (``job.failed`` when it was not, but for a lost lease)."""
-        run_id = job.id
-        params = {
-            "runId": run_id,
-            "workerId": self.worker_id,
-            "status": outcome.status,
-            "output": outcome.output,
-            "error": outcome.error,
-        }
-        for attempt in range(COMPLETE_ATTEMPTS):
-            try:
-                await self.client.call("run.complete", params)
-                return True
-            except HostError as exc:
-                # Never retried: a refusal stays a refusal. ``lease_lost``: the run is another
-                # worker's now (or ended without us), and our output was not recorded.
-                if exc.code == "lease_lost":
-                    log.warning(
-                        "run %s: lease lost, its end is not recorded and not retried; this "
-                        "worker's output is dropped and the run left to its holder (%s)",
-                        run_id, exc,
-                    )  # fmt: skip
-                else:
-                    log.error("run %s: the server refused its completion: %s", run_id, exc)
-                    job.failed = True
-                return False
-            except httpx.TransportError as exc:
-                delay = 2.0**attempt
-                log.warning(
-                    "run %s: cannot report its end (%s); trying again in %gs",
-                    run_id, _describe(exc), delay,
-                )  # fmt: skip
-                await asyncio.sleep(delay)
-        log.error("run %s: gave up reporting its end; its lease will expire", run_id)
-        job.failed = True
-        return False
-
-    async def _requeue(self, job: Job) -> None:
-        """Put a run the worker cut off back in the queue, and say so in one line."""
-        try:
-            await self.client.call("run.requeue", {"runId": job.id, "workerId": self.worker_id})
-            log.warning(
-                "run %s interrupted and put back in the queue (%s of %s: %s)",
-                job.id, job.run["kind"], job.conversation, job.cut_off,
-            )  # fmt: skip
-        except (httpx.TransportError, HostError) as exc:
-            log.error(
-                "run %s interrupted (%s); requeueing failed (%s), its lease will expire",
-                job.id, job.cut_off, _describe(exc),
-            )  # fmt: skip
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 async def serve(

@@ -1,5 +1,5 @@
-"""SQLite through aiosqlite: the engine's connection setup, this process's one writer, its
-readers, and a unit of work's transaction on the aiosqlite connection.
+"""SQLite through aiosqlite: the engine's connection setup, this process's one writer, and its
+readers; a unit of work's transaction on the aiosqlite connection is ``transaction``'s.
 
 Every connection gets the pragmas the store relies on (WAL, ``synchronous = NORMAL``, foreign
 keys, the busy timeout) and leaves transactions to us (``isolation_level = None``, as
@@ -17,12 +17,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import sqlite3
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, suppress
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -31,24 +29,18 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from ccweb_store.domain import json_values
-from ccweb_store.store.bulk import id_counter_column
 from ccweb_store.store.sqlite import bulk, commit_watch
 from ccweb_store.store.sqlite.checkpoints import WAL_AUTOCHECKPOINT_PAGES, WalCheckpointer
 from ccweb_store.store.sqlite.file_watch import SQLiteFileWatch
-from ccweb_store.store.transaction import CompiledStatements, Transaction
+from ccweb_store.store.sqlite.transaction import SQLiteTransaction, driver_error
+from ccweb_store.store.transaction import CompiledStatements
 
 #: Idle read connections kept open between units of work.
 KEEP_READERS = 4
-#: Rows per statement when many rows are inserted (``SQLiteTransaction.fetch_many``).
-ROWS_PER_INSERT = 100
-#: The fewest host parameters any SQLite allows in one statement.
-MAX_VARIABLES = 999
-_ONE_ROW_VALUES = re.compile(r" VALUES (\(\?(?:, \?)*\))$")
 
 
 def dumps_json(value: Any) -> str:
@@ -160,14 +152,6 @@ def sqlite_url_file(url: str) -> Path | None:
 def file_watch(engine: AsyncEngine) -> SQLiteFileWatch | None:
     """The watch on the SQLite file behind ``engine`` (None: in memory, or a URI)."""
     return _file_watches.get(engine.sync_engine)
-
-
-def driver_error(error: sqlite3.Error, sql: str, values: Any) -> DBAPIError:
-    """A ``sqlite3`` error as the SQLAlchemy exception SQLAlchemy's execution raises for it
-    (``IntegrityError``, ``OperationalError``, …)."""
-    wrapped = DBAPIError.instance(sql, values, error, sqlite3.Error)
-    assert isinstance(wrapped, DBAPIError)
-    return wrapped
 
 
 async def _connect(engine: AsyncEngine) -> tuple[AsyncConnection, aiosqlite.Connection]:
@@ -328,119 +312,3 @@ class SQLiteDatabase:
         readers, self._readers = self._readers, []
         for connection, _ in readers:
             await connection.close()
-
-
-class SQLiteTransaction(Transaction):
-    """One unit of work on an aiosqlite connection: the writer's (in ``BEGIN IMMEDIATE``) or
-    a reader's (autocommit)."""
-
-    def __init__(
-        self,
-        database: SQLiteDatabase,
-        connection: AsyncConnection,
-        driver: aiosqlite.Connection,
-        *,
-        writer: bool,
-    ) -> None:
-        super().__init__(database.statements)
-        self.database = database
-        self.connection = connection
-        self.driver = driver
-        self.writer = writer
-        self._released = False
-
-    async def fetch(
-        self, sql: str, values: Sequence[Any], returns_rows: bool | None
-    ) -> tuple[list[Any], int]:
-        try:
-            if returns_rows:
-                rows = list(await self.driver.execute_fetchall(sql, values))
-                return rows, len(rows)
-            cursor = await self.driver.execute(sql, values)
-            if returns_rows is None:
-                rows = list(await cursor.fetchall())
-                return rows, cursor.rowcount if cursor.rowcount >= 0 else len(rows)
-            return [], cursor.rowcount
-        except sqlite3.Error as error:
-            raise driver_error(error, sql, values) from error
-
-    async def fetch_many(self, sql: str, values: list[Sequence[Any]]) -> None:
-        """``executemany``; a one-row ``INSERT … VALUES (?, …)`` runs as statements of
-        ``ROWS_PER_INSERT`` rows each (SQLite steps one statement per row otherwise), the rows
-        left over one by one. Either way the rows go in in order, and an error rolls back the
-        statement that failed."""
-        one_row = _ONE_ROW_VALUES.search(sql)
-        per_statement = (
-            min(ROWS_PER_INSERT, MAX_VARIABLES // max(1, len(values[0]))) if values else 0
-        )
-        grouped = len(values) - len(values) % per_statement if per_statement > 1 else 0
-        if one_row is not None and grouped:
-            group_sql = sql + f", {one_row.group(1)}" * (per_statement - 1)
-            groups = [
-                list(chain.from_iterable(values[start : start + per_statement]))
-                for start in range(0, grouped, per_statement)
-            ]
-            await self._many(group_sql, groups)
-            values = values[grouped:]
-        if values:
-            await self._many(sql, values)
-
-    async def keep_issued_ids(self, table: sa.Table, highest: int) -> None:
-        """An ``AUTOINCREMENT`` table's ``sqlite_sequence`` raised to ``highest``; any other id
-        column counts on from its highest row by itself."""
-        if highest <= 0 or id_counter_column(table) is None:
-            return
-        if bulk.counts_in_sqlite_sequence(table):
-            values = {"name": table.name, "seq": highest}
-            await self.execute(bulk.RAISE_SEQUENCE, values)
-            await self.execute(bulk.ADD_SEQUENCE, values)
-
-    async def _many(self, sql: str, values: Sequence[Sequence[Any]]) -> None:
-        try:
-            await self.driver.executemany(sql, values)
-        except sqlite3.Error as error:
-            raise driver_error(error, sql, values) from error
-
-    async def commit(self) -> None:
-        """COMMIT, unless the file's path no longer names the file the store opened: a write
-        committed there would be answered as done and gone at the next start."""
-        self.ended = True
-        if self.database.file_watch is not None and self.writer:
-            try:
-                self.database.file_watch.check()
-            except BaseException:
-                await self._release(rollback=True)
-                raise
-        try:
-            if self.driver.in_transaction:
-                await self.driver.execute("COMMIT")
-        except sqlite3.Error as error:
-            await self._release(rollback=True)
-            raise driver_error(error, "COMMIT", ()) from error
-        self.database.committed()
-        await self._release(rollback=False)
-
-    async def rollback(self) -> None:
-        self.ended = True
-        await self._release(rollback=True)
-
-    async def close(self) -> None:
-        self.ended = True
-        await self._release(rollback=True)
-
-    async def _release(self, *, rollback: bool) -> None:
-        if self._released:
-            return
-        self._released = True
-        failed = False
-        try:
-            if rollback and self.driver.in_transaction:
-                await self.driver.execute("ROLLBACK")
-        except Exception:
-            failed = True
-            raise
-        finally:
-            if self.writer:
-                await self.database.end_write(self.connection, failed=failed)
-            else:
-                await self.database.keep_reader(self.connection, self.driver, failed=failed)
