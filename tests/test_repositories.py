@@ -346,7 +346,7 @@ async def test_two_writers_racing_on_one_reply_only_one_wins(settings: Settings)
                     "race", ["ready"], "returned", reply_text=f"{i}"
                 )
                 await uow.commit()
-                return moved
+                return moved is not None
 
         outcomes = await asyncio.gather(*(deliver(i) for i in range(8)))
     finally:

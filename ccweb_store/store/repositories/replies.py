@@ -218,17 +218,17 @@ class ReplyRepository(Repository):
 
     async def transition(
         self, request_id: str, from_statuses: Sequence[str], to_status: str, **values: Any
-    ) -> bool:
-        """Move to ``to_status`` only from one of ``from_statuses``; True if it moved."""
+    ) -> ReplyRequest | None:
+        """Move to ``to_status`` only from one of ``from_statuses``; the moved row, or None if
+        it did not move."""
         validate_choice(to_status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
         stmt = _transition_statement(tuple(from_statuses), tuple(sorted(values)))
         params = {f"v_{column}": value for column, value in values.items()}
         params |= {"p_request_id": request_id, "to_status": to_status}
         row = await self._first(ReplyRequest, stmt, params)
-        if row is None:
-            return False
-        self._note_row(row)
-        return True
+        if row is not None:
+            self._note_row(row)
+        return row
 
     async def list_page(
         self,
@@ -284,8 +284,9 @@ class ReplyRepository(Repository):
         )
         return SourceState(running=bool(rows[0][0]), answer_id=next(answers, None))
 
-    async def claim_failure_notice(self, request_id: str, message_id: str) -> bool:
-        """Record that the failure notice ``message_id`` goes out for a failed request.
+    async def claim_failure_notice(self, request_id: str, message_id: str) -> ReplyRequest | None:
+        """Record that the failure notice ``message_id`` goes out for a failed request; the
+        request as it is now, or None when another writer (or an import) settled it.
 
         Conditional on no notice having been recorded, so only one writer ever sends it, and
         on ``returned_at`` being NULL: an imported failure was settled in cc-web and is owed none.
@@ -300,7 +301,7 @@ class ReplyRepository(Repository):
             )
             .values(reply_message_id=message_id)
         )
-        return (await self._update_returning(ReplyRequest, stmt)) is not None
+        return await self._update_returning(ReplyRequest, stmt)
 
     async def get_many(
         self, request_ids: Sequence[str], *, chunk: int = 500

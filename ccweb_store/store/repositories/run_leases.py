@@ -211,8 +211,9 @@ class RunLeases(Repository):
 
     async def heartbeat(
         self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
-    ) -> bool:
-        """Extend the lease if ``worker_id`` still holds the running run."""
+    ) -> Run | None:
+        """Extend the lease if ``worker_id`` still holds the running run; the run with its new
+        lease, or None when it does not."""
         now = now or utcnow()
         stmt = (
             sa.update(RUNS)
@@ -223,7 +224,7 @@ class RunLeases(Repository):
             )
             .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
         )
-        return (await self._update_returning(Run, stmt)) is not None
+        return await self._update_returning(Run, stmt)
 
     async def finish(
         self,
@@ -269,8 +270,9 @@ class RunLeases(Repository):
         )
         return await self._all(Run, stmt)
 
-    async def requeue(self, run_id: str) -> bool:
-        """Put a running run back in the queue (its worker is gone), counting an attempt."""
+    async def requeue(self, run_id: str) -> Run | None:
+        """Put a running run back in the queue (its worker is gone), counting an attempt; the
+        queued run, or None when it was not running."""
         stmt = (
             sa.update(RUNS)
             .where(RUNS.c.id == run_id, RUNS.c.status == constant(RunStatus.RUNNING))
@@ -282,7 +284,6 @@ class RunLeases(Repository):
             )
         )
         run = await self._update_returning(Run, stmt)
-        if run is None:
-            return False
-        self._note(event_types.RUN_REQUEUED, run, {"kind": run.kind, "attempts": run.attempts})
-        return True
+        if run is not None:
+            self._note(event_types.RUN_REQUEUED, run, {"kind": run.kind, "attempts": run.attempts})
+        return run
