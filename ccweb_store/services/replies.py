@@ -38,7 +38,7 @@ from ccweb_store.domain.kinds import ReplyStatus, RunKind, RunStatus
 from ccweb_store.domain.prompts import RETURN_AND_CONTINUE, target_prompt
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.reply_delivery import conversation_title, deliver_reply
-from ccweb_store.store.models import ReplyRequest
+from ccweb_store.store.rows import ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
 
 EXPIRED = "expired"

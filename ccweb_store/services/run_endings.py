@@ -17,7 +17,7 @@ from ccweb_store.domain.kinds import Role, RunKind, RunStatus
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.metrics import LEASE_EXPIRIES
 from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
-from ccweb_store.store.models import Message, ReplyRequest, Run
+from ccweb_store.store.rows import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)

@@ -46,8 +46,8 @@ from ccweb_store.services.run_endings import (
     lease_lost,
     requeue_expired,
 )
-from ccweb_store.store.models import Run, SessionRow
 from ccweb_store.store.repositories.run_leases import ClaimRace
+from ccweb_store.store.rows import Conversation, Run
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class ClaimResult:
     conversation (``withConversation``) and a credential for it (``mintCredential``)."""
 
     run: Run | None
-    conversation: SessionRow | None = None
+    conversation: Conversation | None = None
     credential: credentials.MintedCredential | None = None
 
 

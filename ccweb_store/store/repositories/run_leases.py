@@ -21,9 +21,9 @@ from ccweb_store.domain.ids import (
 )
 from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import Run
 from ccweb_store.store.repositories.base import RUNS, Repository, constant, one_of, prebuilt
 from ccweb_store.store.repositories.events import EVENTS, ordered_insert
+from ccweb_store.store.rows import Run
 
 _EARLIEST_LEASE_EXPIRY = prebuilt(
     sa.select(sa.func.min(RUNS.c.lease_expires_at)).where(
@@ -103,8 +103,8 @@ class ClaimRace(Exception):
     (PostgreSQL): the transaction is lost; claiming again in a new one finds another run."""
 
 
-# Conditional UPDATEs of one row are Core statements on the table returning every column,
-# which refreshes the object the unit of work holds for the row (``Repository._load``).
+# Conditional UPDATEs of one row are Core statements on the table returning every column:
+# the caller gets the row as the statement left it (``Repository._load``).
 def _set_running_where(which: sa.ColumnElement[bool]) -> sa.Update:
     """Lease the queued run ``which`` selects (bound: worker, now, lease expiry)."""
     return (
@@ -263,8 +263,8 @@ class RunLeases(Repository):
         """Running runs whose lease has passed (skipping rows another process holds)."""
         stmt = (
             sa.select(RUNS)
-            .where(Run.status == RunStatus.RUNNING, Run.lease_expires_at < (now or utcnow()))
-            .order_by(Run.lease_expires_at)
+            .where(RUNS.c.status == RunStatus.RUNNING, RUNS.c.lease_expires_at < (now or utcnow()))
+            .order_by(RUNS.c.lease_expires_at)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
