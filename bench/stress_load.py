@@ -51,7 +51,7 @@ from bench.harness import (
     percentile,
     servers,
 )
-from ccweb_store.store.models import Message, ReplyRequest, Run
+from ccweb_store.store.models import MessageRow, ReplyRequestRow, RunRow
 
 ONE_WAY, RETURN = "one_way", "return_and_continue"
 
@@ -233,11 +233,15 @@ async def read_stored(url: str) -> Stored:
     async with open_engine(url) as engine, engine.connect() as connection:
         messages = await connection.execute(
             sa.select(
-                Message.id, Message.session_id, Message.role, Message.content, Message.metadata_
+                MessageRow.id,
+                MessageRow.session_id,
+                MessageRow.role,
+                MessageRow.content,
+                MessageRow.metadata_,
             )
         )
-        runs = await connection.execute(sa.select(*Run.__table__.c))
-        replies = await connection.execute(sa.select(*ReplyRequest.__table__.c))
+        runs = await connection.execute(sa.select(*RunRow.__table__.c))
+        replies = await connection.execute(sa.select(*ReplyRequestRow.__table__.c))
         return Stored(
             messages={row.id: dict(row._mapping) for row in messages},
             runs={row.id: dict(row._mapping) for row in runs},

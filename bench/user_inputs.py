@@ -44,7 +44,7 @@ from ccweb_store.domain.tool_arguments import (
 )
 from ccweb_store.services.user_inputs import apply_budget, list_user_inputs
 from ccweb_store.store.db import create_engine, migrate
-from ccweb_store.store.models import Message
+from ccweb_store.store.models import MessageRow
 from ccweb_store.store.uow import Store
 
 SIZES = (1_000, 10_000, 100_000)
@@ -101,7 +101,7 @@ async def fill(store: Store, size: int, messages: list[dict[str, Any]]) -> str:
     rows = [{**message, "session_id": session_id} for message in messages]
     async with store.engine.begin() as connection:
         for start in range(0, len(rows), 20_000):
-            await connection.execute(sa.insert(Message), rows[start : start + 20_000])
+            await connection.execute(sa.insert(MessageRow), rows[start : start + 20_000])
     return session_id
 
 

@@ -10,7 +10,6 @@ from datetime import timedelta
 
 from ccweb_store.config import Settings
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import ReplyRequest
 from ccweb_store.store.uow import Store
 
 WAITING = "req_waiting"  # alpha -> beta, queued target run (a cancelled one before it), 2h old
@@ -63,8 +62,8 @@ async def seed(database_url: str) -> dict[str, str]:
                         id=message_id,
                         metadata={"crossConversation": {"replyRequestId": request_id}},
                     )
-                await uow.replies.add(
-                    ReplyRequest(
+                await uow.replies.create(
+                    dict(
                         request_id=request_id,
                         message_id=message_id,
                         source_conversation_id=source,

@@ -10,7 +10,8 @@ import httpx
 import sqlalchemy as sa
 
 from ccweb_store.domain.context import Source
-from ccweb_store.store.models import Base, Message, ReplyRequest, Run
+from ccweb_store.store.models import Base
+from ccweb_store.store.rows import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store
 from tests import host_calls, tool_calls
 from tests.http_client import app_client, call_tool, rpc_result
@@ -26,9 +27,9 @@ async def row_counts(store: Store) -> dict[str, int]:
     """How many rows each table holds."""
     counts = {}
     async with store.read_uow() as uow:
-        for model in (Message, ReplyRequest, Run):
-            stmt = sa.select(sa.func.count()).select_from(model)
-            counts[model.__tablename__] = int((await uow._execute(stmt)).scalar_one())
+        for name in ("messages", "reply_requests", "runs"):
+            stmt = sa.select(sa.func.count()).select_from(Base.metadata.tables[name])
+            counts[name] = int((await uow._execute(stmt)).scalar_one())
     return counts
 
 

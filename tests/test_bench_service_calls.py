@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from bench import service_calls
 from ccweb_store.store.db import create_engine
-from ccweb_store.store.models import ReplyRequest, Run
+from ccweb_store.store.models import ReplyRequestRow, RunRow
 
 
 async def test_the_sends_mode_sends_each_fresh_target_one_request(empty_database_url: str) -> None:
@@ -23,16 +23,17 @@ async def test_the_sends_mode_sends_each_fresh_target_one_request(empty_database
     try:
         async with engine.connect() as connection:
             runs = await connection.execute(
-                sa.select(sa.func.count(sa.distinct(Run.session_id)), sa.func.count())
-                .select_from(Run)
-                .where(Run.status == "queued", Run.kind == "cross_conversation")
+                sa.select(sa.func.count(sa.distinct(RunRow.session_id)), sa.func.count())
+                .select_from(RunRow)
+                .where(RunRow.status == "queued", RunRow.kind == "cross_conversation")
             )
             assert runs.one() == (made, made)
             waiting = await connection.execute(
                 sa.select(sa.func.count())
-                .select_from(ReplyRequest)
+                .select_from(ReplyRequestRow)
                 .where(
-                    ReplyRequest.status == "waiting", ReplyRequest.source_conversation_id == "src"
+                    ReplyRequestRow.status == "waiting",
+                    ReplyRequestRow.source_conversation_id == "src",
                 )
             )
             assert waiting.scalar() == made

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from ccweb_store.config import Settings
 from ccweb_store.domain import errors
 from ccweb_store.services import credentials
-from ccweb_store.store.models import ServerSecret
+from ccweb_store.store.models import ServerSecretRow
 from ccweb_store.store.uow import Store
 from tests.cli_support import as_json, ccweb_store, run_cli
 from tests.servers import server_env, serving
@@ -22,7 +22,7 @@ async def stored_key(database_url: str) -> str:
     store = Store.from_settings(Settings(database_url=database_url))
     try:
         async with store.read_uow() as uow:
-            value = (await uow._execute(sa.select(ServerSecret.value))).scalar_one()
+            value = (await uow._execute(sa.select(ServerSecretRow.value))).scalar_one()
         return str(value)
     finally:
         await store.dispose()

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from ccweb_store import __version__
 from ccweb_store.config import Settings
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import ReplyRequest, Run
+from ccweb_store.store.models import RunRow
 from ccweb_store.store.uow import Store
 from tests import debugging_data as data
 from tests.cli_support import as_json, ccweb_store, run_cli
@@ -37,8 +37,8 @@ async def orphaned_request(database_url: str) -> None:
         async with store.uow() as uow:
             await uow.sessions.create("src", title="Source")
             await uow.sessions.create("dst", title="Target now")
-            await uow.replies.add(
-                ReplyRequest(
+            await uow.replies.create(
+                dict(
                     request_id="req_orphan",
                     source_conversation_id="src",
                     target_conversation_id="dst",
@@ -50,8 +50,8 @@ async def orphaned_request(database_url: str) -> None:
             )
             run = await uow.runs.start("src", "user_turn", worker_id="w-gone")
             await uow._execute(
-                sa.update(Run)
-                .where(Run.id == run.id)
+                sa.update(RunRow)
+                .where(RunRow.id == run.id)
                 .values(lease_expires_at=utcnow() - timedelta(minutes=5))
             )
             await uow.commit()

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import Conflict
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import Message, ReplyRequest, Run
+from ccweb_store.store.models import ReplyRequestRow
+from ccweb_store.store.rows import Message, Run
 from ccweb_store.store.uow import Store
 from tests import host_calls
 from tests.cli_support import as_json, ccweb_store, run_cli
@@ -64,8 +65,8 @@ async def backdate(store: Store, request_id: str, age: timedelta) -> None:
     """Make a request look older than it is: the only state no service function can build."""
     async with store.uow() as uow:
         await uow._execute(
-            sa.update(ReplyRequest)
-            .where(ReplyRequest.request_id == request_id)
+            sa.update(ReplyRequestRow)
+            .where(ReplyRequestRow.request_id == request_id)
             .values(created_at=utcnow() - age)
         )
         await uow.commit()

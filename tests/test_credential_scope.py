@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ccweb_store.domain import errors
-from ccweb_store.store.models import SessionRow
+from ccweb_store.store.rows import Conversation
 from ccweb_store.store.uow import Store
 from tests.credential_support import mint, tool, tool_payload
 from tests.http_client import app_client, rpc_result
@@ -35,7 +35,7 @@ async def alice(store: Store, project: Path) -> Store:
     return store
 
 
-async def created(store: Store, conversation_id: str) -> SessionRow:
+async def created(store: Store, conversation_id: str) -> Conversation:
     async with store.read_uow() as uow:
         return await uow.sessions.require(conversation_id)
 

@@ -20,7 +20,7 @@ from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.services import credentials
 from ccweb_store.services.credentials import Claims, CredentialRefused, read_token, sign
-from ccweb_store.store.models import ServerSecret
+from ccweb_store.store.models import ServerSecretRow
 from ccweb_store.store.uow import Store
 from tests.credential_support import OPERATOR, mint, refusal, send_args, tool, tool_payload
 from tests.http_client import app_client, mcp, rpc, rpc_result
@@ -471,7 +471,7 @@ async def test_the_signing_key_is_made_once_and_shared_by_every_process(
     finally:
         await other.dispose()
     async with trio.read_uow() as uow:
-        stored = (await uow._execute(sa.select(ServerSecret.value))).scalars().all()
+        stored = (await uow._execute(sa.select(ServerSecretRow.value))).scalars().all()
     assert [bytes.fromhex(value) for value in stored] == [first]
 
 
@@ -493,7 +493,9 @@ async def test_a_configured_secret_signs_and_nothing_is_stored(
     finally:
         await store.dispose()
     async with trio.read_uow() as uow:
-        count = (await uow._execute(sa.select(sa.func.count()).select_from(ServerSecret))).scalar()
+        count = (
+            await uow._execute(sa.select(sa.func.count()).select_from(ServerSecretRow))
+        ).scalar()
     assert count == 1  # the one made above; the store with the setting stored none
 
 

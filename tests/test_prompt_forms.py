@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
-from ccweb_store.store.models import Message, Run
+from ccweb_store.store.models import MessageRow, RunRow
 from ccweb_store.store.uow import Store
 from tests import host_calls
 from tests.tool_calls import list_user_inputs, prompt_user
@@ -45,9 +45,9 @@ async def ask(store: Store, **args: Any) -> dict[str, Any]:
 async def counts(store: Store) -> tuple[int, int]:
     async with store.read_uow() as uow:
         messages = (
-            await uow._execute(sa.select(sa.func.count()).select_from(Message))
+            await uow._execute(sa.select(sa.func.count()).select_from(MessageRow))
         ).scalar_one()
-        runs = (await uow._execute(sa.select(sa.func.count()).select_from(Run))).scalar_one()
+        runs = (await uow._execute(sa.select(sa.func.count()).select_from(RunRow))).scalar_one()
     return int(messages), int(runs)
 
 

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from ccweb_store.domain.timestamps import iso
 from ccweb_store.store.column_types import IsoText
-from ccweb_store.store.models import Message
+from ccweb_store.store.models import MessageRow
 from ccweb_store.store.uow import Store
 
 
@@ -56,11 +56,11 @@ async def test_iso_text_reads_a_column_as_iso_gives_it(store: Store) -> None:
         + timedelta(days=draw.randrange(30_000), microseconds=draw.randrange(86_400_000_000))
         for _ in range(200)
     ]
-    column = Message.__table__.c
+    column = MessageRow.__table__.c
     async with store.uow() as uow:
         await uow.sessions.create("iso-text", title="Timestamps")
         await uow._execute(
-            sa.insert(Message),
+            sa.insert(MessageRow),
             [
                 {
                     "id": f"m{n}",

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from ccweb_store.domain.ids import new_id
-from ccweb_store.store.models import Message, ReplyRequest, Run, SessionRow
+from ccweb_store.store.models import MessageRow, ReplyRequestRow, RunRow, SessionRow
 from ccweb_store.store.repositories.sends import _APPEND_READ
 from ccweb_store.store.uow import Store
 
@@ -33,17 +33,17 @@ async def _rows(store: Store, target: str) -> dict[str, Any]:
 
         return {
             "session": await read(SessionRow, SessionRow.id == target, "id", "title", "created_at"),
-            "messages": await read(Message, Message.session_id == target, "id", "session_id"),
+            "messages": await read(MessageRow, MessageRow.session_id == target, "id", "session_id"),
             "requests": await read(
-                ReplyRequest,
-                ReplyRequest.target_conversation_id == target,
+                ReplyRequestRow,
+                ReplyRequestRow.target_conversation_id == target,
                 "request_id",
                 "message_id",
                 "target_conversation_id",
                 "target_title",
             ),
             "runs": await read(
-                Run, Run.session_id == target, "id", "session_id", "reply_request_id"
+                RunRow, RunRow.session_id == target, "id", "session_id", "reply_request_id"
             ),
         }
 

@@ -16,7 +16,7 @@ from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.protocol import tools
 from ccweb_store.services.user_inputs import apply_budget, first_batch
-from ccweb_store.store.models import Base, Message
+from ccweb_store.store.models import Base, MessageRow
 from ccweb_store.store.repositories import MessageRepository
 from ccweb_store.store.repositories.messages import LATEST_NONBLANK_BY_ROLE, NO_SEQ_ABOVE
 from ccweb_store.store.transaction import Transaction
@@ -230,12 +230,12 @@ async def test_messages_without_a_timestamp_have_a_null_created_at(store: Store)
     await conversation(store, "src")
     async with store.uow() as uow:
         await uow._execute(
-            sa.insert(Message).values(
+            sa.insert(MessageRow).values(
                 id="legacy-1", session_id="src", seq=1, role="user", content="old words"
             )
         )
         await uow._execute(
-            sa.update(Message).where(Message.id == "legacy-1").values(created_at=None)
+            sa.update(MessageRow).where(MessageRow.id == "legacy-1").values(created_at=None)
         )
         await uow.commit()
     [item] = (await listed(store))["inputs"]
@@ -256,13 +256,13 @@ async def test_the_read_returns_the_rows_of_the_portable_statement(
     )
     await conversation(store, "other", ("user", "elsewhere"))
     async with store.uow() as uow:
-        missing = sa.update(Message).where(Message.id == ids[0]).values(created_at=None)
+        missing = sa.update(MessageRow).where(MessageRow.id == ids[0]).values(created_at=None)
         await uow._execute(missing)
         if store.dialect == "sqlite":  # as an older tool or CURRENT_TIMESTAMP writes it
             for message_id, stored in ((ids[10], "2026-01-02 03:04:05"), (ids[14], "2026-01-02")):
                 await uow._execute(
-                    sa.update(Message)
-                    .where(Message.id == message_id)
+                    sa.update(MessageRow)
+                    .where(MessageRow.id == message_id)
                     .values(created_at=sa.literal_column(f"'{stored}'"))
                 )
         await uow.commit()
@@ -448,7 +448,7 @@ async def bulk_conversation(store: Store, session_id: str, count: int) -> None:
     ]
     async with store.engine.begin() as connection:
         for start in range(0, count, 20_000):
-            await connection.execute(sa.insert(Message), rows[start : start + 20_000])
+            await connection.execute(sa.insert(MessageRow), rows[start : start + 20_000])
 
 
 async def test_on_a_hundred_thousand_messages_the_query_reads_the_index(

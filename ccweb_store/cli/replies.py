@@ -36,7 +36,7 @@ from ccweb_store.domain.kinds import ReplyStatus
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from ccweb_store.store.models import ReplyRequest
+    from ccweb_store.store.rows import ReplyRequest
 
 replies_app = typer.Typer(
     rich_markup_mode="markdown",

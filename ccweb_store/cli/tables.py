@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from ccweb_store.store.models import Run
+    from ccweb_store.store.rows import Run
 
 
 def stdout_console() -> Console:

@@ -19,7 +19,7 @@ from ccweb_store.importer.legacy_json import LegacyFileError
 from ccweb_store.importer.legacy_replies import REPLY_COLUMNS, LegacyReply, read_replies_file
 from ccweb_store.importer.summary import ImportSummary, KeptValue, Skipped
 from ccweb_store.store.failures import DatabaseError
-from ccweb_store.store.models import ReplyRequest
+from ccweb_store.store.rows import ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
 
 #: Reply status → the statuses the importer may move it to.

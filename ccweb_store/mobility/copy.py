@@ -31,8 +31,9 @@ from typing import Any
 from ccweb_store.mobility.checksums import TableChecksum
 from ccweb_store.store.db import current_revision, head_revision, known_revisions, migrate
 from ccweb_store.store.failures import DatabaseError
-from ccweb_store.store.models import CopyMarker, DatabaseIdentity
+from ccweb_store.store.models import CopyMarkerRow, DatabaseIdentityRow
 from ccweb_store.store.repositories.identity import IN_PROGRESS
+from ccweb_store.store.rows import CopyMarker
 from ccweb_store.store.uow import Store
 from ccweb_store.store.urls import credential_free_url, masked_url, same_sqlite_file
 from ccweb_store.store.whole_tables import (
@@ -54,7 +55,7 @@ Progress = Callable[[str, int, int], None]
 
 
 #: Tables each database keeps its own of, never copied: its identity and its copy marker.
-OWN_TABLES = frozenset({DatabaseIdentity.__tablename__, CopyMarker.__tablename__})
+OWN_TABLES = frozenset({DatabaseIdentityRow.__tablename__, CopyMarkerRow.__tablename__})
 _ELSEWHERE = "copy into another database"
 
 

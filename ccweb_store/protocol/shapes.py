@@ -38,19 +38,13 @@ from ccweb_store.services.run_endings import Completion
 from ccweb_store.services.runs import ClaimResult
 from ccweb_store.services.user_inputs import UserInputs
 from ccweb_store.store.event_feed import Event
-from ccweb_store.store.models import (
-    ConversationCredential,
-    Message,
-    ReplyRequest,
-    Run,
-    SessionRow,
-)
 from ccweb_store.store.repositories.debugging import ActivityRow, PendingReplyRow
+from ccweb_store.store.rows import Conversation, ConversationCredential, Message, ReplyRequest, Run
 
 # ---- the objects of SPEC §3 and credentials ------------------------------------------------
 
 
-def session_fields(row: SessionRow) -> dict[str, Any]:
+def session_fields(row: Conversation) -> dict[str, Any]:
     """What every answer about a conversation says of it."""
     return {
         "id": row.id,
@@ -63,7 +57,7 @@ def session_fields(row: SessionRow) -> dict[str, Any]:
     }
 
 
-def session_out(row: SessionRow, *, active_run: Run | None = None) -> dict[str, Any]:
+def session_out(row: Conversation, *, active_run: Run | None = None) -> dict[str, Any]:
     return session_fields(row) | {
         "running": active_run is not None and active_run.status == RunStatus.RUNNING,
         "activeRunId": active_run.id if active_run is not None else None,

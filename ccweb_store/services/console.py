@@ -23,7 +23,7 @@ from ccweb_store.domain.tool_arguments import ListUserInputs
 from ccweb_store.services import conversations, replies, runs, user_inputs
 from ccweb_store.services.conversations import SessionView
 from ccweb_store.services.user_inputs import UserInputs
-from ccweb_store.store.models import Message, ReplyRequest, Run
+from ccweb_store.store.rows import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store
 
 #: How many conversations, open requests and active runs the overview shows at most.

@@ -22,7 +22,7 @@ from ccweb_store.domain.host_calls import (
 )
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.domain.tool_arguments import QUERY_MAX_CHARS, ListConversations
-from ccweb_store.store.models import Message, Run, SessionRow
+from ccweb_store.store.rows import Conversation, Message, Run
 from ccweb_store.store.uow import Store
 
 #: The longest ``query`` of a conversation search (SQLite refuses LIKE patterns over
@@ -35,7 +35,7 @@ class SessionView:
     """A conversation and its active run (queued or running; None: neither), as
     ``session.get`` shows it."""
 
-    row: SessionRow
+    row: Conversation
     active_run: Run | None = None
 
 
@@ -53,7 +53,7 @@ class ConversationListing:
     """What ``ccweb_list_conversations`` shows its caller (``source_id``): conversations
     newest-active first, which of them run, their message counts, and whether more match."""
 
-    rows: list[SessionRow]
+    rows: list[Conversation]
     running: frozenset[str]
     message_counts: dict[str, int]
     has_more: bool

@@ -35,7 +35,7 @@ from ccweb_store.domain.host_calls import (
 )
 from ccweb_store.domain.ids import SESSION_ID_PATTERN
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import ConversationCredential, Run
+from ccweb_store.store.rows import ConversationCredential, Run
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from ccweb_store.domain.ids import (
     validate_session_id,
 )
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import Message, ReplyRequest, Run
 from ccweb_store.store.repositories.debugging import ActivityRow, PendingReplyRow
+from ccweb_store.store.rows import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store
 
 

@@ -20,8 +20,8 @@ from ccweb_store.domain.kinds import ReplyMode
 from ccweb_store.domain.prompts import target_prompt
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.domain.tool_arguments import CreateConversation, GetPendingReply, SendMessage
-from ccweb_store.store.models import ReplyRequest, SessionRow
 from ccweb_store.store.repositories import Party
+from ccweb_store.store.rows import Conversation, ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
 
 DEFAULT_TITLE = "New conversation"
@@ -181,7 +181,7 @@ def _validate_send(
 
 
 def _confined(
-    creator: SessionRow, agent: str | None, cwd: str | None
+    creator: Conversation, agent: str | None, cwd: str | None
 ) -> tuple[str | None, str | None]:
     """The ``agent`` and ``cwd`` a credential's conversation may give a conversation it
     creates: its own agent, and its own folder or one inside it (``..`` and symlinks resolved
@@ -214,7 +214,7 @@ def _confined(
     return creator.agent, wanted
 
 
-async def _require_session(uow: UnitOfWork, session_id: str, side: str) -> SessionRow:
+async def _require_session(uow: UnitOfWork, session_id: str, side: str) -> Conversation:
     row = await uow.sessions.get(session_id)
     if row is None:
         raise _not_found(session_id, side)

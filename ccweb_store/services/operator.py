@@ -18,8 +18,8 @@ from ccweb_store.domain.host_calls import (
 )
 from ccweb_store.services import debugging
 from ccweb_store.services.runs import list_runs
-from ccweb_store.store.models import Run, SessionRow
 from ccweb_store.store.repositories.debugging import ActivityRow, PendingReplyRow
+from ccweb_store.store.rows import Conversation, Run
 from ccweb_store.store.uow import Store
 
 DEFAULT_CONVERSATIONS = 100
@@ -33,7 +33,7 @@ class ConversationState:
     """A conversation as the operator sees it: its row and its ``conversation_activity`` row
     (its active run, its messages, its open requests; None: the view has none for it)."""
 
-    row: SessionRow
+    row: Conversation
     activity: ActivityRow | None
 
 

@@ -20,7 +20,7 @@ from ccweb_store.domain.ids import new_id
 from ccweb_store.domain.kinds import Role, RunKind
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.domain.tool_arguments import PromptUser, Question
-from ccweb_store.store.models import Message, Run
+from ccweb_store.store.rows import Message, Run
 from ccweb_store.store.uow import Store
 
 PROMPT_KEY = "ccwebPrompt"

@@ -38,7 +38,7 @@ from ccweb_store.domain.kinds import ReplyStatus, RunKind, RunStatus
 from ccweb_store.domain.prompts import RETURN_AND_CONTINUE, target_prompt
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.reply_delivery import conversation_title, deliver_reply
-from ccweb_store.store.models import ReplyRequest
+from ccweb_store.store.rows import ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
 
 EXPIRED = "expired"
@@ -84,18 +84,21 @@ async def retry_reply(store: Store, call: RetryReply) -> ReplyRequest:
             )
         await _refuse_while_answering(uow, request)
         if request.status == ReplyStatus.FAILED and request.reply_text is not None:
-            await uow.replies.transition(
-                request_id,
-                [ReplyStatus.FAILED],
-                ReplyStatus.READY,
-                last_error=None,
-                reply_message_id=None,
-                returned_at=None,
+            request = (
+                await uow.replies.transition(
+                    request_id,
+                    [ReplyStatus.FAILED],
+                    ReplyStatus.READY,
+                    last_error=None,
+                    reply_message_id=None,
+                    returned_at=None,
+                )
+                or request
             )
         if request.status == ReplyStatus.READY:
-            await deliver_reply(uow, request)
+            request = (await deliver_reply(uow, request)).request
         else:
-            await _ask_target_again(uow, request)
+            request = await _ask_target_again(uow, request)
         await uow.commit()
         return request
 
@@ -136,28 +139,31 @@ async def _refuse_while_answering(uow: UnitOfWork, request: ReplyRequest) -> Non
     )
 
 
-async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
+async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> ReplyRequest:
     """Queue a new target run for a ``waiting`` request or an unanswered failed one (the
-    caller made sure no target run for it is open)."""
+    caller made sure no target run for it is open); the request, ``waiting`` again."""
     if await uow.sessions.get(request.target_conversation_id) is None:
         raise NotFound(
             f"the target conversation {request.target_conversation_id!r} no longer exists; "
             "fail the request instead",
             code=errors.CONVERSATION_NOT_FOUND,
         )
-    if request.status == ReplyStatus.FAILED and not await uow.replies.transition(
-        request.request_id,
-        [ReplyStatus.FAILED],
-        ReplyStatus.WAITING,
-        last_error=None,
-        completed_at=None,
-        reply_message_id=None,
-        returned_at=None,
-    ):
-        raise Conflict(
-            f"reply request {request.request_id!r} changed while retrying; try again",
-            code=errors.INVALID_STATE,
+    if request.status == ReplyStatus.FAILED:
+        waiting = await uow.replies.transition(
+            request.request_id,
+            [ReplyStatus.FAILED],
+            ReplyStatus.WAITING,
+            last_error=None,
+            completed_at=None,
+            reply_message_id=None,
+            returned_at=None,
         )
+        if waiting is None:
+            raise Conflict(
+                f"reply request {request.request_id!r} changed while retrying; try again",
+                code=errors.INVALID_STATE,
+            )
+        request = waiting
     content = request.original_request
     if content is None and request.message_id is not None:
         message = await uow.messages.get(request.message_id)
@@ -177,6 +183,7 @@ async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> None:
         hop_count=request.hop_count,
         reply_request_id=request.request_id,
     )
+    return request
 
 
 async def fail_reply(store: Store, call: FailReply) -> ReplyRequest:
@@ -189,14 +196,15 @@ async def fail_reply(store: Store, call: FailReply) -> ReplyRequest:
                 f"reply request {request_id!r} was already returned and cannot fail",
                 code=errors.INVALID_STATE,
             )
-        if await uow.replies.transition(
+        failed = await uow.replies.transition(
             request_id,
             [ReplyStatus.WAITING, ReplyStatus.READY],
             ReplyStatus.FAILED,
             last_error=reason,
             completed_at=utcnow(),
-        ):
-            await deliver_reply(uow, request)
+        )
+        if failed is not None:
+            request = (await deliver_reply(uow, failed)).request
         await uow.commit()
         return request
 
@@ -248,15 +256,16 @@ async def expire_replies(store: Store, call: ExpireReplies, *, now: datetime | N
             rows, cursor = await _expirable_page(uow, cutoff, cursor)
             await uow.sessions.lock_many(row.source_conversation_id for row in rows)
             for row in rows:
-                if await uow.replies.transition(
+                failed = await uow.replies.transition(
                     row.request_id,
                     [ReplyStatus.WAITING],
                     ReplyStatus.FAILED,
                     last_error=EXPIRED,
                     completed_at=utcnow(),
-                ):
+                )
+                if failed is not None:
                     expired += 1
-                    await deliver_reply(uow, row)
+                    await deliver_reply(uow, failed)
             await uow.commit()
         if cursor is None:
             return expired

@@ -23,13 +23,13 @@ always seen by that run's completion.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ccweb_store.domain.ids import new_id
 from ccweb_store.domain.kinds import ReplyStatus, RunStatus
 from ccweb_store.domain.prompts import failure_notice, reply_message_text, source_auto_run_prompt
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import ReplyRequest
+from ccweb_store.store.rows import ReplyRequest
 from ccweb_store.store.uow import UnitOfWork
 
 
@@ -45,10 +45,18 @@ async def conversation_title(
     return session.title if session is not None else None
 
 
+class Delivery(NamedTuple):
+    """What ``deliver_reply`` did: whether it delivered the request, and the request as that
+    call left it (moved to ``returned`` or ``failed``, or as it was given)."""
+
+    delivered: bool
+    request: ReplyRequest
+
+
 async def deliver_reply(
     uow: UnitOfWork, request: ReplyRequest, *, delivered_by_run_id: str | None = None
-) -> bool:
-    """Try to deliver one ``ready`` reply or ``failed`` notice; True if this call delivered it.
+) -> Delivery:
+    """Try to deliver one ``ready`` reply or ``failed`` notice.
 
     The caller commits. ``delivered_by_run_id`` tags the message with the completion that
     delivered it, so a repeated ``run.complete`` can report the same replies.
@@ -57,16 +65,16 @@ async def deliver_reply(
     source = await uow.sessions.lock(source_id)
     if request.status == ReplyStatus.READY:
         if source is None:
-            await uow.replies.transition(
+            failed = await uow.replies.transition(
                 request.request_id,
                 [ReplyStatus.READY],
                 ReplyStatus.FAILED,
                 last_error=f"the source conversation {source_id!r} no longer exists",
             )
-            return False
+            return Delivery(False, failed or request)
         state = await uow.replies.source_state(source_id, request.request_id)
         if state.running:
-            return False
+            return Delivery(False, request)
         answered = state.answer_id
         message_id = answered or new_id("msg")
         returned = await uow.replies.transition(
@@ -76,38 +84,38 @@ async def deliver_reply(
             returned_at=utcnow(),
             reply_message_id=message_id,
         )
-        if not returned:
-            return False  # another writer delivered it
-        if answered:
-            return True  # the source already holds an answer; nothing more to send
-        await _send_reply(uow, request, message_id, delivered_by_run_id)
-        return True
+        if returned is None:
+            return Delivery(False, request)  # another writer delivered it
+        if not answered:  # else the source already holds an answer; nothing more to send
+            await _send_reply(uow, returned, message_id, delivered_by_run_id)
+        return Delivery(True, returned)
     if request.status == ReplyStatus.FAILED and request.reply_message_id is None:
         if source is None or await _source_is_running(uow, source_id):
-            return False
+            return Delivery(False, request)
         message_id = new_id("msg")
-        if not await uow.replies.claim_failure_notice(request.request_id, message_id):
-            return False
+        claimed = await uow.replies.claim_failure_notice(request.request_id, message_id)
+        if claimed is None:
+            return Delivery(False, request)
         notice = failure_notice(
-            request_id=request.request_id,
-            target_id=request.target_conversation_id,
+            request_id=claimed.request_id,
+            target_id=claimed.target_conversation_id,
             target_title=await conversation_title(
-                uow, request.target_title, request.target_conversation_id
+                uow, claimed.target_title, claimed.target_conversation_id
             ),
-            original_request=request.original_request,
-            error=request.last_error,
+            original_request=claimed.original_request,
+            error=claimed.last_error,
         )
         await _return_to_source(
             uow,
-            request,
+            claimed,
             message_id,
             notice,
             auto_run_text=notice,
             failed=True,
             delivered_by_run_id=delivered_by_run_id,
         )
-        return True
-    return False
+        return Delivery(True, claimed)
+    return Delivery(False, request)
 
 
 async def deliver_ready_replies(
@@ -117,8 +125,9 @@ async def deliver_ready_replies(
     await uow.sessions.lock(source_session_id)
     delivered = []
     for request in await uow.replies.deliverable_for_source(source_session_id):
-        if await deliver_reply(uow, request, delivered_by_run_id=delivered_by_run_id):
-            delivered.append(request)
+        delivery = await deliver_reply(uow, request, delivered_by_run_id=delivered_by_run_id)
+        if delivery.delivered:
+            delivered.append(delivery.request)
     return delivered
 
 
@@ -137,17 +146,18 @@ async def record_target_answer(
     it ``failed``. An answer that arrives after the request failed (expired, failed by hand) is
     kept as its reply text, so ``reply.retry`` can still deliver it. The caller must already
     hold the source session's lock (see the module docstring) and commits. ``request`` may
-    have been read before that lock: a transition that moves it refreshes it (``RETURNING``),
-    and one that does not re-reads it; None if it no longer exists.
+    have been read before that lock: a transition that moves it returns the moved row
+    (``RETURNING``), and one that does not re-reads it. Returns the request as this call left
+    it; None if it no longer exists.
     """
     request_id = request.request_id
     now = utcnow()
     if completed:
         text = output or ""
-        if request.status == ReplyStatus.WAITING and await _return_at_once(
-            uow, request, text, now, delivered_by_run_id
-        ):
-            return request
+        if request.status == ReplyStatus.WAITING:
+            returned = await _return_at_once(uow, request, text, now, delivered_by_run_id)
+            if returned is not None:
+                return returned
         moved = await uow.replies.transition(
             request_id, [ReplyStatus.WAITING], ReplyStatus.READY, reply_text=text, completed_at=now
         ) or await uow.replies.transition(
@@ -161,13 +171,11 @@ async def record_target_answer(
             last_error=error or "the target conversation's run failed",
             completed_at=now,
         )
-    if not moved:
-        fresh = await uow.replies.get(request_id, for_update=True)
-        if fresh is None:
+    if moved is None:
+        moved = await uow.replies.get(request_id, for_update=True)
+        if moved is None:
             return None
-        request = fresh
-    await deliver_reply(uow, request, delivered_by_run_id=delivered_by_run_id)
-    return request
+    return (await deliver_reply(uow, moved, delivered_by_run_id=delivered_by_run_id)).request
 
 
 async def _return_at_once(
@@ -176,22 +184,22 @@ async def _return_at_once(
     text: str,
     now: datetime,
     delivered_by_run_id: str | None,
-) -> bool:
+) -> ReplyRequest | None:
     """Answer a ``waiting`` request and deliver it in one step, ``waiting → returned``, when
     nothing would hold it ``ready``: its source exists, runs nothing, and holds no answer yet.
 
     The same outcome as ``ready`` then ``deliver_reply``, with one conditional UPDATE instead
-    of two. False (nothing written) when delivery must wait or the request moved meanwhile;
-    the caller then takes the two steps.
+    of two. The returned request; None (nothing written) when delivery must wait or the
+    request moved meanwhile: the caller then takes the two steps.
     """
     source_id = request.source_conversation_id
     if await uow.sessions.lock(source_id) is None:
-        return False
+        return None
     state = await uow.replies.source_state(source_id, request.request_id)
     if state.running or state.answer_id is not None:
-        return False
+        return None
     message_id = new_id("msg")
-    if not await uow.replies.transition(
+    returned = await uow.replies.transition(
         request.request_id,
         [ReplyStatus.WAITING],
         ReplyStatus.RETURNED,
@@ -199,10 +207,10 @@ async def _return_at_once(
         completed_at=now,
         returned_at=now,
         reply_message_id=message_id,
-    ):
-        return False
-    await _send_reply(uow, request, message_id, delivered_by_run_id)
-    return True
+    )
+    if returned is not None:
+        await _send_reply(uow, returned, message_id, delivered_by_run_id)
+    return returned
 
 
 async def _send_reply(

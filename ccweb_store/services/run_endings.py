@@ -17,7 +17,7 @@ from ccweb_store.domain.kinds import Role, RunKind, RunStatus
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.metrics import LEASE_EXPIRIES
 from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
-from ccweb_store.store.models import Message, ReplyRequest, Run
+from ccweb_store.store.rows import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -147,12 +147,13 @@ async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[
             ):
                 continue
             attempts = run.attempts + 1
-            if not await uow.runs.requeue(run_id):
+            queued = await uow.runs.requeue(run_id)
+            if queued is None:
                 continue
             if attempts >= max_attempts:
                 error = f"the run's lease expired {attempts} times; giving up"
-                await uow.runs.finish(run_id, RunStatus.FAILED, worker_id=None, error=error)
-                await after_close(uow, run, RunStatus.FAILED, output=None, error=error)
+                ended = await uow.runs.finish(run_id, RunStatus.FAILED, worker_id=None, error=error)
+                await after_close(uow, ended or queued, RunStatus.FAILED, output=None, error=error)
                 failed += 1
                 LEASE_EXPIRIES.labels(RunStatus.FAILED).inc()
                 log.warning("run %s failed after %d expired leases", run_id, attempts)

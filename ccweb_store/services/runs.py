@@ -46,8 +46,8 @@ from ccweb_store.services.run_endings import (
     lease_lost,
     requeue_expired,
 )
-from ccweb_store.store.models import Run, SessionRow
 from ccweb_store.store.repositories.run_leases import ClaimRace
+from ccweb_store.store.rows import Conversation, Run
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class ClaimResult:
     conversation (``withConversation``) and a credential for it (``mintCredential``)."""
 
     run: Run | None
-    conversation: SessionRow | None = None
+    conversation: Conversation | None = None
     credential: credentials.MintedCredential | None = None
 
 
@@ -267,10 +267,11 @@ async def heartbeat_run(store: Store, call: HeartbeatRun) -> Run:
     lease = call.lease_seconds or store.settings.lease_seconds
     async with store.uow() as uow:
         run = await uow.runs.require(run_id)
-        if not await uow.runs.heartbeat(run_id, worker_id, lease_seconds=lease):
+        beat = await uow.runs.heartbeat(run_id, worker_id, lease_seconds=lease)
+        if beat is None:
             raise lease_lost(run, worker_id)
         await uow.commit()
-    return run
+    return beat
 
 
 async def complete_run(store: Store, call: CompleteRun) -> Completion:
@@ -326,13 +327,14 @@ async def requeue_run(store: Store, call: RequeueRun) -> Run:
         run = await uow.runs.require(run_id, for_update=True)
         if worker_id is not None and run.status == RunStatus.RUNNING and run.worker_id != worker_id:
             raise lease_lost(run, worker_id)
-        if not await uow.runs.requeue(run_id):
+        requeued = await uow.runs.requeue(run_id)
+        if requeued is None:
             raise Conflict(
                 f"run {run_id!r} is {run.status}, not running; only a running run can be requeued",
                 code=errors.INVALID_STATE,
             )
         await uow.commit()
-    return run
+    return requeued
 
 
 async def cancel_run(store: Store, call: CancelRun) -> Completion:

@@ -1,5 +1,10 @@
 """The ORM schema (SPEC §1). Alembic migrations mirror it exactly; ``alembic check`` proves it.
 
+Each class declares one table and is named ``<Thing>Row`` (``SessionRow`` for
+``sessions``, ``RunRow`` for ``runs``, …): it exists for the schema, Alembic's autogenerate
+and the tables' columns (``RunRow.__table__.c``), and no object of it is ever made. The rows
+the repositories return are the immutable values of ``rows.py`` (``Conversation``, ``Run``, …).
+
 The one exception is ``MIGRATION_OWNED_INDEXES``: expression indexes that a migration creates
 and the ORM does not declare (SQLite cannot reflect them, so autogenerate cannot compare
 them); ``migrations/env.py`` leaves exactly these out of the comparison.
@@ -56,26 +61,12 @@ JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 NOW = sa.text("CURRENT_TIMESTAMP")
 
 
-#: Marks an object a repository filled from a row (``repositories.base.Repository._load``).
-FROM_DATABASE = "_ccweb_from_database"
-
-
 class Base(DeclarativeBase):
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map: ClassVar[dict[Any, Any]] = {
         datetime: UTCDateTime(),
         dict[str, Any]: JSONType,
     }
-
-    def __setattr__(self, key: str, value: Any) -> None:
-        # Repositories write with Core statements and hand out objects no ORM session tracks:
-        # a change to one would be lost without a word, so it is refused instead.
-        if FROM_DATABASE in self.__dict__:
-            raise AttributeError(
-                f"{type(self).__name__}.{key} is read-only: objects read from the database "
-                "are snapshots of their rows; change the row through a repository"
-            )
-        super().__setattr__(key, value)
 
 
 class SessionRow(Base):
@@ -94,7 +85,7 @@ class SessionRow(Base):
     extra: Mapped[dict[str, Any] | None]
 
 
-class Message(Base):
+class MessageRow(Base):
     """One message of a conversation; ``seq`` orders it within its session."""
 
     __tablename__ = "messages"
@@ -117,7 +108,7 @@ class Message(Base):
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata")
 
 
-class ReplyRequest(Base):
+class ReplyRequestRow(Base):
     """A ``return_and_continue`` request: the target's answer must reach the source."""
 
     __tablename__ = "reply_requests"
@@ -148,7 +139,7 @@ class ReplyRequest(Base):
     extra: Mapped[dict[str, Any] | None]
 
 
-class Run(Base):
+class RunRow(Base):
     """One agent turn in one conversation, queued for a worker to claim."""
 
     __tablename__ = "runs"
@@ -191,7 +182,7 @@ class Run(Base):
     error: Mapped[str | None] = mapped_column(sa.Text)
 
 
-class ConversationCredential(Base):
+class ConversationCredentialRow(Base):
     """A credential bound to one conversation (``credentials.py``): its signed token names this
     row, which says whether it still holds. The token itself is never stored."""
 
@@ -210,7 +201,7 @@ class ConversationCredential(Base):
     revoked_at: Mapped[datetime | None]
 
 
-class ServerSecret(Base):
+class ServerSecretRow(Base):
     """A secret the server made for itself, by name: the key that signs conversation
     credentials, unless ``CCWEB_CREDENTIAL_SECRET`` supplies one. Never logged or printed."""
 
@@ -221,7 +212,7 @@ class ServerSecret(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=NOW)
 
 
-class Event(Base):
+class EventRow(Base):
     """One change, written by the transaction that made it (the outbox ``GET /events`` and
     ``events.list`` read). Ids only grow, in commit order, and are never reused
     (``AUTOINCREMENT`` on SQLite), so "every event after N" is a gap-free resume point."""
@@ -248,7 +239,7 @@ class Event(Base):
     payload: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
 
 
-class DatabaseIdentity(Base):
+class DatabaseIdentityRow(Base):
     """This database's own random id (one row, made with its schema by migration 0010): two
     URLs that reach one database read the same id. ``copy`` does not copy it, so a copy is a
     database with an id of its own."""
@@ -259,7 +250,7 @@ class DatabaseIdentity(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=NOW)
 
 
-class CopyMarker(Base):
+class CopyMarkerRow(Base):
     """The copy ``copy`` wrote, or is writing, into this database (one row, ``name`` =
     'copy'): the source's identity and URL (without credentials) and whether it finished.
     ``copy --resume`` continues only a copy that is in progress from the same source. Not
@@ -286,7 +277,7 @@ class JsonKeyText(sa.ColumnElement[str]):
 
     SQLite ``json_extract(col, '$.key')``, PostgreSQL ``(col ->> 'key')``. The key is a
     literal, not a bound parameter: only then can either planner match the expression to an
-    index built on the same text. (``Message.metadata_[key].as_string()`` binds the path.)
+    index built on the same text. (``MESSAGES.c.metadata[key].as_string()`` binds the path.)
     """
 
     __visit_name__ = "json_key_text"
@@ -330,5 +321,5 @@ def reply_to_request_id(metadata: sa.ColumnElement[Any] | None = None) -> JsonKe
     ``sa.column("metadata")``. Changing what this renders needs a migration that rebuilds
     the index.
     """
-    column = Message.__table__.c.metadata if metadata is None else metadata
+    column = MessageRow.__table__.c.metadata if metadata is None else metadata
     return JsonKeyText(column, "replyToRequestId")

@@ -17,16 +17,16 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ccweb_store.store.bulk import copy_select, is_json
-from ccweb_store.store.models import Base, Message, ReplyRequest, SessionRow
+from ccweb_store.store.models import Base
 from ccweb_store.store.repositories.whole_tables import count_rows
 from ccweb_store.store.uow import Store
 
 #: A table of the schema, as the data tools hold it.
 Table = sa.Table
 
-SESSIONS = Base.metadata.tables[SessionRow.__tablename__]
-MESSAGES = Base.metadata.tables[Message.__tablename__]
-REPLIES = Base.metadata.tables[ReplyRequest.__tablename__]
+SESSIONS = Base.metadata.tables["sessions"]
+MESSAGES = Base.metadata.tables["messages"]
+REPLIES = Base.metadata.tables["reply_requests"]
 
 
 def schema_tables() -> list[Table]:

@@ -1,5 +1,6 @@
 """What every repository shares: validation at the boundary, keyset cursors, and the
-one-row INSERT/UPDATE … RETURNING helpers the hot path is built on."""
+one-row INSERT/UPDATE … RETURNING helpers the hot path is built on. Rows come back as the
+values of ``store.rows``."""
 
 from __future__ import annotations
 
@@ -13,25 +14,18 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import QueryableAttribute
 
 from ccweb_store.domain import errors, json_values
 from ccweb_store.domain.errors import DomainError, InvalidInput
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import (
-    FROM_DATABASE,
-    Base,
-    Message,
-    ReplyRequest,
-    Run,
-    SessionRow,
-)
+from ccweb_store.store.models import Base
+from ccweb_store.store.rows import TABLE_OF
 from ccweb_store.store.statements import Batch, Rows
 from ccweb_store.store.statements import prebuilt as prebuilt
 from ccweb_store.store.transaction import Transaction
 
-_T = TypeVar("_T")
-_B = TypeVar("_B", bound=Base)
+#: A row value of ``store.rows`` (a ``NamedTuple``; ``_make`` is its public constructor).
+_V = TypeVar("_V", bound=tuple[Any, ...])
 
 
 def encode_cursor(*parts: Any) -> str:
@@ -81,9 +75,7 @@ def constant(value: str) -> sa.ColumnElement[str]:
     return sa.literal_column(f"'{value}'", sa.String())
 
 
-def one_of(
-    column: sa.ColumnElement[str] | QueryableAttribute[str], values: Sequence[str]
-) -> sa.ColumnElement[bool]:
+def one_of(column: sa.ColumnElement[str], values: Sequence[str]) -> sa.ColumnElement[bool]:
     """``column IN (…)`` over fixed enum values, written into the SQL (see ``constant``).
 
     An IN over a list bound at execution (an "expanding" parameter) re-renders the SQL on
@@ -93,61 +85,47 @@ def one_of(
     return column.in_([constant(value) for value in values])
 
 
+def table_of(value_type: type[tuple[Any, ...]]) -> sa.Table:
+    """The table whose rows ``value_type`` holds."""
+    return Base.metadata.tables[TABLE_OF[value_type]]
+
+
 @lru_cache(maxsize=8)
-def column_attributes(model: type[Base]) -> tuple[tuple[str, sa.ColumnElement[Any]], ...]:
-    """``(attribute name, column)`` of every column of a mapped class."""
-    return tuple((attr.key, attr.columns[0]) for attr in sa.inspect(model).column_attrs)
+def column_attributes(
+    value_type: type[tuple[Any, ...]],
+) -> tuple[tuple[str, sa.Column[Any]], ...]:
+    """``(field, column)`` of every column of a value type's table, in column order."""
+    fields: tuple[str, ...] = getattr(value_type, "_fields")  # noqa: B009 (NamedTuple's)
+    return tuple(zip(fields, table_of(value_type).c, strict=True))
 
 
-def _row_layout(model: type[Base]) -> tuple[tuple[str, ...], int]:
-    """The attribute name of each column of the model's table, in the table's column order
-    (the order of ``select(TABLE)`` and of ``RETURNING *TABLE.c``), and the position of the
-    primary key among them."""
-    by_name = {column.name: key for key, column in column_attributes(model)}
-    table = Base.metadata.tables[model.__tablename__]
-    keys = tuple(by_name[column.name] for column in table.c)
-    (primary,) = table.primary_key.columns
-    return keys, keys.index(by_name[primary.name])
+#: ``(field, column name, has a server default)`` of each column of a value type's table,
+#: worked out the first time a repository inserts one.
+_INSERT_COLUMNS: dict[type[tuple[Any, ...]], tuple[tuple[str, str, bool], ...]] = {}
 
 
-#: ``_row_layout`` and the insert columns of each mapped class, worked out the first time a
-#: repository reads or inserts one (``_load`` runs for every row read).
-_ROW_LAYOUTS: dict[type[Base], tuple[tuple[str, ...], int]] = {}
-_INSERT_COLUMNS: dict[type[Base], tuple[tuple[str, str, bool], ...]] = {}
-
-
-def _layout(model: type[Base]) -> tuple[tuple[str, ...], int]:
-    layout = _ROW_LAYOUTS.get(model)
-    if layout is None:
-        layout = _ROW_LAYOUTS[model] = _row_layout(model)
-    return layout
-
-
-def _insert_columns(model: type[Base]) -> tuple[tuple[str, str, bool], ...]:
-    """``(attribute name, column name, has a server default)`` of each column."""
-    columns = _INSERT_COLUMNS.get(model)
+def _insert_columns(value_type: type[tuple[Any, ...]]) -> tuple[tuple[str, str, bool], ...]:
+    columns = _INSERT_COLUMNS.get(value_type)
     if columns is None:
-        columns = _INSERT_COLUMNS[model] = tuple(
-            (key, column.name, column.server_default is not None)
-            for key, column in column_attributes(model)
+        columns = _INSERT_COLUMNS[value_type] = tuple(
+            (field, column.name, column.server_default is not None)
+            for field, column in column_attributes(value_type)
         )
     return columns
 
 
-SESSIONS = Base.metadata.tables[SessionRow.__tablename__]
-MESSAGES = Base.metadata.tables[Message.__tablename__]
-REPLIES = Base.metadata.tables[ReplyRequest.__tablename__]
-RUNS = Base.metadata.tables[Run.__tablename__]
+SESSIONS = Base.metadata.tables["sessions"]
+MESSAGES = Base.metadata.tables["messages"]
+REPLIES = Base.metadata.tables["reply_requests"]
+RUNS = Base.metadata.tables["runs"]
 
 
 class UnitState:
-    """What the repositories of one unit of work share: its transaction, and the objects
-    standing for the rows read so far."""
+    """What the repositories of one unit of work share: its transaction, the sessions it
+    locked and the changes it made."""
 
     def __init__(self, transaction: Transaction) -> None:
         self.transaction = transaction
-        #: The object standing for each row read so far, by (mapped class, primary key).
-        self.loaded: dict[tuple[type[Base], Any], Any] = {}
         #: Sessions whose rows the current transaction read to change (``SessionRepository``;
         #: locked where the database locks rows).
         self.locked_sessions: dict[str, Any] = {}
@@ -189,17 +167,15 @@ class UnitState:
 class Repository:
     """SQL on one table, inside the unit of work's transaction.
 
-    Rows come back as instances of the mapped classes, filled straight from the rows the
-    driver returned: nothing here writes through the ORM — every change is a Core statement.
-    One object stands for one row per unit of work (``_load``), refreshed whenever a
-    statement returns that row, so a conditional ``UPDATE … RETURNING`` updates the object a
-    caller already holds.
+    Every change is a Core statement. Rows come back as the immutable values of
+    ``store.rows``, each built by its type from the row the driver returned (``_load``): a
+    value never changes after it is read, so a method that changes a row returns the changed
+    row (``UPDATE … RETURNING``) for the caller to use.
     """
 
     def __init__(self, state: UnitState) -> None:
         self.state = state
         self.transaction = state.transaction
-        self._loaded = state.loaded
 
     async def _execute(
         self,
@@ -217,108 +193,91 @@ class Repository:
         """Run ``stmt`` once per parameter set of ``rows`` (one executemany), returning nothing."""
         await self.transaction.execute_many(stmt, rows)
 
-    def _load(self, model: type[_B], row: Sequence[Any], into: _B | None = None) -> _B:
-        """The unit of work's object for ``row`` (every column, in table order), refreshed.
-
-        A new object is a bare instance of the mapped class, without the ORM's instance
-        state (which only a session would use, and none ever sees these objects): its
-        columns and the ``FROM_DATABASE`` mark go straight into ``__dict__``, where the
-        mapped attributes read them, and ``Base.__setattr__`` refuses changes.
-        """
-        keys, primary = _layout(model)
-        key = (model, row[primary])
-        loaded = self._loaded.get(key, into)
-        if loaded is None:
-            loaded = model.__new__(model)
-        fields = loaded.__dict__
-        fields.update(zip(keys, row, strict=True))
-        fields[FROM_DATABASE] = True
-        self._loaded[key] = loaded
-        found: _B = loaded
-        return found
+    @staticmethod
+    def _load(value_type: type[_V], row: Sequence[Any]) -> _V:
+        """The value ``value_type`` of ``row`` (every column, in table order)."""
+        value: _V = getattr(value_type, "_make")(row)  # noqa: B009 (NamedTuple's constructor)
+        return value
 
     async def _first(
-        self, model: type[_B], stmt: sa.Executable, params: Mapping[str, Any] | None = None
-    ) -> _B | None:
-        """The first row of ``stmt`` (selecting or returning every column) as an object."""
+        self, value_type: type[_V], stmt: sa.Executable, params: Mapping[str, Any] | None = None
+    ) -> _V | None:
+        """The first row of ``stmt`` (selecting or returning every column) as a value."""
         row = (await self._execute(stmt, params)).first()
-        return None if row is None else self._load(model, row)
+        return None if row is None else self._load(value_type, row)
 
     async def _all(
-        self, model: type[_B], stmt: sa.Executable, params: Mapping[str, Any] | None = None
-    ) -> list[_B]:
-        """Every row of ``stmt`` (selecting or returning every column) as objects."""
-        return [self._load(model, row) for row in (await self._execute(stmt, params))]
+        self, value_type: type[_V], stmt: sa.Executable, params: Mapping[str, Any] | None = None
+    ) -> list[_V]:
+        """Every row of ``stmt`` (selecting or returning every column) as values."""
+        make = getattr(value_type, "_make")  # noqa: B009 (NamedTuple's constructor)
+        return [make(row) for row in (await self._execute(stmt, params))]
 
     async def _insert(
-        self,
-        model: type[_B],
-        values: Mapping[str, Any],
-        conflict: Callable[[], DomainError],
-        *,
-        into: _B | None = None,
-    ) -> _B:
-        """Insert one row (attribute names as keys) now; the row as an object (``into`` if
-        given), server defaults included. A uniqueness clash raises ``conflict()``.
+        self, value_type: type[_V], values: Mapping[str, Any], conflict: Callable[[], DomainError]
+    ) -> _V:
+        """Insert one row (field names as keys) now; the row as a value, server defaults
+        included. A uniqueness clash raises ``conflict()``.
 
         One Core ``INSERT … RETURNING``. Like a flush, a ``None`` leaves a column with a
         server default to that default. No savepoint: a clash ends the unit of work (the
         caller raises, the transaction rolls back), so nothing ever continues in it.
         """
+        stmt = insert_statement(table_of(value_type))
         try:
-            row = (
-                await self._execute(insert_statement(model), _insert_params(model, values))
-            ).one()
+            row = (await self._execute(stmt, _insert_params(value_type, values))).one()
         except IntegrityError as exc:
             raise conflict() from exc
-        return self._load(model, row, into)
+        return self._load(value_type, row)
 
     async def _insert_unread(
-        self, model: type[Base], values: Mapping[str, Any], conflict: Callable[[], DomainError]
+        self, table: sa.Table, values: Mapping[str, Any], conflict: Callable[[], DomainError]
     ) -> None:
-        """``_insert`` without reading the row back, for a caller that needs nothing of it
-        but what it gave: on SQLite, ``RETURNING`` and converting its row cost more than
-        the INSERT itself."""
-        stmt = insert_statement(model, read_back=False)
+        """``_insert`` into ``table`` (column names as keys) without reading the row back,
+        for a caller that needs nothing of it but what it gave: on SQLite, ``RETURNING`` and
+        converting its row cost more than the INSERT itself."""
+        params = {
+            name: value
+            for name, value in values.items()
+            if not (value is None and table.c[name].server_default is not None)
+        }
         try:
-            await self._execute(stmt, _insert_params(model, values))
+            await self._execute(insert_statement(table, read_back=False), params)
         except IntegrityError as exc:
             raise conflict() from exc
 
     async def _page(
         self,
-        model: type[_B],
+        value_type: type[_V],
         stmt: sa.Select[Any],
         limit: int,
-        sort_key: Callable[[_B], tuple[Any, ...]],
-    ) -> tuple[list[_B], str | None]:
+        sort_key: Callable[[_V], tuple[Any, ...]],
+    ) -> tuple[list[_V], str | None]:
         """Up to ``limit`` rows of ``stmt`` and the cursor to the next page (None: no more),
         made from the last row's ``sort_key``."""
-        rows = await self._all(model, stmt.limit(limit + 1))
+        rows = await self._all(value_type, stmt.limit(limit + 1))
         if len(rows) <= limit:
             return rows, None
         rows = rows[:limit]
         return rows, encode_cursor(*sort_key(rows[-1]))
 
-    async def _update_returning(self, model: type[_B], stmt: sa.Update) -> _B | None:
+    async def _update_returning(self, value_type: type[_V], stmt: sa.Update) -> _V | None:
         """Run a conditional UPDATE of one row; the updated row if it matched, else None."""
-        table = Base.metadata.tables[model.__tablename__]
-        return await self._first(model, stmt.returning(*table.c))
+        return await self._first(value_type, stmt.returning(*table_of(value_type).c))
 
 
-def _insert_params(model: type[Base], values: Mapping[str, Any]) -> dict[str, Any]:
+def _insert_params(value_type: type[tuple[Any, ...]], values: Mapping[str, Any]) -> dict[str, Any]:
     """An insert's parameters by column name; like a flush, a ``None`` leaves a column with a
     server default to that default."""
     return {
         name: values[key]
-        for key, name, defaulted in _insert_columns(model)
+        for key, name, defaulted in _insert_columns(value_type)
         if key in values and not (defaulted and values[key] is None)
     }
 
 
 @lru_cache(maxsize=16)
-def insert_statement(model: type[Base], *, read_back: bool = True) -> sa.Insert:
+def insert_statement(table: sa.Table, *, read_back: bool = True) -> sa.Insert:
     """``INSERT INTO <table>`` (Core, no flush), ``RETURNING`` every column if ``read_back``."""
-    table = Base.metadata.tables[model.__tablename__]
     stmt = sa.insert(table)
     return prebuilt(stmt.returning(*table.c) if read_back else stmt)

@@ -12,11 +12,12 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict
 from ccweb_store.domain.ids import new_id
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import Base, ConversationCredential, ServerSecret
+from ccweb_store.store.models import Base
 from ccweb_store.store.repositories.base import Repository, prebuilt
+from ccweb_store.store.rows import ConversationCredential
 
-CREDENTIALS = Base.metadata.tables[ConversationCredential.__tablename__]
-SECRETS = Base.metadata.tables[ServerSecret.__tablename__]
+CREDENTIALS = Base.metadata.tables["conversation_credentials"]
+SECRETS = Base.metadata.tables["server_secrets"]
 
 # Read on every /mcp request that presents a credential: one primary-key lookup.
 _GET_CREDENTIAL = prebuilt(
@@ -116,5 +117,5 @@ class SecretRepository(Repository):
             return Conflict(f"secret {name!r} already exists", code=errors.INVALID_STATE)
 
         await self._insert_unread(
-            ServerSecret, {"name": name, "value": value, "created_at": utcnow()}, taken
+            SECRETS, {"name": name, "value": value, "created_at": utcnow()}, taken
         )

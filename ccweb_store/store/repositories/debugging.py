@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 from ccweb_store.domain.ids import OPEN_REPLY_STATUSES
 from ccweb_store.store.column_types import UTCDateTime
-from ccweb_store.store.models import ReplyRequest
 from ccweb_store.store.repositories.base import REPLIES, Repository
+from ccweb_store.store.rows import ReplyRequest
 
 pending_replies = sa.table(
     "pending_replies",
@@ -151,7 +151,7 @@ class DebuggingRepository(Repository):
                 view.target_run_lease_expires_at,
                 view.target_run_attempts,
             )
-            .join(pending_replies, view.request_id == ReplyRequest.request_id)
+            .join(pending_replies, view.request_id == REPLIES.c.request_id)
             .order_by(view.created_at, view.request_id)
             .limit(limit)
         )

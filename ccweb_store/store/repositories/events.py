@@ -18,12 +18,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ccweb_store.store.models import Base, Event
+from ccweb_store.store.models import Base
 from ccweb_store.store.postgres.listen import CHANNEL
 from ccweb_store.store.repositories.base import Repository, prebuilt
 from ccweb_store.store.statements import Rows
 
-EVENTS = Base.metadata.tables[Event.__tablename__]
+EVENTS = Base.metadata.tables["events"]
 #: The key of the transaction-scoped advisory lock every event writer takes on PostgreSQL.
 ORDER_LOCK_KEY = 0x63637765_76656E74
 

@@ -8,11 +8,12 @@ import uuid
 import sqlalchemy as sa
 
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import Base, CopyMarker, DatabaseIdentity
+from ccweb_store.store.models import Base
 from ccweb_store.store.repositories.base import Repository
+from ccweb_store.store.rows import CopyMarker
 
-IDENTITY = Base.metadata.tables[DatabaseIdentity.__tablename__]
-MARKER = Base.metadata.tables[CopyMarker.__tablename__]
+IDENTITY = Base.metadata.tables["database_identity"]
+MARKER = Base.metadata.tables["copy_marker"]
 
 #: ``copy_marker.name`` of the one marker a database holds.
 MARKER_NAME = "copy"

@@ -18,7 +18,7 @@ from ccweb_store.domain.ids import ROLES, new_id, validate_choice
 from ccweb_store.domain.kinds import Role
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.column_types import IsoText
-from ccweb_store.store.models import Message, reply_to_request_id
+from ccweb_store.store.models import reply_to_request_id
 from ccweb_store.store.repositories.base import (
     MESSAGES,
     prebuilt,
@@ -26,6 +26,7 @@ from ccweb_store.store.repositories.base import (
 from ccweb_store.store.repositories.batch_steps import BatchStep
 from ccweb_store.store.repositories.message_import import MessageImport
 from ccweb_store.store.repositories.sessions import SessionRepository
+from ccweb_store.store.rows import Message
 
 #: A message appended with its session's next ``seq``, computed inside the INSERT; only the
 #: session's write lock (``SessionRepository.touch``, taken first) keeps seqs gap-free.
@@ -215,8 +216,8 @@ class MessageRepository(MessageImport):
         """Messages with ``seq > after_seq``, in order."""
         stmt = (
             sa.select(MESSAGES)
-            .where(Message.session_id == session_id, Message.seq > after_seq)
-            .order_by(Message.seq)
+            .where(MESSAGES.c.session_id == session_id, MESSAGES.c.seq > after_seq)
+            .order_by(MESSAGES.c.seq)
             .limit(limit)
         )
         return await self._all(Message, stmt)
@@ -230,21 +231,21 @@ class MessageRepository(MessageImport):
         role: str | None = None,
     ) -> list[Message]:
         """Messages with ``seq < before_seq`` (None: all), of ``role`` if given, newest first."""
-        stmt = sa.select(MESSAGES).where(Message.session_id == session_id)
+        stmt = sa.select(MESSAGES).where(MESSAGES.c.session_id == session_id)
         if before_seq is not None:
-            stmt = stmt.where(Message.seq < before_seq)
+            stmt = stmt.where(MESSAGES.c.seq < before_seq)
         if role is not None:
-            stmt = stmt.where(Message.role == role)
-        return await self._all(Message, stmt.order_by(Message.seq.desc()).limit(limit))
+            stmt = stmt.where(MESSAGES.c.role == role)
+        return await self._all(Message, stmt.order_by(MESSAGES.c.seq.desc()).limit(limit))
 
     async def count(self, session_ids: Iterable[str]) -> dict[str, int]:
         ids = list(session_ids)
         if not ids:
             return {}
         stmt = (
-            sa.select(Message.session_id, sa.func.count())
-            .where(Message.session_id.in_(ids))
-            .group_by(Message.session_id)
+            sa.select(MESSAGES.c.session_id, sa.func.count())
+            .where(MESSAGES.c.session_id.in_(ids))
+            .group_by(MESSAGES.c.session_id)
         )
         counts: Sequence[Any] = (await self._execute(stmt)).all()
         return {session_id: int(n) for session_id, n in counts}
@@ -304,8 +305,8 @@ class MessageRepository(MessageImport):
             return row
         stmt = (
             sa.select(MESSAGES)
-            .where(Message.role == Role.ASSISTANT, _prompt_field("promptId") == prompt_id)
-            .order_by(Message.seq)
+            .where(MESSAGES.c.role == Role.ASSISTANT, _prompt_field("promptId") == prompt_id)
+            .order_by(MESSAGES.c.seq)
             .limit(1)
         )
         return await self._first(Message, stmt)
@@ -326,7 +327,7 @@ _BLANK_CHARACTERS = " \t\n\r\f\v"
 
 def _prompt_field(name: str) -> sa.ColumnElement[str]:
     """``metadata.ccwebPrompt.<name>`` as text (SQLite ``json_extract``, PostgreSQL ``#>>``)."""
-    field: sa.ColumnElement[str] = Message.metadata_[("ccwebPrompt", name)].as_string()
+    field: sa.ColumnElement[str] = MESSAGES.c["metadata"][("ccwebPrompt", name)].as_string()
     return field
 
 

@@ -15,23 +15,20 @@ import sqlalchemy as sa
 
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, OPEN_REPLY_STATUSES
 from ccweb_store.domain.kinds import ReplyStatus, RunStatus
-from ccweb_store.store.models import ReplyRequest, Run
-from ccweb_store.store.repositories.base import Repository, prebuilt
+from ccweb_store.store.repositories.base import REPLIES, RUNS, Repository, prebuilt
 
 _RUNS_BY_STATUS = prebuilt(
-    sa.select(Run.status, sa.func.count())
-    .where(Run.status.in_(ACTIVE_RUN_STATUSES))
-    .group_by(Run.status)
+    sa.select(RUNS.c.status, sa.func.count())
+    .where(RUNS.c.status.in_(ACTIVE_RUN_STATUSES))
+    .group_by(RUNS.c.status)
 )
 _OPEN_REPLIES_BY_STATUS = prebuilt(
-    sa.select(ReplyRequest.status, sa.func.count())
-    .where(ReplyRequest.status.in_(OPEN_REPLY_STATUSES))
-    .group_by(ReplyRequest.status)
+    sa.select(REPLIES.c.status, sa.func.count())
+    .where(REPLIES.c.status.in_(OPEN_REPLY_STATUSES))
+    .group_by(REPLIES.c.status)
 )
 _OLDEST_WAITING = prebuilt(
-    sa.select(sa.func.min(ReplyRequest.created_at)).where(
-        ReplyRequest.status == ReplyStatus.WAITING
-    )
+    sa.select(sa.func.min(REPLIES.c.created_at)).where(REPLIES.c.status == ReplyStatus.WAITING)
 )
 
 
@@ -76,26 +73,26 @@ class MonitoringRepository(Repository):
     async def expired_leases(self, now: datetime) -> list[ExpiredLease]:
         """Running runs whose lease passed before ``now``, the longest expired first."""
         stmt = (
-            sa.select(Run.id, Run.session_id, Run.worker_id, Run.lease_expires_at)
-            .where(Run.status == RunStatus.RUNNING, Run.lease_expires_at < now)
-            .order_by(Run.lease_expires_at)
+            sa.select(RUNS.c.id, RUNS.c.session_id, RUNS.c.worker_id, RUNS.c.lease_expires_at)
+            .where(RUNS.c.status == RunStatus.RUNNING, RUNS.c.lease_expires_at < now)
+            .order_by(RUNS.c.lease_expires_at)
         )
         return [ExpiredLease(*row) for row in await self._execute(stmt)]
 
     async def unanswered_waiting_requests(self) -> list[UnansweredRequest]:
         """``waiting`` requests with no queued or running run naming them, oldest first."""
         open_run = sa.exists().where(
-            Run.reply_request_id == ReplyRequest.request_id, Run.status.in_(ACTIVE_RUN_STATUSES)
+            RUNS.c.reply_request_id == REPLIES.c.request_id, RUNS.c.status.in_(ACTIVE_RUN_STATUSES)
         )
         stmt = (
             sa.select(
-                ReplyRequest.request_id,
-                ReplyRequest.source_conversation_id,
-                ReplyRequest.target_conversation_id,
-                ReplyRequest.target_title,
-                ReplyRequest.created_at,
+                REPLIES.c.request_id,
+                REPLIES.c.source_conversation_id,
+                REPLIES.c.target_conversation_id,
+                REPLIES.c.target_title,
+                REPLIES.c.created_at,
             )
-            .where(ReplyRequest.status == ReplyStatus.WAITING, ~open_run)
-            .order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+            .where(REPLIES.c.status == ReplyStatus.WAITING, ~open_run)
+            .order_by(REPLIES.c.created_at, REPLIES.c.request_id)
         )
         return [UnansweredRequest(*row) for row in await self._execute(stmt)]

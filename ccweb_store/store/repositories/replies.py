@@ -15,20 +15,20 @@ from ccweb_store.domain.errors import Conflict, DomainError, NotFound
 from ccweb_store.domain.ids import REPLY_STATUSES, validate_choice
 from ccweb_store.domain.kinds import ReplyStatus, RunStatus
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import ReplyRequest, reply_to_request_id
+from ccweb_store.store.models import reply_to_request_id
 from ccweb_store.store.repositories.base import (
     MESSAGES,
     REPLIES,
     RUNS,
     SESSIONS,
     Repository,
-    column_attributes,
     constant,
     decode_cursor,
     one_of,
     prebuilt,
 )
 from ccweb_store.store.repositories.batch_steps import BatchStep
+from ccweb_store.store.rows import ReplyRequest
 
 _GET_REPLY = prebuilt(sa.select(REPLIES).where(REPLIES.c.request_id == bindparam("request_id")))
 _LOCK_REPLY = prebuilt(_GET_REPLY.with_for_update())
@@ -161,26 +161,16 @@ def _new_request(
 
 
 class ReplyRepository(Repository):
-    async def add(self, row: ReplyRequest) -> ReplyRequest:
-        """Insert a request built by the caller (unsaved); ``row`` itself comes back filled."""
-        values = {
-            key: row.__dict__[key]
-            for key, _ in column_attributes(ReplyRequest)
-            if key in row.__dict__
-        }
-        return await self.create(values, into=row)
-
-    async def create(
-        self, values: dict[str, Any], *, into: ReplyRequest | None = None
-    ) -> ReplyRequest:
-        """Insert a request from its values (attribute names as keys)."""
-        row = await self._insert(ReplyRequest, *_new_request(values), into=into)
+    async def create(self, values: dict[str, Any]) -> ReplyRequest:
+        """Insert a request from its values (field names as keys; ``created_at`` defaults to
+        now, and a column left out to its default)."""
+        row = await self._insert(ReplyRequest, *_new_request(values))
         self._note_row(row)
         return row
 
     async def insert(self, values: dict[str, Any]) -> None:
         """``create`` without reading the row back."""
-        await self._insert_unread(ReplyRequest, *_new_request(values))
+        await self._insert_unread(REPLIES, *_new_request(values))
         self._note(
             values["status"],
             values["source_conversation_id"],
@@ -218,17 +208,17 @@ class ReplyRepository(Repository):
 
     async def transition(
         self, request_id: str, from_statuses: Sequence[str], to_status: str, **values: Any
-    ) -> bool:
-        """Move to ``to_status`` only from one of ``from_statuses``; True if it moved."""
+    ) -> ReplyRequest | None:
+        """Move to ``to_status`` only from one of ``from_statuses``; the moved row, or None if
+        it did not move."""
         validate_choice(to_status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
         stmt = _transition_statement(tuple(from_statuses), tuple(sorted(values)))
         params = {f"v_{column}": value for column, value in values.items()}
         params |= {"p_request_id": request_id, "to_status": to_status}
         row = await self._first(ReplyRequest, stmt, params)
-        if row is None:
-            return False
-        self._note_row(row)
-        return True
+        if row is not None:
+            self._note_row(row)
+        return row
 
     async def list_page(
         self,
@@ -242,24 +232,24 @@ class ReplyRepository(Repository):
         cursor: str | None = None,
     ) -> tuple[list[ReplyRequest], str | None]:
         """Oldest first, keyset-paginated by ``(created_at, request_id)``."""
-        stmt = sa.select(REPLIES).order_by(ReplyRequest.created_at, ReplyRequest.request_id)
+        stmt = sa.select(REPLIES).order_by(REPLIES.c.created_at, REPLIES.c.request_id)
         if statuses:
             for status in statuses:
                 validate_choice(status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
-            stmt = stmt.where(ReplyRequest.status.in_(statuses))
+            stmt = stmt.where(REPLIES.c.status.in_(statuses))
         if session_id is not None:
             sides = []
             if as_source:
-                sides.append(ReplyRequest.source_conversation_id == session_id)
+                sides.append(REPLIES.c.source_conversation_id == session_id)
             if as_target:
-                sides.append(ReplyRequest.target_conversation_id == session_id)
+                sides.append(REPLIES.c.target_conversation_id == session_id)
             stmt = stmt.where(sa.or_(*sides))
         if older_than is not None:
-            stmt = stmt.where(ReplyRequest.created_at < older_than)
+            stmt = stmt.where(REPLIES.c.created_at < older_than)
         if cursor:
             created_at, last_id = decode_cursor(cursor, (datetime, str))
             stmt = stmt.where(
-                sa.tuple_(ReplyRequest.created_at, ReplyRequest.request_id)
+                sa.tuple_(REPLIES.c.created_at, REPLIES.c.request_id)
                 > sa.tuple_(created_at, last_id)
             )
         return await self._page(
@@ -284,8 +274,9 @@ class ReplyRepository(Repository):
         )
         return SourceState(running=bool(rows[0][0]), answer_id=next(answers, None))
 
-    async def claim_failure_notice(self, request_id: str, message_id: str) -> bool:
-        """Record that the failure notice ``message_id`` goes out for a failed request.
+    async def claim_failure_notice(self, request_id: str, message_id: str) -> ReplyRequest | None:
+        """Record that the failure notice ``message_id`` goes out for a failed request; the
+        request as it is now, or None when another writer (or an import) settled it.
 
         Conditional on no notice having been recorded, so only one writer ever sends it, and
         on ``returned_at`` being NULL: an imported failure was settled in cc-web and is owed none.
@@ -300,7 +291,7 @@ class ReplyRepository(Repository):
             )
             .values(reply_message_id=message_id)
         )
-        return (await self._update_returning(ReplyRequest, stmt)) is not None
+        return await self._update_returning(ReplyRequest, stmt)
 
     async def get_many(
         self, request_ids: Sequence[str], *, chunk: int = 500
@@ -309,7 +300,7 @@ class ReplyRepository(Repository):
         found: dict[str, ReplyRequest] = {}
         for start in range(0, len(request_ids), chunk):
             stmt = sa.select(REPLIES).where(
-                ReplyRequest.request_id.in_(request_ids[start : start + chunk])
+                REPLIES.c.request_id.in_(request_ids[start : start + chunk])
             )
             found.update({row.request_id: row for row in await self._all(ReplyRequest, stmt)})
         return found

@@ -21,9 +21,9 @@ from ccweb_store.domain.ids import (
 )
 from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import Run
 from ccweb_store.store.repositories.base import RUNS, Repository, constant, one_of, prebuilt
 from ccweb_store.store.repositories.events import EVENTS, ordered_insert
+from ccweb_store.store.rows import Run
 
 _EARLIEST_LEASE_EXPIRY = prebuilt(
     sa.select(sa.func.min(RUNS.c.lease_expires_at)).where(
@@ -103,8 +103,8 @@ class ClaimRace(Exception):
     (PostgreSQL): the transaction is lost; claiming again in a new one finds another run."""
 
 
-# Conditional UPDATEs of one row are Core statements on the table returning every column,
-# which refreshes the object the unit of work holds for the row (``Repository._load``).
+# Conditional UPDATEs of one row are Core statements on the table returning every column:
+# the caller gets the row as the statement left it (``Repository._load``).
 def _set_running_where(which: sa.ColumnElement[bool]) -> sa.Update:
     """Lease the queued run ``which`` selects (bound: worker, now, lease expiry)."""
     return (
@@ -211,8 +211,9 @@ class RunLeases(Repository):
 
     async def heartbeat(
         self, run_id: str, worker_id: str, *, lease_seconds: int, now: datetime | None = None
-    ) -> bool:
-        """Extend the lease if ``worker_id`` still holds the running run."""
+    ) -> Run | None:
+        """Extend the lease if ``worker_id`` still holds the running run; the run with its new
+        lease, or None when it does not."""
         now = now or utcnow()
         stmt = (
             sa.update(RUNS)
@@ -223,7 +224,7 @@ class RunLeases(Repository):
             )
             .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
         )
-        return (await self._update_returning(Run, stmt)) is not None
+        return await self._update_returning(Run, stmt)
 
     async def finish(
         self,
@@ -262,15 +263,16 @@ class RunLeases(Repository):
         """Running runs whose lease has passed (skipping rows another process holds)."""
         stmt = (
             sa.select(RUNS)
-            .where(Run.status == RunStatus.RUNNING, Run.lease_expires_at < (now or utcnow()))
-            .order_by(Run.lease_expires_at)
+            .where(RUNS.c.status == RunStatus.RUNNING, RUNS.c.lease_expires_at < (now or utcnow()))
+            .order_by(RUNS.c.lease_expires_at)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
         return await self._all(Run, stmt)
 
-    async def requeue(self, run_id: str) -> bool:
-        """Put a running run back in the queue (its worker is gone), counting an attempt."""
+    async def requeue(self, run_id: str) -> Run | None:
+        """Put a running run back in the queue (its worker is gone), counting an attempt; the
+        queued run, or None when it was not running."""
         stmt = (
             sa.update(RUNS)
             .where(RUNS.c.id == run_id, RUNS.c.status == constant(RunStatus.RUNNING))
@@ -282,7 +284,6 @@ class RunLeases(Repository):
             )
         )
         run = await self._update_returning(Run, stmt)
-        if run is None:
-            return False
-        self._note(event_types.RUN_REQUEUED, run, {"kind": run.kind, "attempts": run.attempts})
-        return True
+        if run is not None:
+            self._note(event_types.RUN_REQUEUED, run, {"kind": run.kind, "attempts": run.attempts})
+        return run

@@ -23,7 +23,6 @@ from ccweb_store.domain.ids import (
 )
 from ccweb_store.domain.kinds import RunKind, RunStatus
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import Run
 from ccweb_store.store.repositories.base import (
     RUNS,
     constant,
@@ -32,6 +31,7 @@ from ccweb_store.store.repositories.base import (
 )
 from ccweb_store.store.repositories.batch_steps import BatchStep
 from ccweb_store.store.repositories.run_leases import RunLeases
+from ccweb_store.store.rows import Run
 
 _GET_RUN = prebuilt(sa.select(RUNS).where(RUNS.c.id == bindparam("run_id")))
 _LOCK_RUN = prebuilt(_GET_RUN.with_for_update())
@@ -246,9 +246,9 @@ class RunRepository(RunLeases):
     async def open_for_request(self, request_id: str) -> list[Run]:
         """Queued or running ``cross_conversation`` runs that answer ``request_id``."""
         stmt = sa.select(RUNS).where(
-            Run.reply_request_id == request_id,
-            Run.kind == RunKind.CROSS_CONVERSATION,
-            Run.status.in_(ACTIVE_RUN_STATUSES),
+            RUNS.c.reply_request_id == request_id,
+            RUNS.c.kind == RunKind.CROSS_CONVERSATION,
+            RUNS.c.status.in_(ACTIVE_RUN_STATUSES),
         )
         return await self._all(Run, stmt)
 
@@ -275,8 +275,8 @@ class RunRepository(RunLeases):
             return {}
         stmt = (
             sa.select(RUNS)
-            .where(Run.session_id.in_(ids), Run.status.in_(ACTIVE_RUN_STATUSES))
-            .order_by(Run.created_at, Run.id)
+            .where(RUNS.c.session_id.in_(ids), RUNS.c.status.in_(ACTIVE_RUN_STATUSES))
+            .order_by(RUNS.c.created_at, RUNS.c.id)
         )
         active: dict[str, Run] = {}
         for run in await self._all(Run, stmt):
@@ -296,13 +296,13 @@ class RunRepository(RunLeases):
         limit: int = 50,
     ) -> list[Run]:
         """Newest first."""
-        stmt = sa.select(RUNS).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
+        stmt = sa.select(RUNS).order_by(RUNS.c.created_at.desc(), RUNS.c.id.desc()).limit(limit)
         if session_id is not None:
-            stmt = stmt.where(Run.session_id == session_id)
+            stmt = stmt.where(RUNS.c.session_id == session_id)
         if created_before is not None:
-            stmt = stmt.where(Run.created_at < created_before)
+            stmt = stmt.where(RUNS.c.created_at < created_before)
         if statuses:
             for status in statuses:
                 validate_choice(status, RUN_STATUSES, errors.INVALID_STATUS, "run status")
-            stmt = stmt.where(Run.status.in_(statuses))
+            stmt = stmt.where(RUNS.c.status.in_(statuses))
         return await self._all(Run, stmt)

@@ -14,7 +14,6 @@ from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.errors import Conflict, NotFound
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, new_id, validate_session_id
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.models import SessionRow
 from ccweb_store.store.repositories.base import (
     RUNS,
     SESSIONS,
@@ -24,6 +23,7 @@ from ccweb_store.store.repositories.base import (
     prebuilt,
 )
 from ccweb_store.store.repositories.batch_steps import BatchStep
+from ccweb_store.store.rows import Conversation
 
 
 @lru_cache(maxsize=32)
@@ -149,7 +149,7 @@ class SessionRepository(Repository):
         created_at: datetime | None = None,
         updated_at: datetime | None = None,
         archived_at: datetime | None = None,
-    ) -> SessionRow:
+    ) -> Conversation:
         session_id = validate_session_id(id) if id is not None else new_id("conv")
         now = utcnow()
         values = {
@@ -171,14 +171,14 @@ class SessionRepository(Repository):
 
         if await self.get(session_id) is not None:
             raise taken()
-        created = await self._insert(SessionRow, values, taken)
+        created = await self._insert(Conversation, values, taken)
         self.state.note(event_types.SESSION_CREATED, session_id, payload={"title": title})
         return created
 
-    async def get(self, session_id: str) -> SessionRow | None:
-        return await self._first(SessionRow, _GET_SESSION, {"session_id": session_id})
+    async def get(self, session_id: str) -> Conversation | None:
+        return await self._first(Conversation, _GET_SESSION, {"session_id": session_id})
 
-    async def require(self, session_id: str) -> SessionRow:
+    async def require(self, session_id: str) -> Conversation:
         """The session, or ``conversation_not_found``."""
         row = await self.get(validate_session_id(session_id))
         if row is None:
@@ -187,11 +187,11 @@ class SessionRepository(Repository):
             )
         return row
 
-    async def lock(self, session_id: str) -> SessionRow | None:
+    async def lock(self, session_id: str) -> Conversation | None:
         """Read the session holding its row lock (PostgreSQL) until the transaction ends."""
         return (await self.lock_many([session_id])).get(session_id)
 
-    async def lock_many(self, session_ids: Iterable[str | None]) -> dict[str, SessionRow]:
+    async def lock_many(self, session_ids: Iterable[str | None]) -> dict[str, Conversation]:
         """Lock several sessions (PostgreSQL) in id order, so two writers never deadlock.
 
         Returns the ones that exist, by id. A row this transaction already locked stays
@@ -203,7 +203,7 @@ class SessionRepository(Repository):
         if missing:
             stmt = _lock_sessions_statement(len(missing))
             params = {f"id_{i}": sid for i, sid in enumerate(missing)}
-            for row in await self._all(SessionRow, stmt, params):
+            for row in await self._all(Conversation, stmt, params):
                 locked[row.id] = row
         return {sid: locked[sid] for sid in ids if sid in locked}
 
@@ -249,39 +249,39 @@ class SessionRepository(Repository):
 
     async def list_page(
         self, *, limit: int = 50, cursor: str | None = None
-    ) -> tuple[list[SessionRow], str | None]:
+    ) -> tuple[list[Conversation], str | None]:
         """Newest created first (archived ones too), keyset-paginated by ``(created_at, id)``."""
-        stmt = sa.select(SESSIONS).order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
+        stmt = sa.select(SESSIONS).order_by(SESSIONS.c.created_at.desc(), SESSIONS.c.id.desc())
         if cursor:
             created_at, last_id = decode_cursor(cursor, (datetime, str))
             stmt = stmt.where(
-                sa.tuple_(SessionRow.created_at, SessionRow.id) < sa.tuple_(created_at, last_id)
+                sa.tuple_(SESSIONS.c.created_at, SESSIONS.c.id) < sa.tuple_(created_at, last_id)
             )
-        return await self._page(SessionRow, stmt, limit, lambda row: (row.created_at, row.id))
+        return await self._page(Conversation, stmt, limit, lambda row: (row.created_at, row.id))
 
     async def search(
         self, *, limit: int, query: str | None = None, include_archived: bool = False
-    ) -> tuple[list[SessionRow], bool]:
+    ) -> tuple[list[Conversation], bool]:
         """Newest activity first, optionally filtered by id or title; returns (rows, has_more)."""
-        stmt = sa.select(SESSIONS).order_by(SessionRow.updated_at.desc(), SessionRow.id.desc())
+        stmt = sa.select(SESSIONS).order_by(SESSIONS.c.updated_at.desc(), SESSIONS.c.id.desc())
         if not include_archived:
-            stmt = stmt.where(SessionRow.archived_at.is_(None))
+            stmt = stmt.where(SESSIONS.c.archived_at.is_(None))
         if query:
             # The text is matched as it is: LIKE's wildcards in it are escaped.
             escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             pattern = f"%{escaped}%"
             stmt = stmt.where(
                 sa.or_(
-                    sa.func.lower(SessionRow.title).like(pattern, escape="\\"),
-                    sa.func.lower(SessionRow.id).like(pattern, escape="\\"),
+                    sa.func.lower(SESSIONS.c.title).like(pattern, escape="\\"),
+                    sa.func.lower(SESSIONS.c.id).like(pattern, escape="\\"),
                 )
             )
-        rows = await self._all(SessionRow, stmt.limit(limit + 1))
+        rows = await self._all(Conversation, stmt.limit(limit + 1))
         return rows[:limit], len(rows) > limit
 
     async def set_archived(
         self, session_id: str, archived_at: datetime | None
-    ) -> SessionRow | None:
+    ) -> Conversation | None:
         """Archive the session at ``archived_at`` (None: bring it back); None when it does not
         exist. An archived session keeps its archive time when archived again."""
         column = SESSIONS.c.archived_at
@@ -291,7 +291,7 @@ class SessionRepository(Repository):
             else None
         )
         stmt = sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(archived_at=value)
-        session = await self._update_returning(SessionRow, stmt)
+        session = await self._update_returning(Conversation, stmt)
         if session is not None:
             self.state.note(
                 event_types.SESSION_UPDATED,

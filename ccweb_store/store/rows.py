@@ -1,0 +1,119 @@
+"""The rows the repositories return: one immutable value per table row.
+
+Each is a ``NamedTuple`` whose fields are its table's columns, snake_case, in the table's
+column order (the order of ``SELECT *`` and of ``RETURNING *``), so a repository builds one
+from the driver's row with the type's own constructor, ``Run._make(row)``. A value is a
+snapshot: a statement that changes its row later leaves it as it is, and a repository method
+that changes a row returns the row as changed. ``models.py`` declares the tables (its classes,
+``RunRow`` and so on, are for the schema and Alembic only); ``tests/test_rows.py`` holds each
+value's fields to its table's columns.
+
+No SQLAlchemy here: services, the protocol's shapes, the console and the CLI read these.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, NamedTuple
+
+
+class Conversation(NamedTuple):
+    """A conversation (``sessions``; ``conversationId`` = ``id``)."""
+
+    id: str
+    title: str | None
+    agent: str | None
+    cwd: str | None
+    created_at: datetime
+    updated_at: datetime
+    archived_at: datetime | None
+    extra: dict[str, Any] | None
+
+
+class Message(NamedTuple):
+    """One message of a conversation (``messages``); ``seq`` orders it within its session."""
+
+    id: str
+    session_id: str
+    seq: int
+    role: str
+    content: str
+    created_at: datetime | None
+    #: The ``metadata`` column (the name the table's ORM class gives it).
+    metadata_: dict[str, Any] | None
+
+
+class ReplyRequest(NamedTuple):
+    """A ``return_and_continue`` request (``reply_requests``)."""
+
+    request_id: str
+    message_id: str | None
+    source_conversation_id: str
+    source_title: str | None
+    target_conversation_id: str
+    target_title: str | None
+    status: str
+    hop_count: int
+    source_auto_run: bool
+    reply_text: str | None
+    created_at: datetime
+    completed_at: datetime | None
+    returned_at: datetime | None
+    reply_message_id: str | None
+    last_error: str | None
+    original_request: str | None
+    extra: dict[str, Any] | None
+
+
+class Run(NamedTuple):
+    """One agent turn in one conversation (``runs``)."""
+
+    id: str
+    session_id: str
+    kind: str
+    status: str
+    runtime_text: str | None
+    reply_request_id: str | None
+    hop_count: int
+    worker_id: str | None
+    lease_expires_at: datetime | None
+    attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    output: str | None
+    error: str | None
+
+
+class ConversationCredential(NamedTuple):
+    """A credential bound to one conversation (``conversation_credentials``)."""
+
+    id: str
+    session_id: str
+    label: str | None
+    hop_count: int
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class CopyMarker(NamedTuple):
+    """The copy ``copy`` wrote, or is writing, into this database (``copy_marker``)."""
+
+    name: str
+    source_id: str
+    source_url: str
+    state: str
+    started_at: datetime
+    finished_at: datetime | None
+
+
+#: Every value type, each with the name of the table whose rows it holds.
+TABLE_OF: dict[type[tuple[Any, ...]], str] = {
+    Conversation: "sessions",
+    Message: "messages",
+    ReplyRequest: "reply_requests",
+    Run: "runs",
+    ConversationCredential: "conversation_credentials",
+    CopyMarker: "copy_marker",
+}
