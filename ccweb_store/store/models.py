@@ -35,10 +35,6 @@ from ccweb_store.domain.ids import (
 )
 from ccweb_store.store.column_types import UTCDateTime
 
-# The ``X as X`` imports above are names other modules still import from here (the
-# repositories' base and driver module, the CLI, the importer's loader); each one's home is
-# the module it is imported from.
-
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
