@@ -20,8 +20,9 @@ What counts as a driver call:
 - PostgreSQL: every query asyncpg sends for ``execute``, ``fetch``, ``fetchrow``,
   ``fetchval`` and ``executemany``, a transaction's ``BEGIN`` and ``COMMIT`` included, as
   asyncpg's query loggers (``Connection.add_query_logger``) report them, plus every
-  ``prepare`` and every call on a prepared statement (which the query loggers do not see),
-  counted by a ``Connection`` subclass of asyncpg's (its ``connection_class``).
+  ``prepare``, every call on a prepared statement and every ``copy_records_to_table`` (which
+  the query loggers do not see), counted by a ``Connection`` subclass of asyncpg's (its
+  ``connection_class``).
 
 ``compare.py`` prints the counts as a table of its own; ``tests/test_bench_driver_calls.py``
 pins them, so that a change that adds a call shows up in review.
