@@ -3,7 +3,10 @@ on each engine, counted from the driver, pinned here."""
 
 from __future__ import annotations
 
+import re
+
 from bench import driver_calls
+from tests.servers import ROOT
 
 #: The driver calls of each step, per engine, as ``bench/driver_calls.py`` counts them (SQLite:
 #: every statement run, each row of the events' ``executemany`` one; PostgreSQL: every query
@@ -35,6 +38,21 @@ async def test_a_round_trip_makes_the_calls_of_its_three_steps(
     assert steps["round trip"].count == sum(part.count for part in parts)
     names = [driver_calls.brief(sql) for part in parts for sql in part.statements]
     assert [driver_calls.brief(sql) for sql in steps["round trip"].statements] == names
+
+
+def test_the_counts_in_benchmarks_md_are_the_pinned_ones() -> None:
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    section = text[text.index("### Driver calls") :]
+    shown = {}
+    for step in driver_calls.STEPS:
+        begins = "completion" if step == "complete" else step
+        found = re.search(rf"^\| {begins}\b.*\| (\d+) \| (\d+) \|$", section, re.M)
+        assert found is not None, f"no row for {step} in docs/benchmarks.md#driver-calls"
+        shown[step] = (int(found[1]), int(found[2]))
+
+    assert shown == {
+        step: (PINNED["sqlite"][step], PINNED["postgres"][step]) for step in driver_calls.STEPS
+    }
 
 
 def test_each_call_is_named_by_its_verb_and_tables() -> None:
