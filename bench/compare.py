@@ -24,6 +24,10 @@ the median of its rounds, with their spread. Rows (``--only`` picks some):
   import     ``import-json`` rows/s against ``sqlite3.executemany`` of the same rows (≥ 0.5),
              with the importer's peak RSS
 
+Every run (whatever ``--only`` picks, ``--quick`` too) also prints the driver calls of a
+send, a claim, a completion and a round trip per engine, counted from the driver in process
+(``driver_calls.py``): a table of its own, no goal.
+
 Every server runs in its own process under uvicorn with the same settings, driven by the
 same client (``harness.Client``) at the same concurrency. ``roundtrip`` and ``latency`` run
 on SQLite and, when ``CCWEB_BENCH_POSTGRES_URL`` names a PostgreSQL server (a scratch
@@ -55,6 +59,7 @@ from contextlib import ExitStack
 from importlib.metadata import version
 from pathlib import Path
 
+import driver_calls
 import user_inputs
 from compare_http import (
     Window,
@@ -229,6 +234,7 @@ def main(argv: list[str] | None = None) -> None:
             rows += imported
         if "roundtrip" in wanted:
             rows += roundtrip_rows(options, windows)
+        calls = driver_calls.measure(options.backends, options.postgres, tmp)
     print(
         f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()},"
         f" mcp {version('mcp')}; load average {load[0]:.2f} before, {os.getloadavg()[0]:.2f}"
@@ -239,6 +245,8 @@ def main(argv: list[str] | None = None) -> None:
         " clients; ratio = median of the rounds' ratios (min–max)\n"
     )
     print_table(rows)
+    print("\nDriver calls per step, counted from the driver in process (driver_calls.py):\n")
+    driver_calls.print_table(calls)
     if windows:
         print_http_details(windows)
     if import_details:
