@@ -180,7 +180,7 @@ def test_services_take_typed_calls_never_wire_params() -> None:
 
 def test_services_return_python_never_wire_dicts() -> None:
     """Services hand out rows and dataclasses; the wire's camelCase is shaped at the edges
-    (``protocol/shapes.py``, which services cannot import: ``MAY_IMPORT``). So no coroutine
+    (``protocol/shapes/``, which services cannot import: ``MAY_IMPORT``). So no coroutine
     of a service (every function that reads or writes the store is one) is annotated to
     return ``dict[str, Any]``, alone or inside another type."""
     untyped = []

@@ -1,0 +1,144 @@
+"""The objects of SPEC §3 (Session, Message, Reply, Run) and credentials as the wire shows them,
+and the answers made of runs and credentials (``run.*``, ``credential.*``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from ccweb_store.domain.kinds import RunStatus
+from ccweb_store.domain.timestamps import iso
+from ccweb_store.services.credentials import CredentialList, MintedCredential
+from ccweb_store.services.run_endings import Completion
+from ccweb_store.services.runs import ClaimResult
+from ccweb_store.store.rows import Conversation, ConversationCredential, Message, ReplyRequest, Run
+
+
+def session_fields(row: Conversation) -> dict[str, Any]:
+    """What every answer about a conversation says of it."""
+    return {
+        "id": row.id,
+        "title": row.title,
+        "agent": row.agent,
+        "cwd": row.cwd,
+        "createdAt": iso(row.created_at),
+        "updatedAt": iso(row.updated_at),
+        "archived": row.archived_at is not None,
+    }
+
+
+def session_out(row: Conversation, *, active_run: Run | None = None) -> dict[str, Any]:
+    return session_fields(row) | {
+        "running": active_run is not None and active_run.status == RunStatus.RUNNING,
+        "activeRunId": active_run.id if active_run is not None else None,
+    }
+
+
+def message_out(row: Message) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "sessionId": row.session_id,
+        "seq": row.seq,
+        "role": row.role,
+        "content": row.content,
+        "createdAt": iso(row.created_at),
+        "metadata": row.metadata_ or {},
+    }
+
+
+def reply_out(row: ReplyRequest) -> dict[str, Any]:
+    return {
+        "requestId": row.request_id,
+        "status": row.status,
+        "sourceConversationId": row.source_conversation_id,
+        "sourceTitle": row.source_title,
+        "targetConversationId": row.target_conversation_id,
+        "targetTitle": row.target_title,
+        "messageId": row.message_id,
+        "hopCount": row.hop_count,
+        "sourceAutoRun": row.source_auto_run,
+        "originalRequest": row.original_request,
+        "replyText": row.reply_text,
+        "createdAt": iso(row.created_at),
+        "completedAt": iso(row.completed_at),
+        "returnedAt": iso(row.returned_at),
+        "replyMessageId": row.reply_message_id,
+        "lastError": row.last_error,
+    }
+
+
+def run_out(row: Run) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "sessionId": row.session_id,
+        "kind": row.kind,
+        "status": row.status,
+        "runtimeText": row.runtime_text,
+        "replyRequestId": row.reply_request_id,
+        "hopCount": row.hop_count,
+        "workerId": row.worker_id,
+        "leaseExpiresAt": iso(row.lease_expires_at),
+        "attempts": row.attempts,
+        "createdAt": iso(row.created_at),
+        "startedAt": iso(row.started_at),
+        "finishedAt": iso(row.finished_at),
+        "output": row.output,
+        "error": row.error,
+    }
+
+
+def credential_out(row: ConversationCredential, *, now: datetime | None = None) -> dict[str, Any]:
+    """A conversation credential without its token (which is shown once, when minted)."""
+    current = now or datetime.now(UTC)
+    return {
+        "id": row.id,
+        "sessionId": row.session_id,
+        "label": row.label,
+        "hopCount": row.hop_count,
+        "createdAt": iso(row.created_at),
+        "expiresAt": iso(row.expires_at),
+        "revokedAt": iso(row.revoked_at),
+        "active": row.revoked_at is None and (row.expires_at is None or row.expires_at > current),
+    }
+
+
+def runs_out(rows: list[Run]) -> dict[str, Any]:
+    """``run.list``'s answer."""
+    return {"runs": [run_out(row) for row in rows]}
+
+
+def completion_out(result: Completion) -> dict[str, Any]:
+    """The answer of ``run.complete`` and ``run.cancel``: the run, its output message, the
+    replies it moved."""
+    return {
+        "run": run_out(result.run),
+        "message": message_out(result.message) if result.message is not None else None,
+        "replies": [reply_out(reply) for reply in result.replies],
+    }
+
+
+def minted_out(minted: MintedCredential) -> dict[str, Any]:
+    """``credential.mint``'s answer: the credential, its token (shown only here) and, when
+    the mint replaced a label's credentials, those it revoked."""
+    out: dict[str, Any] = {"credential": credential_out(minted.row), "token": minted.token}
+    if minted.revoked is not None:
+        out["revoked"] = [credential_out(old) for old in minted.revoked]
+    return out
+
+
+def claim_out(result: ClaimResult) -> dict[str, Any]:
+    """``run.claim``'s answer: ``{run}`` (None: nothing to claim), with ``conversation`` and
+    ``credential`` when the claim was asked for them and took a run."""
+    if result.run is None:
+        return {"run": None}
+    out: dict[str, Any] = {"run": run_out(result.run)}
+    if result.conversation is not None:
+        out["conversation"] = session_out(result.conversation)
+    if result.credential is not None:
+        out["credential"] = minted_out(result.credential)
+    return out
+
+
+def credentials_out(listed: CredentialList) -> dict[str, Any]:
+    """``credential.list``'s answer: each credential active or not as of its reading."""
+    return {"credentials": [credential_out(row, now=listed.as_of) for row in listed.rows]}
