@@ -8,6 +8,7 @@ the server uses one, so set it here too. The key itself is never printed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -179,7 +180,7 @@ def conversation_url(
         typer.echo(f"revoked {len(revoked)} earlier {plural} for this client: {ids}", err=True)
 
 
-def _credentials_table(rows: list[dict[str, Any]]) -> Table:
+def _credentials_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     from rich import box
     from rich.table import Table
 

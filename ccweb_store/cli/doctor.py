@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import typer
@@ -36,7 +37,7 @@ def doctor(
     from ccweb_store.services import doctor as checks
     from ccweb_store.store.db import missing_database
 
-    result: dict[str, Any]
+    result: Mapping[str, Any]
     if server is None:
         settings = database_settings(database_url, required=False)
         missing = missing_database(settings.database_url)
@@ -67,7 +68,7 @@ def doctor(
     raise typer.Exit(0 if result["ok"] else 1)
 
 
-def _print_report(result: dict[str, Any]) -> None:
+def _print_report(result: Mapping[str, Any]) -> None:
     from rich.markup import escape
 
     from ccweb_store.cli.tables import stdout_console

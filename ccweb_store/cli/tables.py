@@ -3,6 +3,7 @@ narrow one, and the tables more than one command shows (runs, leases)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -92,7 +93,9 @@ def runs_table(runs: list[Run], title: str, caption: str | None = None) -> Table
     return runs_json_table([run_out(run) for run in runs], title, caption)
 
 
-def runs_json_table(runs: list[dict[str, Any]], title: str, caption: str | None = None) -> Table:
+def runs_json_table(
+    runs: Sequence[Mapping[str, Any]], title: str, caption: str | None = None
+) -> Table:
     """Runs as the host API writes them (``run_out``), one row each."""
     from rich import box
     from rich.table import Table

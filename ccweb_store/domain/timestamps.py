@@ -4,6 +4,7 @@ text with milliseconds and a ``Z``."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import overload
 
 
 def utcnow() -> datetime:
@@ -15,6 +16,14 @@ def utcnow() -> datetime:
 #: the API answers with carries several timestamps.
 _TWO_DIGITS = tuple(f"{n:02d}" for n in range(100))
 _THREE_DIGITS = tuple(f"{n:03d}" for n in range(1000))
+
+
+@overload
+def iso(value: datetime) -> str: ...
+@overload
+def iso(value: None) -> None: ...
+@overload
+def iso(value: datetime | None) -> str | None: ...
 
 
 def iso(value: datetime | None) -> str | None:
@@ -34,6 +43,6 @@ def exact_iso(value: datetime) -> str:
     """``iso`` when the time is a whole millisecond (cc-web's precision), else the same form
     with all six digits of the microseconds: text that gives the time back exactly."""
     if value.microsecond % 1000 == 0:
-        return str(iso(value))
+        return iso(value)
     utc = value.astimezone(UTC) if value.tzinfo is not None else value
     return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

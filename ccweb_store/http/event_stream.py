@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from functools import partial
 from typing import Any
@@ -301,7 +301,7 @@ def _frame(frames: OrderedDict[int, bytes], event: Event) -> bytes:
     return frame
 
 
-def _event(kind: str, body: dict[str, Any], *, event_id: int | None = None) -> ServerSentEvent:
+def _event(kind: str, body: Mapping[str, Any], *, event_id: int | None = None) -> ServerSentEvent:
     return ServerSentEvent(
         data=orjson.dumps(body).decode(),
         event=kind,

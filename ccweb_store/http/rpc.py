@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, get_type_hints
 
 from pydantic import TypeAdapter
 from starlette.responses import Response
@@ -75,44 +76,62 @@ NOT_ALLOWED = "send JSON-RPC with POST"
 
 _T = TypeVar("_T")
 
-RpcMethod = Callable[[Store, Mapping[str, Any]], Awaitable[Any]]
 _M = TypeVar("_M", bound=CallModel)
 _R = TypeVar("_R")
+
+
+@dataclass(frozen=True)
+class TypedMethod(Generic[_M, _R]):
+    """A method whose params are validated into ``arguments`` before ``handler`` runs (a
+    non-object ``params`` is ``invalid_arguments`` too), its result shaped by ``shown``.
+
+    ``result`` is the model of its answer: the return annotation of ``shown`` (a ``TypedDict``
+    of ``shapes``), else of ``handler``; the tests validate real answers with it.
+    """
+
+    arguments: type[_M]
+    handler: Callable[[Store, _M], Awaitable[_R]]
+    shown: Callable[[_R], Any] | None = None
+    adapter: TypeAdapter[_M] = field(init=False, repr=False, compare=False)
+    result: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "adapter", TypeAdapter(self.arguments))
+        answered_by = self.shown if self.shown is not None else self.handler
+        object.__setattr__(self, "result", get_type_hints(answered_by)["return"])
+
+    async def __call__(self, store: Store, params: Mapping[str, Any]) -> Any:
+        call = parsed(self.adapter, require_mapping(params, "params"))
+        result = await self.handler(store, call)
+        return self.shown(result) if self.shown is not None else result
 
 
 def typed(
     model: type[_M],
     handler: Callable[[Store, _M], Awaitable[_R]],
     shown: Callable[[_R], Any] | None = None,
-) -> RpcMethod:
-    """A method whose params are validated into ``model`` before ``handler`` runs (a
-    non-object ``params`` is ``invalid_arguments`` too), its result shaped by ``shown``."""
-    adapter = TypeAdapter(model)
-
-    async def method(store: Store, params: Mapping[str, Any]) -> Any:
-        call = parsed(adapter, require_mapping(params, "params"))
-        result = await handler(store, call)
-        return shown(result) if shown is not None else result
-
-    return method
+) -> TypedMethod[_M, _R]:
+    """A ``METHODS`` row: ``model`` validates the params, ``handler`` answers, ``shown``
+    shapes the answer for the wire."""
+    return TypedMethod(model, handler, shown)
 
 
-async def list_tools(store: Store, call: NoParams) -> list[dict[str, Any]]:
+async def list_tools(store: Store, call: NoParams) -> list[tools.ToolDefinition]:
     """``tools.list``: the public tools, exactly as MCP ``tools/list`` shows them."""
     return tools.public_tools()
 
 
-async def list_dynamic_tools(store: Store, call: NoParams) -> list[dict[str, Any]]:
+async def list_dynamic_tools(store: Store, call: NoParams) -> list[tools.DynamicToolDefinition]:
     """``tools.dynamic``: the communication tools with ``namespace: "ccweb"``."""
     return tools.dynamic_tools()
 
 
-async def list_composer_items(store: Store, call: NoParams) -> list[dict[str, Any]]:
+async def list_composer_items(store: Store, call: NoParams) -> list[tools.ComposerItem]:
     """``tools.composerItems``: ``[{id: "mcp:ccweb/<name>", name, description}]``."""
     return tools.composer_items()
 
 
-async def tools_call_method(store: Store, call: ToolsCall) -> dict[str, Any]:
+async def tools_call_method(store: Store, call: ToolsCall) -> tools.ToolAnswer:
     """``tools.call`` / ``tools.callDynamic``: run a tool for a source conversation; hidden
     aliases are callable here too."""
     try:
@@ -121,7 +140,7 @@ async def tools_call_method(store: Store, call: ToolsCall) -> dict[str, Any]:
         raise jsonrpc.RpcError(jsonrpc.INVALID_PARAMS, str(exc), {"tool": call.tool_name}) from exc
 
 
-METHODS: dict[str, RpcMethod] = {
+METHODS: dict[str, TypedMethod[Any, Any]] = {
     "session.create": typed(CreateSession, conversations.create_session, shapes.session_view_out),
     "session.get": typed(GetSession, conversations.get_session, shapes.session_view_out),
     "session.list": typed(ListSessions, conversations.list_sessions, shapes.session_page_out),

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar, get_type_hints
 
 from pydantic import TypeAdapter
+from typing_extensions import TypedDict
 
 from ccweb_store.domain import tool_arguments as arguments
 from ccweb_store.domain.arguments import reject_nul
@@ -25,6 +26,14 @@ from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.domain.kinds import ReplyMode
 from ccweb_store.protocol import shapes
 from ccweb_store.protocol.argument_errors import parsed
+from ccweb_store.protocol.shapes.conversations import ConversationListingAnswer, UserInputsAnswer
+from ccweb_store.protocol.shapes.prompt_forms import PromptCardAnswer
+from ccweb_store.protocol.shapes.replies import (
+    CreatedConversationAnswer,
+    PendingReplyToolAnswer,
+    SendAnswer,
+)
+from ccweb_store.protocol.shapes.wire import closed
 from ccweb_store.services import conversations, messaging, prompt_forms, user_inputs
 from ccweb_store.store.uow import Store
 
@@ -40,6 +49,54 @@ class UnknownTool(LookupError):
     def __init__(self, name: object) -> None:
         super().__init__(f"unknown tool {name!r}")
         self.name = name
+
+
+#: What a tool answers: one of the tools' answer models (``Tool.result`` names each one's).
+ToolAnswer = (
+    SendAnswer
+    | CreatedConversationAnswer
+    | ConversationListingAnswer
+    | PendingReplyToolAnswer
+    | UserInputsAnswer
+    | PromptCardAnswer
+)
+
+
+@closed
+class ToolAnnotations(TypedDict):
+    """A tool's MCP annotations."""
+
+    title: str
+    readOnlyHint: bool
+    destructiveHint: Literal[False]
+    openWorldHint: Literal[False]
+
+
+@closed
+class ToolDefinition(TypedDict):
+    """A tool as ``tools/list`` and the host's ``tools.list`` show it."""
+
+    name: str
+    title: str
+    description: str
+    inputSchema: dict[str, Any]
+    annotations: ToolAnnotations
+
+
+@closed
+class DynamicToolDefinition(ToolDefinition):
+    """A tool as the host's ``tools.dynamic`` shows it."""
+
+    namespace: str
+
+
+@closed
+class ComposerItem(TypedDict):
+    """One of the composer's ``/`` candidates (``tools.composerItems``)."""
+
+    id: str
+    name: str
+    description: str
 
 
 def published_schema(model: type[arguments.ToolArguments]) -> dict[str, Any]:
@@ -91,19 +148,23 @@ def _plain(node: Any, definitions: dict[str, Any]) -> Any:
 @dataclass(frozen=True)
 class Tool(Generic[A, R]):
     """One tool: its wire definition, the model of its arguments, the service function that
-    runs it and how its result is shown (``shapes``)."""
+    runs it and how its result is shown (``shapes``); the answer's model (``result``) is the
+    return annotation of ``shown``."""
 
     name: str
     title: str
     description: str
     arguments: type[A]
     handler: Callable[[Store, Source, A], Awaitable[R]]
-    shown: Callable[[R], dict[str, Any]]
+    shown: Callable[[R], ToolAnswer]
     read_only: bool = False
     public: bool = True
     communication: bool = False
     input_schema: dict[str, Any] = field(init=False, repr=False, compare=False)
-    definition: dict[str, Any] = field(init=False, repr=False, compare=False)
+    definition: ToolDefinition = field(init=False, repr=False, compare=False)
+    #: The model of the answer (a ``TypedDict`` of ``shapes``, or a union of them), which
+    #: the tests validate real answers with.
+    result: Any = field(init=False, repr=False, compare=False)
     #: Validates a call's arguments into ``arguments`` (built once, at import).
     adapter: TypeAdapter[A] = field(init=False, repr=False, compare=False)
 
@@ -115,24 +176,22 @@ class Tool(Generic[A, R]):
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_schema", published_schema(self.arguments))
         object.__setattr__(self, "adapter", TypeAdapter(self.arguments))
-        annotations = {
+        object.__setattr__(self, "result", get_type_hints(self.shown)["return"])
+        annotations: ToolAnnotations = {
             "title": self.title,
             "readOnlyHint": self.read_only,
             "destructiveHint": False,
             "openWorldHint": False,
         }
         # Built once, so every list hands out the very same description and schema objects.
-        object.__setattr__(
-            self,
-            "definition",
-            {
-                "name": self.name,
-                "title": self.title,
-                "description": self.description,
-                "inputSchema": self.input_schema,
-                "annotations": annotations,
-            },
-        )
+        definition: ToolDefinition = {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "annotations": annotations,
+        }
+        object.__setattr__(self, "definition", definition)
 
 
 SEND_MESSAGE_DESCRIPTION = """\
@@ -252,12 +311,12 @@ def get_tool(name: object) -> Tool[Any, Any]:
     return tool
 
 
-def public_tools() -> list[dict[str, Any]]:
+def public_tools() -> list[ToolDefinition]:
     """The listed tools, as MCP ``tools/list`` and the host's ``tools.list`` show them."""
     return [tool.definition for tool in TOOLS if tool.public]
 
 
-def dynamic_tools() -> list[dict[str, Any]]:
+def dynamic_tools() -> list[DynamicToolDefinition]:
     """The host's dynamic tools: the public communication tools with ``namespace: "ccweb"``."""
     return [
         {**tool.definition, "namespace": NAMESPACE}
@@ -266,7 +325,7 @@ def dynamic_tools() -> list[dict[str, Any]]:
     ]
 
 
-def composer_items() -> list[dict[str, Any]]:
+def composer_items() -> list[ComposerItem]:
     """The composer's ``/`` candidates, one per public tool."""
     return [
         {"id": f"mcp:{NAMESPACE}/{tool.name}", "name": tool.name, "description": tool.description}
@@ -275,7 +334,7 @@ def composer_items() -> list[dict[str, Any]]:
     ]
 
 
-async def call_tool(store: Store, source: Source, name: object, args: object) -> dict[str, Any]:
+async def call_tool(store: Store, source: Source, name: object, args: object) -> ToolAnswer:
     """Run a tool (hidden aliases included) and return its payload, shaped for the wire.
 
     Raises ``UnknownTool`` for an unknown name and ``DomainError`` for a tool failure

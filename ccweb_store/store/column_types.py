@@ -158,7 +158,8 @@ class IsoText(TypeDecorator[str]):
         as_datetime = UTCDateTime().result_processor(dialect, coltype)
 
         def read(value: Any) -> str | None:
-            return iso(as_datetime(value) if as_datetime is not None else value)
+            moment: datetime | None = as_datetime(value) if as_datetime is not None else value
+            return iso(moment)
 
         return read
 

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing_extensions import TypedDict
 
 from ccweb_store.domain.timestamps import iso
-from ccweb_store.protocol.shapes.objects import message_out, session_out
+from ccweb_store.protocol.shapes.objects import MessageOut, SessionOut, message_out, session_out
+from ccweb_store.protocol.shapes.wire import closed
 from ccweb_store.services.conversations import (
     ConversationListing,
     MessagesAfter,
@@ -17,12 +18,83 @@ from ccweb_store.services.conversations import (
 from ccweb_store.services.user_inputs import UserInputs
 
 
-def session_view_out(view: SessionView) -> dict[str, Any]:
+@closed
+class SessionPageAnswer(TypedDict):
+    """``session.list``'s answer."""
+
+    sessions: list[SessionOut]
+    nextCursor: str | None
+
+
+@closed
+class MessagesBeforeAnswer(TypedDict):
+    """``message.recent``'s answer."""
+
+    messages: list[MessageOut]
+    nextBeforeSeq: int | None
+
+
+@closed
+class MessagesAfterAnswer(TypedDict):
+    """``message.list``'s answer."""
+
+    messages: list[MessageOut]
+    nextAfterSeq: int
+
+
+@closed
+class ListedConversationOut(TypedDict):
+    """A conversation as ``ccweb_list_conversations`` lists it: metadata only."""
+
+    conversationId: str
+    title: str | None
+    agent: str | None
+    createdAt: str
+    updatedAt: str
+    running: bool
+    messageCount: int
+    isSource: bool
+
+
+@closed
+class ConversationListingAnswer(TypedDict):
+    """``ccweb_list_conversations``' answer."""
+
+    conversations: list[ListedConversationOut]
+    hasMore: bool
+
+
+@closed
+class UserInputOut(TypedDict):
+    """One of the user's messages as ``ccweb_list_user_inputs`` returns it."""
+
+    messageId: str
+    createdAt: str | None
+    content: str
+    contentChars: int
+    originalChars: int
+    truncated: bool
+
+
+@closed
+class UserInputsAnswer(TypedDict):
+    """``ccweb_list_user_inputs``' answer."""
+
+    conversationId: str
+    limit: int
+    maxChars: int
+    totalChars: int
+    returned: int
+    hasMore: bool
+    inputs: list[UserInputOut]
+
+
+def session_view_out(view: SessionView) -> SessionOut:
     """A Session with its active run (``session.get``, ``session.create``, ``session.archive``)."""
     return session_out(view.row, active_run=view.active_run)
 
 
-def session_page_out(page: SessionPage) -> dict[str, Any]:
+def session_page_out(page: SessionPage) -> SessionPageAnswer:
     """``session.list``'s answer: ``{sessions, nextCursor}``."""
     return {
         "sessions": [session_view_out(view) for view in page.sessions],
@@ -30,7 +102,7 @@ def session_page_out(page: SessionPage) -> dict[str, Any]:
     }
 
 
-def messages_before_out(page: MessagesBefore) -> dict[str, Any]:
+def messages_before_out(page: MessagesBefore) -> MessagesBeforeAnswer:
     """``message.recent``'s answer: ``{messages, nextBeforeSeq}``."""
     return {
         "messages": [message_out(row) for row in page.messages],
@@ -38,7 +110,7 @@ def messages_before_out(page: MessagesBefore) -> dict[str, Any]:
     }
 
 
-def messages_after_out(page: MessagesAfter) -> dict[str, Any]:
+def messages_after_out(page: MessagesAfter) -> MessagesAfterAnswer:
     """``message.list``'s answer: ``{messages, nextAfterSeq}``."""
     return {
         "messages": [message_out(row) for row in page.messages],
@@ -46,7 +118,7 @@ def messages_after_out(page: MessagesAfter) -> dict[str, Any]:
     }
 
 
-def conversation_listing_out(listing: ConversationListing) -> dict[str, Any]:
+def conversation_listing_out(listing: ConversationListing) -> ConversationListingAnswer:
     """``ccweb_list_conversations``'s answer: metadata only, never message text."""
     return {
         "conversations": [
@@ -66,7 +138,7 @@ def conversation_listing_out(listing: ConversationListing) -> dict[str, Any]:
     }
 
 
-def user_inputs_out(found: UserInputs) -> dict[str, Any]:
+def user_inputs_out(found: UserInputs) -> UserInputsAnswer:
     """``ccweb_list_user_inputs``'s answer."""
     return {
         "conversationId": found.conversation_id,

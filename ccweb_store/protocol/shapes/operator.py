@@ -3,11 +3,23 @@ json``'s summary."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired
+
+from typing_extensions import TypedDict
 
 from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.domain.timestamps import iso
-from ccweb_store.protocol.shapes.objects import message_out, reply_out, run_out, session_fields
+from ccweb_store.protocol.shapes.objects import (
+    MessageOut,
+    ReplyOut,
+    RunOut,
+    SessionFields,
+    message_out,
+    reply_out,
+    run_out,
+    session_fields,
+)
+from ccweb_store.protocol.shapes.wire import closed
 from ccweb_store.services.debugging import ReplyStory
 from ccweb_store.services.doctor import Check, Report
 from ccweb_store.services.json_repair import ColumnCounts, RepairedRow, RepairSummary
@@ -20,9 +32,162 @@ from ccweb_store.services.operator import (
 from ccweb_store.store.repositories.debugging import ActivityRow, PendingReplyRow
 
 
-def pending_reply_out(row: PendingReplyRow) -> dict[str, Any]:
+@closed
+class TargetRunOut(TypedDict):
+    """The run of a pending request's target, as the operator sees it."""
+
+    id: str
+    status: str | None
+    workerId: str | None
+    leaseExpiresAt: str | None
+    attempts: int | None
+
+
+@closed
+class PendingReplyOut(ReplyOut):
+    """A Reply plus the ``pending_replies`` view's debugging columns."""
+
+    ageSeconds: int
+    originalRequestKnown: bool
+    sourceRunning: bool
+    targetRun: TargetRunOut | None
+
+
+@closed
+class ActiveRunOut(TypedDict):
+    """A conversation's active run, in brief."""
+
+    id: str
+    kind: str | None
+    status: str | None
+
+
+@closed
+class ActivityOut(TypedDict):
+    """A ``conversation_activity`` row: what a conversation is doing now."""
+
+    conversationId: str
+    title: str | None
+    messageCount: int
+    lastMessageAt: str | None
+    activeRun: ActiveRunOut | None
+    openAsSource: dict[str, int]
+    openAsTarget: dict[str, int]
+
+
+@closed
+class ConversationStateOut(SessionFields):
+    """A conversation as the operator sees it."""
+
+    archivedAt: str | None
+    running: bool
+    activeRun: ActiveRunOut | None
+    messageCount: int
+    lastMessageAt: str | None
+    openAsSource: dict[str, int]
+    openAsTarget: dict[str, int]
+
+
+@closed
+class ConversationsPageAnswer(TypedDict):
+    """``operator.conversations``' answer."""
+
+    conversations: list[ConversationStateOut]
+    count: int
+    hasMore: bool
+
+
+@closed
+class ConversationDetailAnswer(TypedDict):
+    """``operator.conversation``'s answer."""
+
+    conversation: ConversationStateOut
+    openRequests: list[PendingReplyOut]
+    runs: list[RunOut]
+
+
+@closed
+class PendingRepliesAnswer(TypedDict):
+    """``operator.pendingReplies``' answer; ``conversation`` only when one was asked about."""
+
+    replies: list[PendingReplyOut]
+    count: int
+    conversation: NotRequired[ActivityOut | None]
+
+
+@closed
+class ReplyStoryAnswer(TypedDict):
+    """``operator.replyStory``'s answer."""
+
+    reply: ReplyOut
+    runs: list[RunOut]
+    requestMessage: MessageOut | None
+    replyMessage: MessageOut | None
+    sourceMessages: list[MessageOut]
+
+
+@closed
+class CheckOut(TypedDict):
+    """One doctor's check."""
+
+    name: str
+    status: str
+    summary: str
+    fix: str | None
+    items: list[str]
+
+
+@closed
+class DoctorReportAnswer(TypedDict):
+    """``operator.doctor``'s answer."""
+
+    ok: bool
+    version: str
+    checks: list[CheckOut]
+
+
+@closed
+class RepairedPlaceOut(TypedDict):
+    """A place in a JSON value ``repair-json`` kept as text, and why."""
+
+    path: str
+    reason: str
+
+
+@closed
+class RepairedRowOut(TypedDict):
+    """A row ``repair-json`` rewrote (or would)."""
+
+    table: str
+    column: str
+    id: str
+    paths: list[RepairedPlaceOut]
+
+
+@closed
+class ColumnCountsOut(TypedDict):
+    """What ``repair-json``'s scan of one column found."""
+
+    table: str
+    column: str
+    rowsRead: int
+    rowsRewritten: int
+    rowsChangedMeanwhile: int
+
+
+@closed
+class RepairSummaryAnswer(TypedDict):
+    """``repair-json --json``'s answer."""
+
+    dryRun: bool
+    rowsRewritten: int
+    columns: list[ColumnCountsOut]
+    rows: list[RepairedRowOut]
+
+
+def pending_reply_out(row: PendingReplyRow) -> PendingReplyOut:
     """A ``pending_replies`` row on the wire: the Reply plus the view's debugging columns."""
-    target_run = None
+    target_run: TargetRunOut | None = None
     if row.target_run_id is not None:
         target_run = {
             "id": row.target_run_id,
@@ -42,9 +207,9 @@ def pending_reply_out(row: PendingReplyRow) -> dict[str, Any]:
     }
 
 
-def activity_out(row: ActivityRow) -> dict[str, Any]:
+def activity_out(row: ActivityRow) -> ActivityOut:
     """A ``conversation_activity`` row on the wire: what a conversation is doing now."""
-    active_run = None
+    active_run: ActiveRunOut | None = None
     if row.active_run_id is not None:
         active_run = {
             "id": row.active_run_id,
@@ -62,13 +227,14 @@ def activity_out(row: ActivityRow) -> dict[str, Any]:
     }
 
 
-def conversation_state_out(state: ConversationState) -> dict[str, Any]:
+def conversation_state_out(state: ConversationState) -> ConversationStateOut:
     """A conversation as the operator sees it: the Session's fields, its active run, its
     messages and the open requests it made (``openAsSource``) and must answer
     (``openAsTarget``), by status."""
     row, activity = state.row, state.activity
     active_run = activity_out(activity)["activeRun"] if activity is not None else None
-    return session_fields(row) | {
+    return {
+        **session_fields(row),
         "archivedAt": iso(row.archived_at),
         "running": active_run is not None and active_run["status"] == RunStatus.RUNNING,
         "activeRun": active_run,
@@ -79,13 +245,13 @@ def conversation_state_out(state: ConversationState) -> dict[str, Any]:
     }
 
 
-def conversations_page_out(page: ConversationsPage) -> dict[str, Any]:
+def conversations_page_out(page: ConversationsPage) -> ConversationsPageAnswer:
     """``operator.conversations``' answer: ``{conversations, count, hasMore}``."""
     conversations = [conversation_state_out(state) for state in page.conversations]
     return {"conversations": conversations, "count": len(conversations), "hasMore": page.has_more}
 
 
-def conversation_detail_out(detail: ConversationDetail) -> dict[str, Any]:
+def conversation_detail_out(detail: ConversationDetail) -> ConversationDetailAnswer:
     """``operator.conversation``'s answer: ``{conversation, openRequests, runs}``."""
     return {
         "conversation": conversation_state_out(detail.conversation),
@@ -94,10 +260,10 @@ def conversation_detail_out(detail: ConversationDetail) -> dict[str, Any]:
     }
 
 
-def pending_replies_out(pending: PendingReplies) -> dict[str, Any]:
+def pending_replies_out(pending: PendingReplies) -> PendingRepliesAnswer:
     """``operator.pendingReplies``' answer: ``{replies, count}``, and with a conversation asked
     about, its activity (``conversation``, null when it does not exist)."""
-    out: dict[str, Any] = {
+    out: PendingRepliesAnswer = {
         "replies": [pending_reply_out(item) for item in pending.replies],
         "count": len(pending.replies),
     }
@@ -107,7 +273,7 @@ def pending_replies_out(pending: PendingReplies) -> dict[str, Any]:
     return out
 
 
-def reply_story_out(story: ReplyStory) -> dict[str, Any]:
+def reply_story_out(story: ReplyStory) -> ReplyStoryAnswer:
     """``operator.replyStory``'s answer: the request, its runs, the messages that carried it."""
     return {
         "reply": reply_out(story.reply),
@@ -118,7 +284,7 @@ def reply_story_out(story: ReplyStory) -> dict[str, Any]:
     }
 
 
-def check_out(check: Check) -> dict[str, Any]:
+def check_out(check: Check) -> CheckOut:
     """One doctor's check: ``{name, status, summary, fix, items}``."""
     return {
         "name": check.name,
@@ -129,7 +295,7 @@ def check_out(check: Check) -> dict[str, Any]:
     }
 
 
-def doctor_report_out(report: Report) -> dict[str, Any]:
+def doctor_report_out(report: Report) -> DoctorReportAnswer:
     """``operator.doctor``'s answer: ``{ok, version, checks}``, ``ok`` when no check needs
     action."""
     return {
@@ -139,7 +305,7 @@ def doctor_report_out(report: Report) -> dict[str, Any]:
     }
 
 
-def repaired_row_out(row: RepairedRow) -> dict[str, Any]:
+def repaired_row_out(row: RepairedRow) -> RepairedRowOut:
     """A row ``repair-json`` rewrote (or would): where, and why each place was kept as text."""
     return {
         "table": row.column.table,
@@ -149,7 +315,7 @@ def repaired_row_out(row: RepairedRow) -> dict[str, Any]:
     }
 
 
-def column_counts_out(counts: ColumnCounts) -> dict[str, Any]:
+def column_counts_out(counts: ColumnCounts) -> ColumnCountsOut:
     """What ``repair-json``'s scan of one column found."""
     return {
         "table": counts.column.table,
@@ -160,7 +326,7 @@ def column_counts_out(counts: ColumnCounts) -> dict[str, Any]:
     }
 
 
-def repair_summary_out(summary: RepairSummary) -> dict[str, Any]:
+def repair_summary_out(summary: RepairSummary) -> RepairSummaryAnswer:
     """What ``repair-json`` found and rewrote, as its ``--json`` prints it."""
     return {
         "dryRun": summary.dry_run,

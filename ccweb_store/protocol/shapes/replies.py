@@ -3,19 +3,84 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal, NotRequired
+
+from typing_extensions import TypedDict
 
 from ccweb_store.domain.kinds import ReplyStatus, RunStatus
-from ccweb_store.protocol.shapes.objects import reply_out
+from ccweb_store.protocol.shapes.objects import ReplyOut, reply_out
+from ccweb_store.protocol.shapes.wire import closed
 from ccweb_store.services.messaging import CreatedConversation, SendResult
 from ccweb_store.services.replies import ReplyPage
 from ccweb_store.store.rows import ReplyRequest
 
 
-def send_out(sent: SendResult) -> dict[str, Any]:
+@closed
+class SendAnswer(TypedDict):
+    """``ccweb_send_message``'s answer; the request's keys only for ``return_and_continue``."""
+
+    ok: Literal[True]
+    replyMode: str
+    messageId: str
+    runId: str
+    targetConversationId: str
+    targetTitle: str | None
+    deliveryStatus: str
+    requestId: NotRequired[str]
+    status: NotRequired[str]
+    replyDelivery: NotRequired[Literal["automatic"]]
+    sourceAutoRun: NotRequired[Literal[True]]
+
+
+@closed
+class CreatedConversationAnswer(TypedDict):
+    """``ccweb_create_conversation``'s answer; the send's keys only when it sent a message,
+    the request's only when that send asked for a reply."""
+
+    ok: Literal[True]
+    conversationId: str
+    title: str | None
+    replyMode: NotRequired[str]
+    messageId: NotRequired[str]
+    runId: NotRequired[str]
+    deliveryStatus: NotRequired[str]
+    requestId: NotRequired[str]
+    replyStatus: NotRequired[str]
+    replyDelivery: NotRequired[Literal["automatic"]]
+    sourceAutoRun: NotRequired[Literal[True]]
+
+
+@closed
+class PendingReplyListAnswer(TypedDict):
+    """``ccweb_get_pending_reply``'s answer without a ``requestId``: the open requests."""
+
+    replies: list[ReplyOut]
+    count: int
+
+
+#: ``ccweb_get_pending_reply``'s answer: the one request asked for, or the open ones.
+PendingReplyToolAnswer = ReplyOut | PendingReplyListAnswer
+
+
+@closed
+class ReplyPageAnswer(TypedDict):
+    """``reply.list``'s answer."""
+
+    replies: list[ReplyOut]
+    nextCursor: str | None
+
+
+@closed
+class ExpiredAnswer(TypedDict):
+    """``reply.expire``'s answer."""
+
+    expired: int
+
+
+def send_out(sent: SendResult) -> SendAnswer:
     """``ccweb_send_message``'s answer: what was queued, and for ``return_and_continue`` the
     waiting request and how its reply comes back."""
-    out: dict[str, Any] = {
+    out: SendAnswer = {
         "ok": True,
         "replyMode": sent.reply_mode,
         "messageId": sent.message_id,
@@ -34,10 +99,10 @@ def send_out(sent: SendResult) -> dict[str, Any]:
     return out
 
 
-def created_conversation_out(created: CreatedConversation) -> dict[str, Any]:
+def created_conversation_out(created: CreatedConversation) -> CreatedConversationAnswer:
     """``ccweb_create_conversation``'s answer: the conversation and, when it was sent a first
     message, that send (its reply request's status as ``replyStatus``)."""
-    out: dict[str, Any] = {
+    out: CreatedConversationAnswer = {
         "ok": True,
         "conversationId": created.conversation_id,
         "title": created.title,
@@ -61,18 +126,18 @@ def created_conversation_out(created: CreatedConversation) -> dict[str, Any]:
     return out
 
 
-def pending_reply_answer_out(found: ReplyRequest | list[ReplyRequest]) -> dict[str, Any]:
+def pending_reply_answer_out(found: ReplyRequest | list[ReplyRequest]) -> PendingReplyToolAnswer:
     """``ccweb_get_pending_reply``'s answer: the one request asked for, or ``{replies, count}``."""
     if isinstance(found, ReplyRequest):
         return reply_out(found)
     return {"replies": [reply_out(row) for row in found], "count": len(found)}
 
 
-def reply_page_out(page: ReplyPage) -> dict[str, Any]:
+def reply_page_out(page: ReplyPage) -> ReplyPageAnswer:
     """``reply.list``'s answer: ``{replies, nextCursor}``."""
     return {"replies": [reply_out(row) for row in page.replies], "nextCursor": page.next_cursor}
 
 
-def expired_out(expired: int) -> dict[str, Any]:
+def expired_out(expired: int) -> ExpiredAnswer:
     """``reply.expire``'s answer: how many requests it failed."""
     return {"expired": expired}

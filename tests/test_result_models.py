@@ -1,0 +1,209 @@
+"""Every ``/rpc`` method and every MCP tool has a model of its answer (a closed ``TypedDict``
+of ``protocol/shapes``, ``METHODS[name].result`` and ``Tool.result``): a real call of each, on
+SQLite and PostgreSQL, answers what its model lists and nothing else."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from ccweb_store.domain.context import Source
+from ccweb_store.http.rpc import METHODS
+from ccweb_store.protocol import shapes
+from ccweb_store.protocol.shapes.objects import RunOut
+from ccweb_store.protocol.tools import TOOLS, get_tool
+from ccweb_store.store.rows import Run
+from ccweb_store.store.uow import Store
+from tests import host_calls, tool_calls
+
+TOOL_METHODS = ("tools.call", "tools.callDynamic")
+
+
+class CheckedCalls:
+    """Calls methods and tools as the edges do, validating each answer with its model and
+    noting which were called."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.methods: set[str] = set()
+        self.tools: set[str] = set()
+
+    async def rpc(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        answer = await host_calls.call(self.store, method, params or {})
+        TypeAdapter(METHODS[method].result).validate_python(answer)
+        if method in TOOL_METHODS:
+            assert params is not None
+            TypeAdapter(get_tool(params["tool"]).result).validate_python(answer)
+        self.methods.add(method)
+        return answer
+
+    async def tool(self, source: str, name: str, args: dict[str, Any]) -> Any:
+        answer = await tool_calls.call(self.store, Source(source), name, args)
+        TypeAdapter(get_tool(name).result).validate_python(answer)
+        self.tools.add(name)
+        return answer
+
+
+async def test_every_method_and_tool_answers_as_its_model_says(store: Store) -> None:
+    calls = CheckedCalls(store)
+    rpc, tool = calls.rpc, calls.tool
+
+    await rpc("session.create", {"id": "src", "title": "Source"})
+    await rpc("session.create", {"id": "dst", "title": "Target", "agent": "codex"})
+    await rpc("session.create", {"id": "spare"})
+    await rpc("session.get", {"id": "src"})
+    await rpc("session.list", {"limit": 2})
+    await rpc("message.append", {"sessionId": "src", "role": "user", "content": "plan it"})
+    await rpc("message.list", {"sessionId": "src"})
+    await rpc("message.recent", {"sessionId": "src"})
+
+    await tool("src", "ccweb_list_conversations", {})
+    await tool("src", "ccweb_list_user_inputs", {})
+    sent = await tool(
+        "src",
+        "ccweb_send_message",
+        {"targetConversationId": "dst", "content": "do it", "replyMode": "return_and_continue"},
+    )
+    request_id = sent["requestId"]
+    await tool("src", "ccweb_get_pending_reply", {})
+    await tool("src", "ccweb_get_pending_reply", {"requestId": request_id})
+    await rpc("operator.pendingReplies", {"sessionId": "src"})
+    await rpc("operator.pendingReplies", {})
+
+    claimed = await rpc(
+        "run.claim", {"workerId": "w1", "withConversation": True, "mintCredential": {}}
+    )
+    assert "conversation" in claimed and "credential" in claimed
+    run_id = claimed["run"]["id"]
+    await rpc("run.heartbeat", {"runId": run_id, "workerId": "w1"})
+    await rpc(
+        "run.complete",
+        {"runId": run_id, "status": "completed", "output": "done", "workerId": "w1"},
+    )
+    await rpc("reply.get", {"requestId": request_id})
+    await rpc("reply.list", {})
+    await rpc("operator.replyStory", {"requestId": request_id})
+
+    auto_run = (await rpc("run.claim", {"workerId": "w2"}))["run"]
+    await rpc("run.requeue", {"runId": auto_run["id"]})
+    await rpc("run.cancel", {"runId": auto_run["id"], "force": True})
+    assert (await rpc("run.claim", {"workerId": "w2"})) == {"run": None}
+    await rpc("run.list", {})
+    started = await rpc("run.start", {"sessionId": "spare", "workerId": "w3"})
+    await rpc(
+        "run.complete",
+        {"runId": started["id"], "status": "failed", "error": "no", "workerId": "w3"},
+    )
+    await rpc("run.enqueue", {"sessionId": "spare"})
+
+    created = await tool("src", "ccweb_create_conversation", {"title": "Bare"})
+    await tool(
+        "src",
+        "ccweb_create_conversation",
+        {"title": "Asked", "content": "look", "requestReply": True},
+    )
+    await tool(
+        "src",
+        "ccweb_create_conversation",
+        {"title": "Told", "content": "fyi", "requestReply": False},
+    )
+    asked = await tool(
+        "src",
+        "ccweb_request_reply",
+        {"targetConversationId": created["conversationId"], "content": "check"},
+    )
+    await rpc("run.cancel", {"runId": asked["runId"]})
+    await rpc("reply.fail", {"requestId": asked["requestId"], "reason": "gave up"})
+    await rpc("reply.retry", {"requestId": asked["requestId"]})
+    await rpc("reply.expire", {"olderThanSeconds": 0})
+    await tool(
+        "src",
+        "ccweb_send_message",
+        {"targetConversationId": "dst", "content": "fyi", "replyMode": "one_way"},
+    )
+
+    card = await tool(
+        "src", "ccweb_prompt_user", {"title": "Setup", "questions": [{"id": "db", "question": "?"}]}
+    )
+    await rpc("prompt.respond", {"promptId": card["promptId"], "answers": {"db": "PostgreSQL"}})
+
+    minted = await rpc("credential.mint", {"sessionId": "src", "label": "agent"})
+    await rpc("credential.revoke", {"credentialId": minted["credential"]["id"]})
+    await rpc("credential.list", {"includeInactive": True})
+    await rpc("events.list", {})
+    await rpc("events.list", {"conversation": "src", "types": ["message.appended"]})
+
+    await rpc("operator.conversations", {"includeArchived": True})
+    await rpc("operator.conversation", {"id": "src"})
+    await rpc("operator.doctor", {})
+    await rpc("session.archive", {"id": "spare"})
+
+    await rpc("tools.list", {})
+    await rpc("tools.dynamic", {})
+    await rpc("tools.composerItems", {})
+    for method in TOOL_METHODS:
+        await rpc(
+            method, {"tool": "ccweb_list_conversations", "args": {}, "sourceSessionId": "src"}
+        )
+
+    assert calls.methods == set(METHODS)
+    assert calls.tools == {tool.name for tool in TOOLS}
+
+
+def a_run() -> Run:
+    at = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    return Run("run-1", "conv-a", "user_turn", "queued", None, None, 0, None, None, 0, at, None,
+               None, None, None)  # fmt: skip
+
+
+def test_a_key_the_model_does_not_list_is_refused() -> None:
+    """What catches a shaping function that grows an unlisted key: its answer no longer
+    validates against the row's result model."""
+
+    def leaky_run_out(row: Run) -> dict[str, Any]:
+        return {**shapes.run_out(row), "leaseToken": "secret"}
+
+    model = TypeAdapter(METHODS["run.start"].result)
+    model.validate_python(shapes.run_out(a_run()))
+    with pytest.raises(ValidationError, match="leaseToken"):
+        model.validate_python(leaky_run_out(a_run()))
+
+
+@pytest.mark.parametrize(
+    ("change", "wrong"),
+    [
+        (lambda answer: answer.pop("status"), "status"),
+        (lambda answer: answer.update(attempts="0"), "attempts"),
+        (lambda answer: answer.update(attempts=0.0), "attempts"),
+        (lambda answer: answer.update(workerId=7), "workerId"),
+        (lambda answer: answer.update(createdAt=None), "createdAt"),
+    ],
+)
+def test_a_missing_key_or_another_json_type_is_refused(change: Any, wrong: str) -> None:
+    answer: dict[str, Any] = dict(shapes.run_out(a_run()))
+    change(answer)
+    with pytest.raises(ValidationError, match=wrong):
+        TypeAdapter(RunOut).validate_python(answer)
+
+
+def open_objects(schema: Any) -> list[str]:
+    """The titles of the objects in a JSON schema that allow properties they do not list."""
+    found = []
+    if isinstance(schema, dict):
+        if "properties" in schema and schema.get("additionalProperties") is not False:
+            found.append(schema.get("title", "?"))
+        found += [title for value in schema.values() for title in open_objects(value)]
+    elif isinstance(schema, list):
+        found += [title for value in schema for title in open_objects(value)]
+    return found
+
+
+@pytest.mark.parametrize(
+    "model",
+    [method.result for method in METHODS.values()] + [tool.result for tool in TOOLS],
+)
+def test_every_result_model_is_closed(model: Any) -> None:
+    assert open_objects(TypeAdapter(model).json_schema()) == []
