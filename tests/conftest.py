@@ -132,20 +132,47 @@ async def migrate_url(url: str, revision: str = "head") -> None:
         await engine.dispose()
 
 
-async def truncate_all(url: str) -> None:
-    """Empty every table of the schema, keeping ``alembic_version``.
+class _Emptier:
+    """Empties a PostgreSQL database before each test on one connection kept for the run.
 
-    ``DELETE`` children first, all in one round trip on one plain asyncpg connection (the
-    simple query protocol runs a multi-statement string as one transaction): on the few rows
-    a test leaves it is much cheaper than ``TRUNCATE``, which makes new files for every table
-    and index, and than an engine per test.
+    ``DELETE`` children first, all in one round trip (the simple query protocol runs a
+    multi-statement string as one transaction): on the few rows a test leaves it is much
+    cheaper than ``TRUNCATE``, which makes new files for every table and index, and a kept
+    connection saves a new one per test. The connection lives on a thread of its own, with its
+    own event loop, because each test's ``asyncio.run`` has another; a test that ends every
+    connection to the database ends it too, and the next call connects again.
     """
-    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    connection = await asyncpg.connect(dsn)
-    try:
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._connections: dict[str, asyncpg.Connection] = {}
+        threading.Thread(target=self._loop.run_forever, name="pg-emptier", daemon=True).start()
+
+    def empty(self, url: str) -> None:
+        asyncio.run_coroutine_threadsafe(self._empty(url), self._loop).result()
+
+    async def _empty(self, url: str) -> None:
+        connection = self._connections.get(url)
+        if connection is not None and not connection.is_closed():
+            try:
+                await connection.execute(_DELETE_EVERY_ROW)
+                return
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                connection.terminate()  # ended from outside (or failed): try a new one
+        dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        self._connections[url] = connection = await asyncpg.connect(dsn)
         await connection.execute(_DELETE_EVERY_ROW)
-    finally:
-        await connection.close()
+
+
+_emptier: _Emptier | None = None
+
+
+def truncate_all(url: str) -> None:
+    """Empty every table of the schema at ``url``, keeping ``alembic_version``."""
+    global _emptier
+    if _emptier is None:
+        _emptier = _Emptier()
+    _emptier.empty(url)
 
 
 _DELETE_EVERY_ROW = "".join(
@@ -201,7 +228,7 @@ def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -
         template: Path = request.getfixturevalue("migrated_sqlite_template")
         return copy_migrated_sqlite(template, tmp_path / "ccweb.db")
     url: str = request.getfixturevalue("migrated_postgres_url")
-    asyncio.run(truncate_all(url))
+    truncate_all(url)
     return url
 
 
