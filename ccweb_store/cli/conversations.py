@@ -17,7 +17,7 @@ from ccweb_store.cli.common import (
     print_json,
 )
 from ccweb_store.cli.remote import ServerUrl, operator_call
-from ccweb_store.cli.replies import pending_table
+from ccweb_store.cli.reply_views import pending_table
 from ccweb_store.cli.tables import parse_iso, print_table, runs_json_table, stdout_console
 from ccweb_store.domain.durations import format_duration
 from ccweb_store.domain.kinds import RunStatus
