@@ -13,10 +13,13 @@ that connections are open and statements prepared, as in a running server:
 
 What counts as a driver call:
 
-- SQLite: every statement the driver connections under the store run, ``BEGIN IMMEDIATE``
-  and ``COMMIT`` included, as ``sqlite3``'s trace callback reports them (set on each
-  connection the engine opens, through aiosqlite's ``Connection.set_trace_callback``). A
-  statement run for many rows (``executemany``) is reported once per row.
+- SQLite: every call to aiosqlite's connection that hands work to its thread (``execute``,
+  ``execute_fetchall``, ``executemany``, ``executescript``, ``commit``, ``rollback``, and
+  fetching from a cursor ``execute`` gave), counted by wrapping those methods of each
+  connection the engine opens. One call may run several statements: an ``executemany``
+  (one per row), the ``BEGIN IMMEDIATE`` sqlite3 issues before a statement that writes, a
+  batch's trigger. The calls are named from the statements ``sqlite3``'s trace callback
+  reported during each (``Connection.set_trace_callback``), a batch by its steps.
 - PostgreSQL: every query asyncpg sends for ``execute``, ``fetch``, ``fetchrow``,
   ``fetchval`` and ``executemany``, a transaction's ``BEGIN`` and ``COMMIT`` included, as
   asyncpg's query loggers (``Connection.add_query_logger``) report them, plus every
@@ -48,6 +51,7 @@ from typing import Any
 
 import asyncpg
 from sqlalchemy import event
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.pool import ConnectionPoolEntry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -60,6 +64,7 @@ from ccweb_store.domain.kinds import RunKind, RunStatus
 from ccweb_store.protocol import tools
 from ccweb_store.services import conversations, runs
 from ccweb_store.store.db import create_engine, migrate
+from ccweb_store.store.statements import Batch
 from ccweb_store.store.uow import Store
 
 POSTGRES_ENV = "CCWEB_BENCH_POSTGRES_URL"
@@ -69,13 +74,27 @@ WORKER = "w"
 
 @dataclass
 class CallLog:
-    """The statements the driver ran, in order, as they were reported."""
+    """The driver calls, in order, each as the statements it ran (SQLite: joined by
+    ``CALL_PARTS``)."""
 
     statements: list[str] = field(default_factory=list)
+    #: What sqlite3's trace callback reported since the current call began.
+    traced: list[str] = field(default_factory=list)
 
     def sqlite_statement(self, sql: str) -> None:
         """``sqlite3``'s trace callback (on aiosqlite's thread)."""
-        self.statements.append(sql)
+        self.traced.append(sql)
+
+    def sqlite_call(self, sql: str) -> None:
+        """An aiosqlite call that ended, which ran ``sql`` (and what the trace reported)."""
+        traced, self.traced = self.traced, []
+        ran = [t for t in traced if not t.upper().startswith("BEGIN")]
+        parts = [sql]
+        if len(ran) > len(set(ran)) and not _BATCH_VIEW.match(sql):
+            parts.append(TRIGGER)  # the trace names a trigger's statements by their caller's
+        if len(ran) < len(traced) and not sql.upper().startswith("BEGIN"):
+            parts.insert(0, "BEGIN IMMEDIATE")
+        self.statements.append(CALL_PARTS.join(parts))
 
     def postgres_query(self, record: asyncpg.connection.LoggedQuery) -> None:
         """An asyncpg query logger."""
@@ -84,6 +103,58 @@ class CallLog:
     def take(self) -> list[str]:
         taken, self.statements = self.statements, []
         return taken
+
+
+#: A SQLite statement's trigger, as a part of its call.
+TRIGGER = "TRIGGER"
+#: Between the statements one SQLite call ran (the ``BEGIN`` sqlite3 issued, then the SQL).
+CALL_PARTS = "\n-- and --\n"
+#: The aiosqlite connection's methods that hand work to its thread.
+SQLITE_CALLS = (
+    "execute",
+    "execute_fetchall",
+    "execute_insert",
+    "executemany",
+    "executescript",
+    "commit",
+    "rollback",
+)
+
+
+def count_sqlite_calls(driver: Any, log: CallLog) -> None:
+    """Log each call to ``driver`` (an aiosqlite connection) that hands work to its thread:
+    its public methods, and the fetches of the cursors ``execute`` returns."""
+
+    def counted(name: str, method: Any) -> Any:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            log.traced = []
+            result = await method(*args, **kwargs)
+            log.sqlite_call(str(args[0]) if args else name.upper())
+            return CountedCursor(result, log) if name == "execute" else result
+
+        return call
+
+    for name in SQLITE_CALLS:
+        setattr(driver, name, counted(name, getattr(driver, name)))
+
+
+class CountedCursor:
+    """An aiosqlite cursor whose fetches are logged as calls of their own."""
+
+    def __init__(self, cursor: Any, log: CallLog) -> None:
+        self._cursor, self._log = cursor, log
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._cursor, name)
+        if name not in ("fetchone", "fetchmany", "fetchall"):
+            return attribute
+
+        async def fetch(*args: Any, **kwargs: Any) -> Any:
+            result = await attribute(*args, **kwargs)
+            self._log.sqlite_call(f"FETCH {name}")
+            return result
+
+        return fetch
 
 
 @dataclass(frozen=True)
@@ -99,13 +170,14 @@ class StepCalls:
 
 
 def counting_sqlite(engine_url: str, log: CallLog) -> Store:
-    """A store on a SQLite URL whose every new driver connection reports its statements to
-    ``log`` (set after the store's own setup on connect, so its pragmas are not counted)."""
+    """A store on a SQLite URL whose every new driver connection reports its calls to ``log``
+    (set after the store's own setup on connect, so its pragmas are not counted)."""
     engine = create_engine(engine_url)
 
     @event.listens_for(engine.sync_engine, "connect")
     def _trace(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
         dbapi_connection.run_async(lambda driver: driver.set_trace_callback(log.sqlite_statement))
+        count_sqlite_calls(dbapi_connection.driver_connection, log)
 
     return Store(engine, Settings(database_url=engine_url))
 
@@ -236,9 +308,20 @@ _WRITES = re.compile(r"(?<!FOR )\b(UPDATE|INSERT INTO|DELETE FROM)\s+(\w+)", re.
 _FIRST_TABLE = re.compile(r"\sFROM\s+(\w+)", re.I)
 
 
+_BATCH_VIEW = re.compile(r'INSERT INTO "?temp"?\.(ccweb_batch_\d+)', re.I)
+
+
 def brief(sql: str) -> str:
     """A statement named by its verb and table (``INSERT messages``); a ``WITH`` by every
-    table it writes (``UPDATE sessions + INSERT messages``)."""
+    table it writes (``UPDATE sessions + INSERT messages``); a SQLite call that ran several,
+    by each (``BEGIN IMMEDIATE + UPDATE runs``); a SQLite batch by its steps."""
+    if CALL_PARTS in sql:
+        return " + ".join(brief(part) for part in sql.split(CALL_PARTS))
+    if sql == TRIGGER:
+        return "its trigger"
+    batch = _BATCH_VIEW.match(sql)
+    if batch is not None:
+        return f"batch ({batch_steps(batch[1])})"
     text = " ".join(sql.split()).rstrip(";")
     verb = text.split(" ", 1)[0].upper()
     if verb in ("BEGIN", "COMMIT", "ROLLBACK", "COPY"):
@@ -255,6 +338,14 @@ def brief(sql: str) -> str:
         locks = " FOR UPDATE" if " FOR UPDATE" in text.upper() else ""
         return f"SELECT {_table(text)}{locks}"
     return text[:40]
+
+
+def batch_steps(view: str) -> str:
+    """The steps of the batch SQLite runs as ``view``'s trigger (``store.sqlite.one_statement``)."""
+    index = int(view.rsplit("_", 1)[1])
+    dialect = sqlite_dialect()
+    steps = [brief(str(stmt.compile(dialect=dialect))) for stmt in Batch.made[index].unread]
+    return " + ".join([*steps, "INSERT events"])
 
 
 def _table(text: str) -> str:

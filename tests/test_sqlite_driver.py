@@ -149,9 +149,10 @@ async def test_a_write_waits_for_another_processs_lock_while_the_event_loop_serv
     ticking = asyncio.create_task(ticker())
     asyncio.get_running_loop().call_later(0.3, release)
     try:
-        async with store.uow() as uow:  # BEGIN IMMEDIATE waits for the other process
+        async with store.uow() as uow:
+            assert ticks < 10  # the writer connects without waiting for the other process
+            await uow.sessions.create("through")  # BEGIN IMMEDIATE waits for it
             waited_ticks = ticks
-            await uow.sessions.create("through")
             await uow.commit()
     finally:
         ticking.cancel()

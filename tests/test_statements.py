@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError, InvalidRequestError
 from ccweb_store.store.db import create_engine
 from ccweb_store.store.repositories.base import MESSAGES, SESSIONS
 from ccweb_store.store.statements import Batch, Compiled, prebuilt
+from ccweb_store.store.transaction import Transaction
 from ccweb_store.store.uow import Store
 
 _TABLE = sa.Table(
@@ -253,7 +254,7 @@ async def test_in_over_a_list_finds_the_rows_of_every_length(store: Store) -> No
 # --- Batch ---------------------------------------------------------------------------------
 
 #: A conversation touched and a message appended with the next seq, as a send does: a time
-#: and a JSON value bound by two steps, the last returning what it wrote.
+#: and a JSON value bound by two steps, the message read back.
 _TOUCH_AND_APPEND = Batch(
     (
         sa.update(SESSIONS)
@@ -262,8 +263,7 @@ _TOUCH_AND_APPEND = Batch(
         {"p_session": "conversation", "p_now": "now"},
     ),
     (
-        sa.insert(MESSAGES)
-        .values(
+        sa.insert(MESSAGES).values(
             id=sa.bindparam("p_id"),
             session_id=sa.bindparam("p_session"),
             seq=sa.select(sa.func.coalesce(sa.func.max(MESSAGES.c.seq), 0) + 1)
@@ -273,8 +273,7 @@ _TOUCH_AND_APPEND = Batch(
             content=sa.bindparam("p_content"),
             metadata=sa.bindparam("p_doc"),
             created_at=sa.bindparam("p_now"),
-        )
-        .returning(MESSAGES.c.seq, MESSAGES.c.metadata, MESSAGES.c.created_at),
+        ),
         {
             "p_id": "message",
             "p_session": "conversation",
@@ -284,13 +283,15 @@ _TOUCH_AND_APPEND = Batch(
             "p_now": "now",
         },
     ),
+    read_back=(MESSAGES, "message"),
 )
 NOW = datetime(2026, 12, 1, 11, 0, 0, 123456, tzinfo=UTC)
 
 
-async def _append_by_batch(store: Store, session_id: str, *, one_statement: bool | None) -> Any:
-    """Two messages appended by the batch; ``one_statement`` None leaves the choice to the
-    driver. What the last step returned each time."""
+async def _append_by_batch(store: Store, session_id: str, *, how: str) -> Any:
+    """Two messages appended by the batch, ``how``: ``steps`` (one statement per step),
+    ``driver`` (the driver's choice), ``one`` (PostgreSQL's one statement). What the batch
+    read back each time: seq, metadata and time."""
     returned = []
     for n in (1, 2):
         values = {
@@ -302,13 +303,14 @@ async def _append_by_batch(store: Store, session_id: str, *, one_statement: bool
             "doc": {"n": n, "tags": ["a", None]},
         }
         async with store.uow() as uow:
-            if one_statement is not None:
-                uow.messages.transaction.one_statement_batches = one_statement
-            returned.append(
-                tuple(
-                    (await uow.messages.transaction.execute_batch(_TOUCH_AND_APPEND, values)).one()
-                )
-            )
+            transaction = uow.messages.transaction
+            if how == "steps":
+                rows, _ = await Transaction.execute_batch(transaction, _TOUCH_AND_APPEND, values)
+            else:
+                transaction.one_statement_batches = how == "one"
+                rows, _ = await transaction.execute_batch(_TOUCH_AND_APPEND, values)
+            row = rows.mappings().one()
+            returned.append((row["seq"], row["metadata"], row["created_at"]))
             await uow.commit()
     return returned
 
@@ -329,15 +331,15 @@ async def test_a_batch_step_by_step_and_as_one_statement_writes_and_returns_the_
         for session_id in ("steps", "driver", "one"):
             await uow.sessions.create(session_id)
         await uow.commit()
-    by_steps = await _append_by_batch(store, "steps", one_statement=False)
-    by_driver = await _append_by_batch(store, "driver", one_statement=None)
+    by_steps = await _append_by_batch(store, "steps", how="steps")
+    by_driver = await _append_by_batch(store, "driver", how="driver")
     expected = [(n, {"n": n, "tags": ["a", None]}, NOW + timedelta(seconds=n)) for n in (1, 2)]
     assert by_steps == by_driver == expected
     written = await _written(store, "steps")
     assert written == await _written(store, "driver")
     assert written[0] == NOW + timedelta(seconds=2)
     if store.dialect == "postgresql":  # SQLite has no data-modifying CTEs
-        assert await _append_by_batch(store, "one", one_statement=True) == expected
+        assert await _append_by_batch(store, "one", how="one") == expected
         assert await _written(store, "one") == written
 
 
@@ -367,7 +369,7 @@ def test_on_postgresql_a_batch_is_one_statement_of_ctes_binding_the_values_names
     compiled = _TOUCH_AND_APPEND.as_one_statement().compile(dialect=PGDialect_asyncpg())
     sql = " ".join(str(compiled).split())
     assert sql.startswith("WITH step_0 AS (UPDATE sessions SET updated_at=")
-    assert ") INSERT INTO messages " in sql and "RETURNING messages.seq" in sql
+    assert ") INSERT INTO messages " in sql and "RETURNING messages.id, messages.session_id" in sql
     names = ("conversation", "doc", "message", "now", "text", "who")
     assert set(compiled.positiontup or ()) - {"coalesce_1", "coalesce_2"} == set(names)
     assert _TOUCH_AND_APPEND.names == names
@@ -408,7 +410,7 @@ async def test_a_value_named_like_a_column_of_a_step_writes_only_where_the_step_
         "title": "not a step's value",
     }
     async with store.uow() as uow:
-        returned = await uow.messages.transaction.execute_batch(_RENAME, values)
+        returned, _ = await uow.messages.transaction.execute_batch(_RENAME, values)
         assert [tuple(row) for row in returned] == [("t", "New")]
         await uow.commit()
     async with store.read_uow() as uow:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
@@ -234,29 +234,57 @@ class Rows:
 
 class Batch:
     """Prebuilt statements that return nothing, run with one set of values: writes of a unit
-    of work that nobody reads back (a send's touch, message, request and run).
+    of work that nobody reads back (a send's touch, message, request and run), or, with
+    ``read_back``, whose last step's row is read back (a run's output message).
 
     Each step is a statement and the names its bound parameters take their values from
     (``{"p_id": "run_id"}``: the statement's ``p_id`` is the values' ``run_id``), so that
     statements written for one repository each can share values. A driver runs the steps one
-    after another, or all as one statement (``as_one_statement``) where a round trip to the
-    server costs more than the statements: PostgreSQL runs the steps before the last as
-    data-modifying CTEs (``WITH step_0 AS (UPDATE …), step_1 AS (INSERT …) INSERT …``). It
-    runs every sub-statement of a ``WITH`` exactly once, on one snapshot, in no set order,
-    and checks foreign keys at the statement's end, so the steps must not read each other's
-    rows (a send's do not: its message's ``seq`` reads the target's earlier messages only).
+    after another, or all as one statement where a round trip to the driver costs more than
+    the statements:
+
+    - PostgreSQL runs the steps before the last as data-modifying CTEs (``as_one_statement``:
+      ``WITH step_0 AS (UPDATE …), step_1 AS (INSERT …) INSERT …``). It runs every
+      sub-statement of a ``WITH`` exactly once, on one snapshot, in no set order, and checks
+      foreign keys at the statement's end, so the steps must not read each other's rows (a
+      send's do not: its message's ``seq`` reads the target's earlier messages only).
+    - SQLite runs them in order, as the trigger of a view of its own
+      (``store.sqlite.one_statement``).
+
+    ``read_back`` is ``(table, name)``: the last step inserts a row of ``table`` whose primary
+    key is the values' ``name``, and returns it (``RETURNING`` every column).
+
+    Every batch made is listed in ``Batch.made``, in the order made (module constants, made
+    at import), so that a driver can prepare each once per connection.
     """
 
-    __slots__ = ("_combined", "names", "statements")
+    __slots__ = ("_combined", "names", "read_back", "statements", "types", "unread")
 
-    def __init__(self, *steps: tuple[UpdateBase, Mapping[str, str]]) -> None:
-        #: The steps, each with its parameters named as the batch's values.
-        self.statements: tuple[UpdateBase, ...] = tuple(
-            prebuilt(_bound_as(stmt, names)) for stmt, names in steps
-        )
+    made: ClassVar[list[Batch]] = []
+
+    def __init__(
+        self,
+        *steps: tuple[UpdateBase, Mapping[str, str]],
+        read_back: tuple[sa.Table, str] | None = None,
+    ) -> None:
+        bound = [_bound_as(stmt, names) for stmt, names in steps]
+        #: The steps, each with its parameters named as the batch's values, none returning.
+        self.unread: tuple[UpdateBase, ...] = tuple(prebuilt(stmt) for stmt in bound)
+        if read_back is not None:
+            bound[-1] = bound[-1].returning(*read_back[0].c)
+        #: The steps as a driver runs them one by one: the last returning its row when read back.
+        self.statements: tuple[UpdateBase, ...] = tuple(prebuilt(stmt) for stmt in bound)
+        self.read_back = read_back
         #: The values' names the steps bind.
         self.names = tuple(sorted({name for _, names in steps for name in names.values()}))
+        #: The type each value is bound as (the first step's that binds it).
+        self.types: dict[str, Any] = {}
+        for stmt in self.unread:
+            for name, bind in stmt.compile().binds.items():
+                if name in self.names:
+                    self.types.setdefault(name, bind.type)
         self._combined: sa.Executable | None = None
+        Batch.made.append(self)
 
     def as_one_statement(self) -> sa.Executable:
         """The steps as one statement of data-modifying CTEs."""

@@ -65,6 +65,9 @@ class Transaction:
     #: work without a transaction), so that a change and its events still commit together.
     #: Only changes that can (``RunLeases.claim``) may run in such a unit of work.
     events_in_statements = False
+    #: Whether a claim's own UPDATE writes its ``run.started`` event, by a trigger of the
+    #: connection's (``store.sqlite.one_statement``): the claim then notes it as written.
+    claim_event_by_trigger = False
     #: What this process's event notices carry, so that its own listener can tell them apart.
     event_origin = ""
 
@@ -99,8 +102,12 @@ class Transaction:
             return
         await self.fetch_many(compiled.sql, compiled.many(rows))
 
-    async def execute_batch(self, batch: Batch, values: dict[str, Any]) -> Rows:
-        """Run the steps of ``batch`` with ``values``; what the last step returned."""
+    async def execute_batch(
+        self, batch: Batch, values: dict[str, Any], events: list[dict[str, Any]] | None = None
+    ) -> tuple[Rows, bool]:
+        """Run the steps of ``batch`` with ``values``: what the last step returned, and whether
+        the batch wrote ``events`` (the unit of work's events noted so far) too. Here it does
+        not: the outbox is written at the commit (``EventRepository.flush``)."""
         steps = (batch.as_one_statement(),) if self.one_statement_batches else batch.statements
         result = Rows([], 0)
         for stmt in steps:
@@ -111,7 +118,7 @@ class Transaction:
                 compiled.sql, compiled.values(values), compiled.returns_rows
             )
             result = Rows(compiled.rows(raw), count, compiled.keys)
-        return result
+        return result, False
 
     async def copy_rows(self, table: sa.Table, rows: Sequence[Sequence[Any]]) -> None:
         """Insert ``rows`` of ``table``: every column's value in table order, JSON columns as

@@ -79,16 +79,18 @@ class UnitOfWork:
         database: Database,
         *,
         write: bool,
+        autocommit: bool = False,
         on_events: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
         self._database = database
         self._write = write
+        self._autocommit = autocommit
         self._on_events = on_events
         self._transaction: Transaction | None = None
 
     async def __aenter__(self) -> UnitOfWork:
         try:
-            transaction = await self._database.begin(write=self._write)
+            transaction = await self._database.begin(write=self._write, autocommit=self._autocommit)
         except Exception as error:
             _raise_as_database_failure(error, "begin")
         self._transaction = transaction
@@ -220,16 +222,18 @@ class Store:
     def uow(self, *, autocommit: bool = False) -> UnitOfWork:
         """A unit of work that may write (SQLite: ``BEGIN IMMEDIATE`` on the writer).
 
-        ``autocommit`` is for a unit of work whose statements need not commit together: on
-        PostgreSQL each then commits by itself, which saves the ``BEGIN`` and ``COMMIT``
-        round trips to the server, and a change must write its events in its own statement
-        (``Transaction.events_in_statements``: a claim); SQLite's writes commit together as
-        always.
+        ``autocommit`` is for a unit of work whose statements need not commit together: each
+        then commits by itself, which saves the calls of ``BEGIN`` and ``COMMIT``, and a
+        change must write its events in its own statement
+        (``Transaction.events_in_statements``: a claim). On SQLite it still takes the writer's
+        turn; where the writer cannot write a claim's event in the claim's statement, its
+        statements commit together as a transaction's do.
 
         Never open one inside another: on SQLite the inner one would wait for the outer one.
         """
-        write = not autocommit or isinstance(self._database, SQLiteDatabase)
-        return UnitOfWork(self._database, write=write, on_events=self.feed.poke)
+        return UnitOfWork(
+            self._database, write=True, autocommit=autocommit, on_events=self.feed.poke
+        )
 
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads, each statement on its own snapshot."""

@@ -133,12 +133,12 @@ class PostgresDatabase:
         self._idle: list[tuple[AsyncConnection, asyncpg.Connection, float]] = []
         self._closed = False
 
-    async def begin(self, *, write: bool) -> PostgresTransaction:
+    async def begin(self, *, write: bool, autocommit: bool = False) -> PostgresTransaction:
         """A unit of work's connection; ``write`` runs its statements in one transaction,
-        else each statement commits by itself (reads, and units of work that need no
-        atomicity: saves the ``BEGIN`` and ``COMMIT`` round trips)."""
+        unless ``autocommit``: each statement then commits by itself, as a read's do (units
+        of work that need no atomicity: saves the ``BEGIN`` and ``COMMIT`` round trips)."""
         connection, driver = await self.connect()
-        return PostgresTransaction(self, connection, driver, atomic=write)
+        return PostgresTransaction(self, connection, driver, atomic=write and not autocommit)
 
     async def connect(self, *, fresh: bool = False) -> tuple[AsyncConnection, asyncpg.Connection]:
         """A connection for a unit of work: one kept idle (unless ``fresh``), or the pool's."""

@@ -186,8 +186,15 @@ class Repository:
         return await self.transaction.execute(stmt, params)
 
     async def _execute_batch(self, batch: Batch, values: dict[str, Any]) -> Rows:
-        """Run the steps of ``batch`` with ``values`` in the unit of work's transaction."""
-        return await self.transaction.execute_batch(batch, values)
+        """Run the steps of ``batch`` with ``values`` in the unit of work's transaction. Where
+        the driver writes them with it (SQLite), the events noted so far go with the batch:
+        note a batch's own changes before running it."""
+        state = self.state
+        rows, wrote_events = await self.transaction.execute_batch(batch, values, state.events)
+        if wrote_events:
+            state.written_events.extend(state.events)
+            state.events = []
+        return rows
 
     async def _execute_many(self, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]) -> None:
         """Run ``stmt`` once per parameter set of ``rows`` (one executemany), returning nothing."""

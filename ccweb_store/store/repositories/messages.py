@@ -47,12 +47,12 @@ APPEND_MESSAGE_UNREAD = prebuilt(
 APPEND_MESSAGE = prebuilt(APPEND_MESSAGE_UNREAD.returning(*MESSAGES.c))
 
 
-def append_step(session: str, *, read_back: bool = False) -> BatchStep:
+def append_step(session: str) -> BatchStep:
     """A ``statements.Batch`` step: the message ``message_id`` (``role``, ``content``,
-    ``metadata``, made ``now``) appended to the session the values' ``session`` names, its
-    row returned when ``read_back`` (``APPEND_MESSAGE``; else ``APPEND_MESSAGE_UNREAD``).
-    The batch must touch the session first, as ``MessageRepository.append`` does."""
-    return APPEND_MESSAGE if read_back else APPEND_MESSAGE_UNREAD, {
+    ``metadata``, made ``now``) appended to the session the values' ``session`` names
+    (``APPEND_MESSAGE_UNREAD``; a batch reads it back by ``message_id``). The batch must
+    touch the session first, as ``MessageRepository.append`` does."""
+    return APPEND_MESSAGE_UNREAD, {
         "p_id": "message_id",
         "p_session_id": session,
         "p_role": "role",

@@ -3,7 +3,7 @@ whose worker is gone. ``RunRepository`` (``runs``) adds the queue and its reads.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -71,23 +71,37 @@ def _claim_oldest_with_event_statement(kinds: tuple[str, ...]) -> sa.Select[Any]
     claimed, and holds it until the statement commits (bound besides the claim's values:
     ``p_event_at``, ``origin``). PostgreSQL only: a data-modifying ``WITH``."""
     claimed = _claim_oldest_statement(kinds).cte("claimed")
-    started = sa.select(
-        sa.literal(event_types.RUN_STARTED, EVENTS.c.type.type).label("type"),
-        claimed.c.session_id.label("conversation_id"),
-        sa.cast(sa.null(), EVENTS.c.peer_conversation_id.type).label("peer_conversation_id"),
-        sa.cast(sa.null(), EVENTS.c.message_id.type).label("message_id"),
-        claimed.c.id.label("run_id"),
-        claimed.c.reply_request_id.label("request_id"),
-        sa.bindparam("p_event_at", type_=EVENTS.c.created_at.type).label("created_at"),
-        # What ``RunLeases._note`` writes for a claim: {kind, workerId}.
-        sa.func.jsonb_build_object(
-            sa.literal("kind", sa.Text()),
-            claimed.c.kind,
-            sa.literal("workerId", sa.Text()),
-            claimed.c.worker_id,
-        ).label("payload"),
+    started = run_started_event(
+        claimed.c,
+        sa.bindparam("p_event_at", type_=EVENTS.c.created_at.type),
+        sa.func.jsonb_build_object,
     )
     return prebuilt(sa.select(claimed).add_cte(ordered_insert(started).cte("started")))
+
+
+def run_started_event(
+    run: Any, at: sa.ColumnElement[Any], json_object: Callable[..., sa.ColumnElement[Any]]
+) -> sa.Select[Any]:
+    """The ``run.started`` event of a claimed run as a row of the ``events`` columns, selected
+    from ``run``'s columns by name (``run.id``, ``run.kind``, …): the claim's CTE on
+    PostgreSQL, the ``NEW`` row of SQLite's trigger (``store.sqlite.one_statement``). Its
+    payload is what ``RunLeases.claim`` notes, ``{kind, workerId}``, built by the database's
+    ``json_object``; ``at`` its time."""
+    return sa.select(
+        sa.literal(event_types.RUN_STARTED, EVENTS.c.type.type).label("type"),
+        run.session_id.label("conversation_id"),
+        sa.cast(sa.null(), EVENTS.c.peer_conversation_id.type).label("peer_conversation_id"),
+        sa.cast(sa.null(), EVENTS.c.message_id.type).label("message_id"),
+        run.id.label("run_id"),
+        run.reply_request_id.label("request_id"),
+        at.label("created_at"),
+        json_object(
+            sa.literal("kind", sa.Text()),
+            run.kind,
+            sa.literal("workerId", sa.Text()),
+            run.worker_id,
+        ).label("payload"),
+    )
 
 
 def oldest_claimable(kinds: tuple[str, ...]) -> sa.Select[Any]:
@@ -155,7 +169,9 @@ class RunLeases(Repository):
 
         One statement (``_claim_oldest_statement``), its event noted for the commit; where
         each statement commits by itself (``Transaction.events_in_statements``), one statement
-        that writes the event too (``_claim_oldest_with_event_statement``). On PostgreSQL a
+        that writes the event too (``_claim_oldest_with_event_statement``); where a trigger
+        writes it (``Transaction.claim_event_by_trigger``: SQLite's writer), the plain
+        statement, whose event the trigger wrote, at the claim's time. On PostgreSQL a
         claim that loses a race with another for a run of the same session raises
         ``ClaimRace``.
         """
@@ -164,8 +180,9 @@ class RunLeases(Repository):
             validate_choice(kind, RUN_KINDS, errors.INVALID_KIND, "run kind")
         params = self._lease_params(worker_id, lease_seconds, now)
         kinds_claimed = tuple(kinds or RUN_KINDS)
-        in_statement = self.transaction.events_in_statements
-        event_at = None
+        by_trigger = self.transaction.claim_event_by_trigger
+        in_statement = self.transaction.events_in_statements and not by_trigger
+        event_at = now if by_trigger else None
         statement: sa.Executable
         if in_statement:
             event_at = utcnow()
@@ -179,7 +196,8 @@ class RunLeases(Repository):
             raise ClaimRace(f"worker {worker_id!r} lost a claim race") from exc
         if run is not None:
             payload = {"kind": run.kind, "workerId": worker_id}
-            self._note(event_types.RUN_STARTED, run, payload, at=event_at, written=in_statement)
+            written = in_statement or by_trigger
+            self._note(event_types.RUN_STARTED, run, payload, at=event_at, written=written)
         return run
 
     def _note(

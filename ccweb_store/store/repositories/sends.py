@@ -8,9 +8,10 @@ source's auto-run. Each write is its table's statement (``sessions.touch_step``,
 module only chooses which values fill them. The caller read and, on PostgreSQL, locked the
 conversations already, so the touch needs no ``RETURNING``, and a request is ``waiting`` when
 it is made. Nothing is read back; a database whose round trips cost more than its statements
-runs a batch as one statement (``Transaction.one_statement_batches``). A run's output at its
-completion (``append_read``) is a message appended and read back, its touch and INSERT one
-batch too.
+runs a batch as one statement (``Transaction.one_statement_batches``; SQLite, as a view's
+trigger). A run's output at its completion (``append_read``) is a message appended and read
+back, its touch and INSERT one batch too. Each method notes its events before it runs its
+batch, which on SQLite writes them (and any noted before) in the same statement.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.ids import ROLES, new_id, validate_choice
 from ccweb_store.domain.kinds import ReplyStatus, Role, RunKind
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.repositories.base import Repository
+from ccweb_store.store.repositories.base import MESSAGES, Repository
 from ccweb_store.store.repositories.messages import append_step
 from ccweb_store.store.repositories.replies import waiting_request_step
 from ccweb_store.store.repositories.runs import enqueue_step
@@ -47,7 +48,11 @@ _REPLY_AND_AUTO_RUN = Batch(
     touch_step("source_id", "now"), append_step("source_id"), enqueue_step("source_id")
 )
 #: A message appended and read back (``SendRepository.append_read``).
-_APPEND_READ = Batch(touch_step("conversation", "now"), append_step("conversation", read_back=True))
+_APPEND_READ = Batch(
+    touch_step("conversation", "now"),
+    append_step("conversation"),
+    read_back=(MESSAGES, "message_id"),
+)
 
 
 class SendRepository(Repository):
@@ -72,8 +77,8 @@ class SendRepository(Repository):
             "content": content,
             "metadata": metadata,
         }
-        returned = (await self._execute_batch(_APPEND_READ, values)).one()
         self._note_message(session_id, message_id, role, now)
+        returned = (await self._execute_batch(_APPEND_READ, values)).one()
         return self._load(Message, returned)
 
     def _note_message(self, session_id: str, message_id: str, role: str, now: datetime) -> None:
@@ -130,8 +135,6 @@ class SendRepository(Repository):
             "kind": RunKind.CROSS_CONVERSATION,
             "runtime_text": runtime_text,
         }
-        batch = _ONE_WAY if request_id is None else _RETURN_AND_CONTINUE
-        await self._execute_batch(batch, values)
         self._note_message(target[0], message_id, Role.USER, now)
         if request_id is not None:
             self.state.note(
@@ -143,6 +146,7 @@ class SendRepository(Repository):
                 at=now,
             )
         self._note_run(target[0], run_id, RunKind.CROSS_CONVERSATION, request_id, now)
+        await self._execute_batch(_ONE_WAY if request_id is None else _RETURN_AND_CONTINUE, values)
 
     async def return_reply(
         self,
@@ -166,9 +170,9 @@ class SendRepository(Repository):
             "content": content,
             "metadata": metadata,
         }
+        self._note_message(source_id, message_id, Role.ASSISTANT, now)
         if auto_run is None:
             await self._execute_batch(_REPLY_ONLY, values)
-            self._note_message(source_id, message_id, Role.ASSISTANT, now)
             return
         values |= {
             "run_id": new_id("run"),
@@ -177,6 +181,5 @@ class SendRepository(Repository):
             "hop_count": auto_run[1],
             "request_id": request_id,
         }
-        await self._execute_batch(_REPLY_AND_AUTO_RUN, values)
-        self._note_message(source_id, message_id, Role.ASSISTANT, now)
         self._note_run(source_id, values["run_id"], RunKind.REPLY_AUTO_RUN, request_id, now)
+        await self._execute_batch(_REPLY_AND_AUTO_RUN, values)

@@ -89,16 +89,24 @@ def _has_active_run_sqlite(session_id: sa.ColumnElement[str]) -> sa.ColumnElemen
     )
 
 
-#: SQLite: both conversations and the target's busy flag in one statement (``BEGIN IMMEDIATE``
-#: already holds every other writer off, so what it reads stays true until the commit).
+#: SQLite: both conversations and the target's busy flag in one statement. An UPDATE that
+#: changes nothing, so that the statement begins the unit of work's transaction as it reads
+#: (``BEGIN IMMEDIATE``, which sqlite3 issues in the same call before a statement that
+#: writes): that holds every other writer off, so what it reads stays true until the commit.
 _SEND_PARTIES = prebuilt(
-    sa.union_all(
-        sa.select(SESSIONS.c.id, SESSIONS.c.title, sa.false()).where(
-            SESSIONS.c.id == bindparam("source_id")
+    sa.update(SESSIONS)
+    .where(SESSIONS.c.id.in_([bindparam("source_id"), bindparam("target_id")]))
+    .values(updated_at=SESSIONS.c.updated_at)
+    .returning(
+        SESSIONS.c.id,
+        SESSIONS.c.title,
+        sa.case(
+            (
+                SESSIONS.c.id == bindparam("target_id"),
+                _has_active_run_sqlite(bindparam("target_id")),
+            ),
+            else_=sa.false(),
         ),
-        sa.select(
-            SESSIONS.c.id, SESSIONS.c.title, _has_active_run_sqlite(bindparam("target_id"))
-        ).where(SESSIONS.c.id == bindparam("target_id")),
     )
 )
 #: PostgreSQL: both rows locked in id order, so that concurrent sends to one target queue on

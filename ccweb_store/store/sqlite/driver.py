@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sqlite3
 import weakref
@@ -33,14 +34,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from ccweb_store.domain import json_values
-from ccweb_store.store.sqlite import bulk, commit_watch
+from ccweb_store.store.sqlite import bulk, commit_watch, one_statement
 from ccweb_store.store.sqlite.checkpoints import WAL_AUTOCHECKPOINT_PAGES, WalCheckpointer
 from ccweb_store.store.sqlite.file_watch import SQLiteFileWatch
 from ccweb_store.store.sqlite.transaction import SQLiteTransaction, driver_error
+from ccweb_store.store.statements import Batch, Compiled
 from ccweb_store.store.transaction import CompiledStatements
+
+log = logging.getLogger(__name__)
 
 #: Idle read connections kept open between units of work.
 KEEP_READERS = 4
+#: A table of the writer connection's own, empty, that a statement which writes nothing
+#: names to see whether sqlite3 begins a transaction before it (``_prepare_writer``).
+_PROBE = "temp.ccweb_begins_itself"
 
 
 def dumps_json(value: Any) -> str:
@@ -190,6 +197,16 @@ class SQLiteDatabase:
         #: An in-memory database is one connection: everything takes turns on it.
         self.single = isinstance(engine.pool, StaticPool)
         self._writer: tuple[AsyncConnection, aiosqlite.Connection] | None = None
+        #: Whether sqlite3 begins the writer's transaction itself before a statement that
+        #: writes (``isolation_level = "IMMEDIATE"``), checked when the writer connects.
+        self.begins_itself = False
+        #: Whether the writer connection's claims write their own ``run.started`` event
+        #: (``one_statement.run_started_trigger``).
+        self.claim_event_by_trigger = False
+        #: The batches the writer connection runs as one statement each (``one_statement``).
+        self.batches: dict[Batch, one_statement.InstalledBatch] = {}
+        #: The ``events`` INSERT, whose conversions ``one_statement.events_json`` applies.
+        self.event_insert: Compiled = one_statement.event_insert(engine.dialect)
         self._readers: list[tuple[AsyncConnection, aiosqlite.Connection]] = []
         self._closed = False
         #: Whether the path still names the file the store opened: checked before every
@@ -200,22 +217,25 @@ class SQLiteDatabase:
         watch = self.file_watch
         self.checkpointer = WalCheckpointer(watch.path, file_watch=watch) if watch else None
 
-    async def begin(self, *, write: bool) -> SQLiteTransaction:
+    async def begin(self, *, write: bool, autocommit: bool = False) -> SQLiteTransaction:
         """A unit of work's transaction: writing (the writer's turn, ``BEGIN IMMEDIATE``) or
-        reading (a reader connection, each statement on its own snapshot)."""
+        reading (a reader connection, each statement on its own snapshot). A writing one
+        with ``autocommit`` commits each statement by itself where the writer's claims write
+        their own events (``claim_event_by_trigger``), else it is a transaction too."""
         if write or self.single:
             await self.lock.acquire()
             try:
                 connection, driver = await self._writer_connection()
-                if write:
-                    await driver.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as error:
                 self.lock.release()
                 raise driver_error(error, "BEGIN IMMEDIATE", ()) from error
             except BaseException:
                 self.lock.release()
                 raise
-            return SQLiteTransaction(self, connection, driver, writer=True)
+            alone = write and autocommit and self.claim_event_by_trigger
+            return SQLiteTransaction(
+                self, connection, driver, writer=True, begin=write and not alone, autocommit=alone
+            )
         if self.file_watch is not None:
             self.file_watch.check_for_read()
         if self._readers:
@@ -226,8 +246,40 @@ class SQLiteDatabase:
 
     async def _writer_connection(self) -> tuple[AsyncConnection, aiosqlite.Connection]:
         if self._writer is None or self._writer[0].invalidated:
-            self._writer = await _connect(self.engine)
+            self._writer = None
+            connection, driver = await _connect(self.engine)
+            try:
+                await self._prepare_writer(driver)
+            except BaseException:
+                await connection.invalidate()
+                await connection.close()
+                raise
+            self._writer = connection, driver
         return self._writer
+
+    async def _prepare_writer(self, driver: aiosqlite.Connection) -> None:
+        """Make the writer connection's batch views and claim trigger (``one_statement``), and
+        let sqlite3 begin its
+        transactions: ``BEGIN IMMEDIATE`` then comes in the same call as a unit of work's first
+        statement, when that statement writes (``SQLiteTransaction``). Whether sqlite3 does
+        is checked here, with a statement that changes nothing; where it does not, every unit
+        of work that writes begins with a ``BEGIN IMMEDIATE`` of its own."""
+        script, installed = one_statement.install_script(self.engine.dialect)
+        try:
+            await driver.executescript(script)
+            self.batches, self.claim_event_by_trigger = installed, True
+        except sqlite3.Error as error:  # an older SQLite (no RETURNING or JSON): step by step
+            log.warning("SQLite runs each batch and claim step by step: %s", error)
+            self.batches, self.claim_event_by_trigger = {}, False
+        await driver.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_PROBE} (unused)")
+        # DEFERRED for the check: a write to the connection's own table takes no lock on the
+        # file, so the check never waits for another process's write.
+        driver.isolation_level = "DEFERRED"
+        await driver.execute(f"DELETE FROM {_PROBE}")
+        self.begins_itself = driver.in_transaction
+        if driver.in_transaction:
+            await driver.execute("ROLLBACK")
+        driver.isolation_level = "IMMEDIATE"
 
     async def end_write(self, connection: AsyncConnection, *, failed: bool) -> None:
         """The writer's turn ends; a connection whose transaction could not end is dropped."""
@@ -307,8 +359,11 @@ class SQLiteDatabase:
             if self.checkpointer is not None:
                 self.checkpointer.stop()
             if self._writer is not None:
-                await self._writer[0].close()
+                connection, driver = self._writer
                 self._writer = None
+                with suppress(Exception):  # back to the pool as it came
+                    driver.isolation_level = None
+                await connection.close()
         readers, self._readers = self._readers, []
         for connection, _ in readers:
             await connection.close()

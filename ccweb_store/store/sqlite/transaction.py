@@ -1,6 +1,11 @@
 """A unit of work's transaction on an aiosqlite connection (``driver`` hands out the
 writer's or a reader's): its statements on aiosqlite's public connection, many rows inserted
-a statement of many at a time, ``sqlite3``'s errors raised as SQLAlchemy's.
+a statement of many at a time, a batch as one statement (``one_statement``), ``sqlite3``'s errors
+raised as SQLAlchemy's.
+
+A unit of work that writes begins its transaction with its first statement, in the same call
+to the driver: sqlite3 issues ``BEGIN IMMEDIATE`` itself before a statement that writes (the
+writer connection's ``isolation_level``), and the unit of work issues it before any other.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ccweb_store.store.bulk import id_counter_column
 from ccweb_store.store.sqlite import bulk
+from ccweb_store.store.sqlite.one_statement import EVENTS_COLUMN, events_json
+from ccweb_store.store.statements import Batch, Rows
 from ccweb_store.store.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -28,6 +35,9 @@ ROWS_PER_INSERT = 100
 #: The fewest host parameters any SQLite allows in one statement.
 MAX_VARIABLES = 999
 _ONE_ROW_VALUES = re.compile(r" VALUES (\(\?(?:, \?)*\))$")
+#: How a statement that sqlite3 begins a transaction for starts (its own test, on the first
+#: word of the SQL).
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
 def driver_error(error: sqlite3.Error, sql: str, values: Any) -> DBAPIError:
@@ -39,8 +49,9 @@ def driver_error(error: sqlite3.Error, sql: str, values: Any) -> DBAPIError:
 
 
 class SQLiteTransaction(Transaction):
-    """One unit of work on an aiosqlite connection: the writer's (in ``BEGIN IMMEDIATE``) or
-    a reader's (autocommit)."""
+    """One unit of work on an aiosqlite connection: the writer's (in ``BEGIN IMMEDIATE``
+    when it ``begin``s, from its first statement on; else, ``autocommit``, each statement
+    committing by itself) or a reader's (autocommit)."""
 
     def __init__(
         self,
@@ -49,17 +60,40 @@ class SQLiteTransaction(Transaction):
         driver: aiosqlite.Connection,
         *,
         writer: bool,
+        begin: bool = False,
+        autocommit: bool = False,
     ) -> None:
         super().__init__(database.statements)
         self.database = database
         self.connection = connection
         self.driver = driver
         self.writer = writer
+        #: Whether the transaction is still to begin, with the first statement.
+        self._to_begin = begin
+        #: The writer's statements each commit by themselves (``SQLiteDatabase.begin``).
+        self.autocommit = autocommit
+        self.events_in_statements = autocommit
+        self.claim_event_by_trigger = writer and database.claim_event_by_trigger
+        if autocommit:
+            driver.isolation_level = None  # no transaction open: nothing to commit first
         self._released = False
+
+    async def _begin_before(self, sql: str) -> None:
+        """Begin the transaction before ``sql``, its first statement: sqlite3 does, in the
+        same call, when ``sql`` writes; else ``BEGIN IMMEDIATE``, a call of its own."""
+        self._to_begin = False
+        if self.database.begins_itself and sql.lstrip()[:7].upper().startswith(_WRITES):
+            return
+        try:
+            await self.driver.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            raise driver_error(error, "BEGIN IMMEDIATE", ()) from error
 
     async def fetch(
         self, sql: str, values: Sequence[Any], returns_rows: bool | None
     ) -> tuple[list[Any], int]:
+        if self._to_begin:
+            await self._begin_before(sql)
         try:
             if returns_rows:
                 rows = list(await self.driver.execute_fetchall(sql, values))
@@ -71,6 +105,19 @@ class SQLiteTransaction(Transaction):
             return [], cursor.rowcount
         except sqlite3.Error as error:
             raise driver_error(error, sql, values) from error
+
+    async def execute_batch(
+        self, batch: Batch, values: dict[str, Any], events: list[dict[str, Any]] | None = None
+    ) -> tuple[Rows, bool]:
+        """The writer runs ``batch`` as one INSERT into its view (``one_statement``), which writes
+        ``events`` too; a reader, or a batch made after the writer connected, step by step."""
+        installed = self.database.batches.get(batch) if self.writer else None
+        if installed is None:
+            return await super().execute_batch(batch, values, events)
+        params = {**values, EVENTS_COLUMN: events_json(events or [], self.database.event_insert)}
+        compiled = self.statements.get(installed.insert, ())
+        raw, count = await self.fetch(compiled.sql, compiled.values(params), compiled.returns_rows)
+        return Rows(compiled.rows(raw), count, compiled.keys), bool(events)
 
     async def fetch_many(self, sql: str, values: list[Sequence[Any]]) -> None:
         """``executemany``; a one-row ``INSERT … VALUES (?, …)`` runs as statements of
@@ -104,6 +151,8 @@ class SQLiteTransaction(Transaction):
             await self.execute(bulk.ADD_SEQUENCE, values)
 
     async def _many(self, sql: str, values: Sequence[Sequence[Any]]) -> None:
+        if self._to_begin:
+            await self._begin_before(sql)
         try:
             await self.driver.executemany(sql, values)
         except sqlite3.Error as error:
@@ -148,6 +197,8 @@ class SQLiteTransaction(Transaction):
             failed = True
             raise
         finally:
+            if self.autocommit:
+                self.driver.isolation_level = "IMMEDIATE"
             if self.writer:
                 await self.database.end_write(self.connection, failed=failed)
             else:
