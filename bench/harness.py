@@ -43,6 +43,7 @@ from collections.abc import (
     Iterable,
     Iterator,
     Mapping,
+    Sequence,
 )
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -516,8 +517,12 @@ class Usage:
     server_cpu: float | None  # None without /proc
 
     @classmethod
-    def now(cls, server_pid: int) -> Usage:
-        return cls(time.perf_counter(), own_cpu_seconds(), process_cpu_seconds(server_pid))
+    def now(cls, server_pid: int | Sequence[int]) -> Usage:
+        """Now: the wall clock, this process's CPU, and the server's (the sum of several)."""
+        pids = [server_pid] if isinstance(server_pid, int) else list(server_pid)
+        each = [process_cpu_seconds(pid) for pid in pids]
+        server = None if None in each else sum(cpu for cpu in each if cpu is not None)
+        return cls(time.perf_counter(), own_cpu_seconds(), server)
 
     def since(self, start: Usage) -> Usage:
         server = None
@@ -527,9 +532,12 @@ class Usage:
 
 
 async def measure(
-    server_pid: int, clients: list[Client], loops: list[Coroutine[Any, Any, None]]
+    server_pid: int | Sequence[int],
+    clients: list[Client],
+    loops: list[Coroutine[Any, Any, None]],
 ) -> tuple[int, Usage]:
-    """Run the client loops; return the requests they made and what the window cost."""
+    """Run the client loops; return the requests they made and what the window cost (the
+    server's CPU: of every process ``server_pid`` names)."""
     before = sum(client.requests for client in clients)
     start = Usage.now(server_pid)
     await asyncio.gather(*loops)

@@ -21,7 +21,15 @@ measures. Next to each rate the script prints the server process's CPU time per 
 (per request for the ceiling), from ``/proc/<pid>/stat`` (Linux only), and the client's own
 CPU time per request.
 
+With ``--processes 1,2,4``, each backend is also served by that many server processes on
+one database, the same client loops shared among them, one measurement per count: what
+scaling out gives (a table of round trips/s per count, and each against one process). On a
+machine of few cores the processes share them with the client and the database, which is
+then the limit; what the table shows is that nothing in the service itself makes the
+processes take turns.
+
     python bench/roundtrip.py [--seconds 10] [--clients 8] [--backend sqlite|postgres|all]
+                              [--processes 1,2,4]
     CCWEB_BENCH_POSTGRES_URL=postgresql+asyncpg://root@127.0.0.1:5432/test python bench/roundtrip.py
 """
 
@@ -34,6 +42,7 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +56,7 @@ from harness import (
     repeat,
     serve_ccweb,
     serve_ceiling,
+    servers,
     stop,
 )
 
@@ -144,10 +154,16 @@ SERVICE, FLOOR = Service(), Floor()
 
 
 async def round_trips(
-    port: int, server_pid: int, seconds: float, clients: int, steps: Service = SERVICE
+    port: int | Sequence[int],
+    server_pid: int | Sequence[int],
+    seconds: float,
+    clients: int,
+    steps: Service = SERVICE,
 ) -> Result:
     """Run ``clients`` concurrent loops of send → claim → complete, one connection each,
-    through ``steps`` (the service, or the aiosqlite floor).
+    through ``steps`` (the service, or the aiosqlite floor). Given several ports (server
+    processes on one database), the loops take them in turn, and the server CPU is theirs
+    together.
 
     Workers claim the oldest queued run, which is not necessarily the one their own loop
     just sent, so each loop rotates over a few targets of its own: a target whose run is still
@@ -155,7 +171,8 @@ async def round_trips(
     source's ``reply_auto_run`` that each completion queues stays queued: workers claim
     ``cross_conversation`` runs only.
     """
-    connections = [await Client.connect(port) for _ in range(clients)]
+    ports = [port] if isinstance(port, int) else list(port)
+    connections = [await Client.connect(ports[i % len(ports)]) for i in range(clients)]
     loops = []
     for i, rpc in enumerate(connections):
         tag = uuid.uuid4().hex[:8]
@@ -226,6 +243,14 @@ def main() -> None:
         default="all",
         help="all: SQLite, and PostgreSQL when CCWEB_BENCH_POSTGRES_URL is set",
     )
+    parser.add_argument(
+        "--processes",
+        type=process_counts,
+        default=None,
+        metavar="N,N,…",
+        help="also measure each backend served by N server processes on one database, per N"
+        " (e.g. 1,2,4)",
+    )
     options = parser.parse_args()
     pg = os.environ.get("CCWEB_BENCH_POSTGRES_URL")
     if options.backend == "postgres" and not pg:
@@ -239,6 +264,7 @@ def main() -> None:
         if options.backend in ("postgres", "all") and pg:
             url, drop = postgres_database(pg)
             backends.append(("PostgreSQL", url, drop))
+        scaled: list[tuple[str, int, Result]] = []
         for name, url, drop in backends:
             port = free_port()
             server = serve_ccweb(url, port)
@@ -246,6 +272,17 @@ def main() -> None:
                 result = asyncio.run(
                     round_trips(port, server.pid, options.seconds, options.clients)
                 )
+                for count in options.processes or ():
+                    with servers(url, count) as running:
+                        measured = asyncio.run(
+                            round_trips(
+                                [each.port for each in running],
+                                [each.pid for each in running],
+                                options.seconds,
+                                options.clients,
+                            )
+                        )
+                    scaled.append((name, count, measured))
             finally:
                 stop(server)
                 if drop:
@@ -278,10 +315,44 @@ def main() -> None:
             f" {result.refused} sends refused as target_busy)\n"
             f"  {cpu(result.usage, result.count, 'round trip', result.requests, note)}"
         )
+    print_scaled(scaled, options.clients)
     for name, result in results:
         ratio = result.count / result.usage.wall / (ceiling_rps / 3)
         goal = GOALS[name]
         print(f"goal: ≥ {goal:g} of the ceiling on {name}: {_verdict(ratio >= goal)} ({ratio:.3f})")
+
+
+def process_counts(text: str) -> list[int]:
+    """``--processes``: counts of server processes, comma-separated, each at least 1."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give counts like 1,2,4") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every count must be at least 1")
+    return counts
+
+
+def print_scaled(scaled: list[tuple[str, int, Result]], clients: int) -> None:
+    """The scale-out table: round trips/s per backend and count of server processes, each
+    against the same backend's first count."""
+    if not scaled:
+        return
+    print(f"scale-out ({clients} client loops shared among the processes):")
+    first: dict[str, float] = {}
+    for name, count, result in scaled:
+        rate = result.count / result.usage.wall
+        base = first.setdefault(name, rate)
+        server = (
+            f"server CPU {result.usage.server_cpu / max(result.count, 1) * 1000:.2f} ms/round trip"
+            f" ({result.usage.server_cpu / result.usage.wall:.0%} of a core)"
+            if result.usage.server_cpu is not None
+            else "server CPU not measured"
+        )
+        print(
+            f"  {name}, {count} process{'es' if count > 1 else ''}: {rate:,.0f} round trips/s"
+            f" ({rate / base:.2f}× the first count; {result.refused} refused; {server})"
+        )
 
 
 def _verdict(met: bool) -> str:
