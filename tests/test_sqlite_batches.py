@@ -6,7 +6,6 @@ Real SQLite files."""
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -24,16 +23,7 @@ from ccweb_store.store.sqlite.driver import SQLiteDatabase
 from ccweb_store.store.sqlite.one_statement import RUN_STARTED_TRIGGER
 from ccweb_store.store.statements import Batch
 from ccweb_store.store.uow import Store
-
-TABLES = {
-    "sessions": "SELECT * FROM sessions ORDER BY id",
-    "messages": "SELECT * FROM messages ORDER BY session_id, seq",
-    "reply_requests": "SELECT * FROM reply_requests ORDER BY created_at",
-    "runs": "SELECT * FROM runs ORDER BY created_at",
-    "events": "SELECT * FROM events ORDER BY id",
-}
-IDS = re.compile(r"\b(msg|req|run)_[0-9a-f]{20,}\b")
-TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?$")
+from tests.test_bench_floor import IDS, TABLES, TIME
 
 
 def _database(store: Store) -> SQLiteDatabase:

@@ -37,6 +37,7 @@ from sqlalchemy.sql.visitors import replacement_traverse
 
 from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.store.models import Base
+from ccweb_store.store.repositories.events import EVENT_COLUMNS
 from ccweb_store.store.repositories.run_leases import run_started_event
 from ccweb_store.store.statements import Batch, Compiled, prebuilt
 
@@ -44,17 +45,6 @@ EVENTS = Base.metadata.tables["events"]
 RUNS = Base.metadata.tables["runs"]
 #: The view column that carries the unit of work's events (NULL: none).
 EVENTS_COLUMN = "ccweb_events"
-#: The columns an event is noted with (``UnitState.note``).
-EVENT_COLUMNS = (
-    "type",
-    "conversation_id",
-    "peer_conversation_id",
-    "message_id",
-    "run_id",
-    "request_id",
-    "created_at",
-    "payload",
-)
 _EVENT_INSERT = prebuilt(sa.insert(EVENTS))
 
 
