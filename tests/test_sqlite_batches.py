@@ -180,3 +180,29 @@ async def test_a_unit_of_work_begins_with_its_first_statement(tmp_path: Path, fi
     assert verbs[0] == "BEGIN IMMEDIATE" and verbs[-1] == "COMMIT"
     expected = ["UPDATE SESSIONS", "SELECT SESSIONS.ID,", "UPDATE SESSIONS"]
     assert verbs[1:-1] == (expected if first == "write" else expected[1:])
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+async def test_a_store_opened_again_on_the_same_engine_runs_batches_again(
+    tmp_path: Path, where: str
+) -> None:
+    """The writer's views and trigger are its connection's: a second store on the engine (a
+    file's: a new connection; in memory: the one connection, its views already there) makes
+    them again and uses them."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'again.db'}" if where == "file" else "sqlite://"
+    first = Store.from_settings(Settings(database_url=url, token=None))
+    await migrate(first.engine)
+    await conversations.create_session(first, CreateSession(id="planner"))
+    await conversations.create_session(first, CreateSession(id="tester"))
+    await first.close()
+    second = Store(first.engine, first.settings)
+    try:
+        await _send(second, "planner", "tester", "return_and_continue")
+        database = _database(second)
+        assert database.batches and database.claim_event_by_trigger
+        assert await _work(second, "w") == "tester"
+        async with second.read_uow() as uow:
+            kinds = [event["type"] for event in await uow.events.after(0, 100)]
+        assert kinds.count("run.started") == 1 and "reply.returned" in kinds
+    finally:
+        await second.dispose()

@@ -259,11 +259,11 @@ class SQLiteDatabase:
 
     async def _prepare_writer(self, driver: aiosqlite.Connection) -> None:
         """Make the writer connection's batch views and claim trigger (``one_statement``), and
-        let sqlite3 begin its
-        transactions: ``BEGIN IMMEDIATE`` then comes in the same call as a unit of work's first
-        statement, when that statement writes (``SQLiteTransaction``). Whether sqlite3 does
-        is checked here, with a statement that changes nothing; where it does not, every unit
-        of work that writes begins with a ``BEGIN IMMEDIATE`` of its own."""
+        let sqlite3 begin its transactions: ``BEGIN IMMEDIATE`` then comes in the same call as
+        a unit of work's first statement, when that statement writes (``SQLiteTransaction``).
+        Whether sqlite3 does is checked here, with a statement that changes nothing; where it
+        does not, every unit of work that writes begins with a ``BEGIN IMMEDIATE`` of its own.
+        The connection is made for this alone: ``close`` does not give it back to the pool."""
         script, installed = one_statement.install_script(self.engine.dialect)
         try:
             await driver.executescript(script)
@@ -361,8 +361,11 @@ class SQLiteDatabase:
             if self._writer is not None:
                 connection, driver = self._writer
                 self._writer = None
-                with suppress(Exception):  # back to the pool as it came
-                    driver.isolation_level = None
+                if self.single:  # the database itself: kept, as it came
+                    with suppress(Exception):
+                        driver.isolation_level = None
+                else:  # its views, trigger and isolation level are this store's: not pooled
+                    await connection.invalidate()
                 await connection.close()
         readers, self._readers = self._readers, []
         for connection, _ in readers:

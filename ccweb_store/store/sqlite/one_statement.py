@@ -86,8 +86,9 @@ def installed(batch: Batch, index: int, dialect: Dialect) -> InstalledBatch:
     quoted = ", ".join(_quote(name) for name in names)
     nulls = ", ".join("NULL" for _ in names)
     ddl = (
-        f"CREATE TEMP VIEW {view_name} ({quoted}) AS SELECT {nulls} WHERE 0;\n"
-        f"CREATE TEMP TRIGGER {view_name}_run INSTEAD OF INSERT ON {view_name} BEGIN\n"
+        f"CREATE TEMP VIEW IF NOT EXISTS {view_name} ({quoted}) AS SELECT {nulls} WHERE 0;\n"
+        f"CREATE TEMP TRIGGER IF NOT EXISTS {view_name}_run\n"
+        f"INSTEAD OF INSERT ON {view_name} BEGIN\n"
         + "".join(f"{step};\n" for step in steps)
         + "END;\n"
     )
@@ -144,7 +145,7 @@ def run_started_trigger(dialect: Dialect) -> str:
     event = run_started_event(row, row.started_at, sa.func.json_object)
     insert = sa.insert(EVENTS).from_select(list(EVENT_COLUMNS), event)
     return (
-        f"CREATE TEMP TRIGGER {RUN_STARTED_TRIGGER} AFTER UPDATE OF status ON runs "
+        f"CREATE TEMP TRIGGER IF NOT EXISTS {RUN_STARTED_TRIGGER} AFTER UPDATE OF status ON runs "
         f"WHEN OLD.status = '{RunStatus.QUEUED}' AND NEW.status = '{RunStatus.RUNNING}' BEGIN\n"
         f"{_in_trigger(insert, (), dialect)};\nEND;\n"
     )
