@@ -361,6 +361,84 @@ async def test_event_ids_become_visible_in_commit_order_while_claims_and_sends_r
     assert polls > 1
 
 
+async def test_event_ids_stay_in_commit_order_with_many_writers_across_two_server_processes(
+    database_url: str,
+) -> None:
+    """The same guarantee with the writers in two server processes on one database: sends,
+    claims and completions from eight client loops, half on each process, while a reader
+    reads every event again and again; none ever finds a smaller id appear after a larger."""
+    loops, rounds = 8, 3
+    with serving(database_url) as first, serving(database_url) as second:
+        async with (
+            httpx.AsyncClient(base_url=first.url, timeout=60) as one,
+            httpx.AsyncClient(base_url=second.url, timeout=60) as other,
+        ):
+            clients = [one, other]
+            for loop in range(loops):
+                await call(one, "session.create", {"id": f"src-{loop}"})
+                for turn in range(rounds):
+                    await call(other, "session.create", {"id": f"tgt-{loop}-{turn}"})
+            late: list[int] = []
+            polls = 0
+            done = asyncio.Event()
+
+            async def read() -> None:
+                nonlocal polls
+                known: set[int] = set()
+                while not done.is_set() or polls == 0:
+                    listed = await call(one, "events.list", {"after": 0, "limit": 500})
+                    ids = {event["id"] for event in listed["events"]}
+                    highest = max(known, default=0)
+                    late.extend(sorted(i for i in ids - known if i < highest))
+                    known |= ids
+                    polls += 1
+
+            async def work(loop: int) -> None:
+                client = clients[loop % 2]
+                for turn in range(rounds):
+                    await send(client, f"src-{loop}", f"tgt-{loop}-{turn}", "go")
+                    claimed = await call(
+                        client,
+                        "run.claim",
+                        {"workerId": f"w-{loop}", "kinds": ["cross_conversation"]},
+                    )
+                    if claimed["run"] is not None:
+                        run = claimed["run"]
+                        await call(
+                            client,
+                            "run.complete",
+                            {
+                                "runId": run["id"],
+                                "workerId": f"w-{loop}",
+                                "status": "completed",
+                                "output": "done",
+                            },
+                        )
+
+            async def drain() -> None:
+                """Runs a loop's claim did not find (another loop's claim took its own)."""
+                while (
+                    claimed := await call(
+                        other, "run.claim", {"workerId": "w", "kinds": ["cross_conversation"]}
+                    )
+                )["run"] is not None:
+                    params = {"runId": claimed["run"]["id"], "workerId": "w"}
+                    await call(other, "run.complete", params | {"status": "completed"})
+
+            reader = asyncio.create_task(read())
+            await asyncio.gather(*(work(loop) for loop in range(loops)))
+            await drain()
+            done.set()
+            await reader
+            listed = (await call(other, "events.list", {"after": 0, "limit": 500}))["events"]
+    assert late == []
+    assert polls > 1
+    kinds = [event["type"] for event in listed]
+    assert kinds.count(types.REPLY_WAITING) == loops * rounds
+    assert kinds.count(types.RUN_STARTED) == kinds.count(types.RUN_FINISHED) == loops * rounds
+    assert [event["id"] for event in listed] == sorted(event["id"] for event in listed)
+
+
 def test_a_subscriber_that_falls_behind_is_marked_and_holds_no_more() -> None:
     subscription = Subscription(lambda event: True, limit=3)
     for number in range(1, 11):
