@@ -11,8 +11,8 @@ it instead.
 The statements are those the app ran on SQLite, one call to the driver each, as the driver
 connection saw them during real calls (``sqlite3.Connection.set_trace_callback`` on every
 connection under the store), their values made parameters again. The app now runs the same
-writes in fewer calls (``store/sqlite/one_statement.py``: 13 a round trip where the floor
-makes 26), so the floor is what the service's statements cost one call each, the design it
+writes in fewer calls (``store/sqlite/one_statement.py``; ``driver_calls.py`` counts them),
+so the floor is what the service's statements cost at one call each, the design it
 replaced:
 
 - ``ccweb_send_message`` (``return_and_continue``, to an idle target): ``BEGIN IMMEDIATE``,
