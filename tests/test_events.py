@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 import uvicorn
 
 from ccweb_store.config import Settings
@@ -259,17 +260,25 @@ async def test_a_claim_with_extras_still_commits_its_run_event_and_credential_to
     ]
 
 
+@asynccontextmanager
+async def notices(store: Store) -> AsyncIterator[list[str]]:
+    """The event notices (``pg_notify``) another connection hears while the block runs, as
+    they come; none on SQLite, which has no notices."""
+    from ccweb_store.store.postgres.listen import CHANNEL
+
+    noticed: list[str] = []
+    async with store.engine.connect() as listener:
+        if store.dialect == "postgresql":
+            driver = (await listener.get_raw_connection()).driver_connection
+            await driver.add_listener(CHANNEL, lambda *args: noticed.append(args[-1]))
+        yield noticed
+
+
 async def test_a_claim_with_nothing_to_claim_writes_no_event_and_wakes_no_process(
     pair: Store,
 ) -> None:
-    from ccweb_store.store.postgres.listen import CHANNEL
-
     before = (await host_calls.list_events(pair, {}))["latestId"]
-    noticed: list[str] = []
-    async with pair.engine.connect() as listener:
-        if pair.dialect == "postgresql":
-            driver = (await listener.get_raw_connection()).driver_connection
-            await driver.add_listener(CHANNEL, lambda *args: noticed.append(args[-1]))
+    async with notices(pair) as noticed:
         no_lease_expires_soon(pair)
         assert (await host_calls.claim_run(pair, {"workerId": "w1"}))["run"] is None
         await asyncio.sleep(0.3)
@@ -284,6 +293,125 @@ async def test_a_claim_with_nothing_to_claim_writes_no_event_and_wakes_no_proces
             assert len(noticed) == 1
     after = (await host_calls.list_events(pair, {"after": before}))["events"]
     assert [e["type"] for e in after] == ([types.MESSAGE_APPENDED] if noticed else [])
+
+
+async def test_a_commit_of_several_events_publishes_them_in_order_with_one_notice(
+    pair: Store,
+) -> None:
+    """A send writes three events in one commit: they are listed in the order written, the
+    inbox is left empty, and another process hears one notice (PostgreSQL), not three."""
+    from ccweb_store.store.repositories.events import INBOX
+    from tests.lifecycle_support import ask, make_conversation
+
+    await make_conversation(pair, "conv-t")
+    before = (await host_calls.list_events(pair, {}))["latestId"]
+    async with notices(pair) as noticed:
+        await ask(pair, "conv-a", "conv-t", "go")
+        await asyncio.sleep(0.3)
+    listed = (await host_calls.list_events(pair, {"after": before}))["events"]
+    assert [e["type"] for e in listed] == [
+        types.MESSAGE_APPENDED,
+        types.REPLY_WAITING,
+        types.RUN_QUEUED,
+    ]
+    assert [e["id"] for e in listed] == sorted(e["id"] for e in listed)
+    assert len(noticed) == (1 if pair.dialect == "postgresql" else 0)
+    async with pair.read_uow() as uow:
+        assert (await uow._execute(sa.select(sa.func.count()).select_from(INBOX))).scalar() == 0
+
+
+def _stranded(number: int) -> dict[str, Any]:
+    return {
+        "type": types.MESSAGE_APPENDED,
+        "conversation_id": "conv-a",
+        "peer_conversation_id": None,
+        "message_id": f"stranded-{number}",
+        "run_id": None,
+        "request_id": None,
+        "created_at": utcnow(),
+        "payload": {"stranded": number},
+    }
+
+
+async def test_events_left_in_the_inbox_are_published_by_the_next_move_and_at_start(
+    pair: Store, database_url: str
+) -> None:
+    """Events a PostgreSQL process committed to the inbox but died before it moved (or that a
+    copy from PostgreSQL brought, on either engine) are published in the order written: on
+    PostgreSQL by the next commit with events of any process, before that commit's own; and,
+    with no write at all, by a server as it starts."""
+    from ccweb_store.store.repositories.events import INBOX
+
+    async def strand(numbers: range) -> None:
+        async with pair.uow() as uow:
+            await uow._execute(sa.insert(INBOX), [_stranded(n) for n in numbers])
+            await uow.commit()
+
+    before = (await host_calls.list_events(pair, {}))["latestId"]
+    if pair.dialect == "postgresql":
+        await strand(range(3))
+        assert (await host_calls.list_events(pair, {"after": before}))["events"] == []
+        async with pair.uow() as uow:
+            await uow.messages.append("conv-a", "user", "later")
+            await uow.commit()
+        listed = (await host_calls.list_events(pair, {"after": before}))["events"]
+        assert [e["payload"].get("stranded") for e in listed] == [0, 1, 2, None]
+        assert [e["id"] for e in listed] == sorted(e["id"] for e in listed)
+        before = listed[-1]["id"]
+
+    await strand(range(3, 5))
+    with serving(database_url) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            for _ in range(100):
+                found = await call(client, "events.list", {"after": before})
+                if found["events"]:
+                    break
+                await asyncio.sleep(0.05)
+    assert [e["payload"] for e in found["events"]] == [{"stranded": 3}, {"stranded": 4}]
+    assert await pair.move_stranded_events() == 0
+    async with pair.read_uow() as uow:
+        assert not await uow.events.inbox_holds_any()
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_a_write_while_a_move_is_committing_is_seen_only_after_that_move(
+    pair: Store,
+) -> None:
+    """PostgreSQL: while one move has drawn its ids and not yet committed, a claim (whose one
+    statement writes its event itself) and a later commit's move both wait for it, so a reader
+    never sees their events before the earlier ones, which would then appear with smaller
+    ids."""
+    from ccweb_store.store.repositories.events import _MOVE, INBOX
+
+    async with pair.uow() as uow:
+        await uow.runs.enqueue("conv-b", "user_turn")
+        await uow.commit()
+    no_lease_expires_soon(pair)
+    before = (await host_calls.list_events(pair, {}))["latestId"]
+    async with pair.uow() as uow:
+        await uow._execute(sa.insert(INBOX), [_stranded(n) for n in range(2)])
+        await uow.commit()
+    async with pair.engine.connect() as mover:  # a move that has drawn its ids, uncommitted
+        assert (await mover.execute(_MOVE, {"origin": "test"})).scalar() == 2
+
+        async def append() -> None:
+            async with pair.uow() as uow:
+                await uow.messages.append("conv-a", "user", "later")
+                await uow.commit()
+
+        writers = [
+            asyncio.create_task(host_calls.claim_run(pair, {"workerId": "w1"})),
+            asyncio.create_task(append()),
+        ]
+        await asyncio.sleep(0.5)
+        seen = (await host_calls.list_events(pair, {"after": before}))["events"]
+        assert seen == [] and not any(writer.done() for writer in writers)
+        await mover.commit()
+    await asyncio.gather(*writers)
+    listed = (await host_calls.list_events(pair, {"after": before}))["events"]
+    assert [e["payload"].get("stranded") for e in listed[:2]] == [0, 1]
+    assert sorted(e["type"] for e in listed[2:]) == [types.MESSAGE_APPENDED, types.RUN_STARTED]
+    assert [e["id"] for e in listed] == sorted(e["id"] for e in listed)
 
 
 async def test_claimers_at_once_take_each_run_once_one_per_conversation(pair: Store) -> None:

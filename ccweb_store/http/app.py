@@ -38,7 +38,7 @@ from ccweb_store.http.origins import origin_checked
 from ccweb_store.http.payloads import http_error, method_not_allowed
 from ccweb_store.http.throttle import LoginThrottle
 from ccweb_store.protocol import jsonrpc
-from ccweb_store.services.event_reads import keep_events_pruned
+from ccweb_store.services.event_reads import tend_events
 from ccweb_store.services.run_endings import sweep_expired_leases
 from ccweb_store.store.background import running
 from ccweb_store.store.db import migrate
@@ -84,7 +84,7 @@ def create_app(
             async with (
                 _in_background(sweep_expired_leases, active, settings.lease_sweep_seconds),
                 _in_background(Store.keep_vacuumed, active, vacuum_every),
-                _in_background(keep_events_pruned, active, settings.event_retention_days),
+                _in_background(tend_events, active, settings.event_retention_days),
             ):
                 yield
         finally:

@@ -206,12 +206,17 @@ async def prune_events(store: Store, retention_days: float) -> int:
             return total
 
 
-async def keep_events_pruned(store: Store, retention_days: float) -> None:
-    """Prune the events past the retention every ``PRUNE_EVERY_S``, until cancelled; a failed
-    pass is logged and the next one tries again."""
+async def tend_events(store: Store, retention_days: float) -> None:
+    """At start and every ``PRUNE_EVERY_S`` until cancelled: publish the events a process
+    committed but died before it moved out of the inbox (``Store.move_stranded_events``), and
+    prune the events past the retention. A failed pass is logged and the next one tries
+    again."""
     while True:
         try:
+            moved = await store.move_stranded_events()
+            if moved:
+                log.info("published %d event(s) a process committed but did not publish", moved)
             await prune_events(store, retention_days)
         except Exception:
-            log.warning("pruning old events failed; trying again later", exc_info=True)
+            log.warning("tending the events failed; trying again later", exc_info=True)
         await asyncio.sleep(PRUNE_EVERY_S)

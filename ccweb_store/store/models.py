@@ -208,7 +208,22 @@ class ServerSecretRow(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=NOW)
 
 
-class EventRow(Base):
+class _EventColumns:
+    """The columns of an event, but its id: the outbox's and its inbox's."""
+
+    type: Mapped[str] = mapped_column(sa.String(32), nullable=False)
+    #: The conversation the change happened in (a reply's source).
+    conversation_id: Mapped[str | None] = mapped_column(sa.String(128))
+    #: The other conversation a reply event concerns (its target), which sees it too.
+    peer_conversation_id: Mapped[str | None] = mapped_column(sa.String(128))
+    message_id: Mapped[str | None] = mapped_column(sa.String(128))
+    run_id: Mapped[str | None] = mapped_column(sa.String(128))
+    request_id: Mapped[str | None] = mapped_column(sa.String(128))
+    created_at: Mapped[datetime] = mapped_column(nullable=False)
+    payload: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+
+
+class EventRow(_EventColumns, Base):
     """One change, written by the transaction that made it (the outbox ``GET /events`` and
     ``events.list`` read). Ids only grow, in commit order, and are never reused
     (``AUTOINCREMENT`` on SQLite), so "every event after N" is a gap-free resume point."""
@@ -223,16 +238,20 @@ class EventRow(Base):
     id: Mapped[int] = mapped_column(
         sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True
     )
-    type: Mapped[str] = mapped_column(sa.String(32), nullable=False)
-    #: The conversation the change happened in (a reply's source).
-    conversation_id: Mapped[str | None] = mapped_column(sa.String(128))
-    #: The other conversation a reply event concerns (its target), which sees it too.
-    peer_conversation_id: Mapped[str | None] = mapped_column(sa.String(128))
-    message_id: Mapped[str | None] = mapped_column(sa.String(128))
-    run_id: Mapped[str | None] = mapped_column(sa.String(128))
-    request_id: Mapped[str | None] = mapped_column(sa.String(128))
-    created_at: Mapped[datetime] = mapped_column(nullable=False)
-    payload: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+
+
+class EventInboxRow(_EventColumns, Base):
+    """Events committed with their changes but not yet given their ids (PostgreSQL, where
+    transactions write at once): the transaction writes here, and once it has committed one
+    short statement moves them to ``events`` under the ordering lock (``repositories.events``).
+    Empty between moves, and always on SQLite, whose one writer writes ``events`` itself."""
+
+    __tablename__ = "event_inbox"
+
+    #: The order the events were written in, which their ids keep.
+    id: Mapped[int] = mapped_column(
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True
+    )
 
 
 class DatabaseIdentityRow(Base):

@@ -56,8 +56,9 @@ class Transaction:
     json_as_text = "{}"
     json_from_text = "{}"
     json_numbers_are_numeric = False
-    #: Whether event ids must be drawn under a lock held to the commit, so that they come in
-    #: commit order (``repositories.events``): where transactions write at once.
+    #: Whether events get their ids only after their transaction committed, so that ids come
+    #: in commit order (``repositories.events``: the inbox and its move): where transactions
+    #: write at once.
     orders_events = False
     #: Whether a change writes its own events in the statement that makes it (a data-modifying
     #: ``WITH`` under the ordering lock, ``events.ordered_insert``) instead of noting them for
@@ -75,6 +76,18 @@ class Transaction:
         self.statements = statements
         #: Set when the unit of work committed or rolled back: no statement may follow.
         self.ended = False
+        #: Statements to run, each committing by itself, once the transaction has committed
+        #: (``after_commit``).
+        self.then: list[tuple[sa.Executable, dict[str, Any]]] = []
+
+    def after_commit(self, stmt: sa.Executable, params: dict[str, Any]) -> None:
+        """Run ``stmt`` on this connection once the transaction has committed, before the
+        commit returns (moving its events: ``repositories.events``). A transaction that
+        rolls back runs none. Only a driver whose transactions order their events by it
+        (``orders_events``) runs them."""
+        if not self.orders_events:
+            raise RuntimeError("this database runs no statements after a commit")
+        self.then.append((stmt, params))
 
     async def execute(self, stmt: sa.Executable, params: Params = None) -> Rows:
         """Run ``stmt`` with ``params`` (one mapping, or several for an executemany)."""

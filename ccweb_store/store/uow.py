@@ -235,6 +235,18 @@ class Store:
             self._database, write=True, autocommit=autocommit, on_events=self.feed.poke
         )
 
+    async def move_stranded_events(self) -> int:
+        """Move the events left in the inbox (``EventRepository.move_inbox``): a process
+        committed them but died before it moved them, or a copy brought them. How many. The
+        writer is taken only when there is something to move."""
+        async with self.read_uow() as uow:
+            if not await uow.events.inbox_holds_any():
+                return 0
+        async with self.uow() as uow:
+            moved = await uow.events.move_inbox()
+            await uow.commit()
+        return moved
+
     def read_uow(self) -> UnitOfWork:
         """A unit of work that only reads, each statement on its own snapshot."""
         return UnitOfWork(self._database, write=False)

@@ -5,6 +5,7 @@ the first statement of a unit of work that writes, asyncpg's errors raised as SQ
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from ccweb_store.store.postgres.driver import PostgresDatabase
 
 _T = TypeVar("_T")
+
+log = logging.getLogger(__name__)
 
 
 #: SQLAlchemy's exception for an asyncpg error, by the SQLSTATE class (its first two
@@ -209,7 +212,23 @@ class PostgresTransaction(Transaction):
             wrapped = await self._error(error, "COMMIT", ())
             await self._release()
             raise wrapped from error
+        await self._run_after_commit()
         await self._release()
+
+    async def _run_after_commit(self) -> None:
+        """The statements queued to follow the commit (``Transaction.after_commit``), each
+        committing by itself. The commit has succeeded whatever they do, so a failure is
+        logged, not raised: what they would have done is left for a later one to do."""
+        then, self.then = self.then, []
+        for stmt, params in then:
+            compiled = self.statements.get(stmt, tuple(params))
+            sql, values = compiled.statement(params)
+            try:
+                await self.driver.fetch(sql, *values)
+            except Exception as error:
+                await self._error(error, sql, values)
+                log.warning("a statement after a commit failed, left for later: %s", error)
+                return
 
     async def rollback(self) -> None:
         self.ended = True

@@ -3,11 +3,17 @@ commits, and read back in id order.
 
 Repositories note each change as they make it (``UnitState.note``); ``EventRepository.flush``
 writes them all with one statement just before the commit. Where several transactions can
-write at once (``Transaction.orders_events``: PostgreSQL), the INSERT first takes a
-transaction-scoped lock that every event writer takes, held until the commit: ids are then
-handed out in commit order, so a reader that has seen id N can never later find a smaller id
-appear. The same statement queues the wake-up notice that other server processes listen for,
-which the database delivers only when the transaction commits.
+write at once (``Transaction.orders_events``: PostgreSQL), ids drawn in the transactions
+would become visible out of order (a transaction that drew id 50 can commit before the one
+that drew 49), so the events go to the inbox (``event_inbox``) instead, and once the
+transaction has committed, one autocommit statement (``_MOVE``) moves everything the inbox
+holds to ``events``: it takes a lock every mover takes, draws the ids under it, and holds it
+only to its own commit, which no client round trip delays. Ids are then handed out in commit
+order, so a reader that has seen id N can never later find a smaller id appear; the writers'
+own transactions hold no lock for it and commit side by side. The move also queues one
+wake-up notice for the other server processes, delivered when it commits, and none when it
+moved nothing. Events a process committed but did not move (it died in between) are moved by
+the next move of any process, or by ``move_inbox`` as a server starts and every minute.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from ccweb_store.store.repositories.base import Repository, prebuilt
 from ccweb_store.store.statements import Rows
 
 EVENTS = Base.metadata.tables["events"]
-#: The key of the transaction-scoped advisory lock every event writer takes on PostgreSQL.
+INBOX = Base.metadata.tables["event_inbox"]
+#: The key of the transaction-scoped advisory lock under which events get their ids on
+#: PostgreSQL, held by one short autocommit statement at a time.
 ORDER_LOCK_KEY = 0x63637765_76656E74
 
 #: The columns an event is written with, in the order ``UnitState.note`` keeps them.
@@ -40,33 +48,75 @@ EVENT_COLUMNS = (
 )
 
 _PLAIN_INSERT = prebuilt(sa.insert(EVENTS))
+_INBOX_INSERT = prebuilt(sa.insert(INBOX))
+
+
+def _lock() -> sa.ColumnElement[Any]:
+    return sa.func.pg_advisory_xact_lock(sa.literal_column(str(ORDER_LOCK_KEY)))
+
+
+def _notice() -> sa.ColumnElement[Any]:
+    """The wake-up notice, naming this process (bound: ``origin``), whose own listener then
+    leaves it alone: its feed was woken already, by the commit that wrote the events."""
+    return sa.func.pg_notify(
+        sa.literal_column(f"'{CHANNEL}'"), sa.bindparam("origin", type_=sa.String())
+    )
+
+
+def _move_statement() -> sa.Select[Any]:
+    """``WITH taken AS (DELETE FROM event_inbox WHERE <lock> RETURNING …), moved AS (INSERT
+    INTO events … FROM taken ORDER BY taken.id RETURNING id)``, then how many moved and the
+    notice if any did. The lock is taken at the first row the DELETE finds, so before any id
+    is drawn, and not at all when the inbox is empty. A row another move took meanwhile is
+    skipped: the DELETE waits for that move to commit and finds the row gone (READ
+    COMMITTED). One move may carry the events of many transactions, in the order they were
+    written to the inbox."""
+    taken = (
+        sa.delete(INBOX)
+        .where(_lock().is_not(None))
+        .returning(INBOX.c.id, *(INBOX.c[name] for name in EVENT_COLUMNS))
+        .cte("taken")
+    )
+    moved = (
+        sa.insert(EVENTS)
+        .from_select(
+            list(EVENT_COLUMNS),
+            sa.select(*(taken.c[name] for name in EVENT_COLUMNS)).order_by(taken.c.id),
+        )
+        .returning(EVENTS.c.id)
+        .cte("moved")
+    )
+    counted = sa.select(sa.func.count().label("moved")).select_from(moved).subquery("counted")
+    return sa.select(counted.c.moved, sa.case((counted.c.moved > 0, _notice())).label("noticed"))
+
+
+_MOVE = prebuilt(_move_statement())
+_INBOX_TO_EVENTS = prebuilt(
+    sa.insert(EVENTS).from_select(
+        list(EVENT_COLUMNS),
+        sa.select(*(INBOX.c[name] for name in EVENT_COLUMNS)).order_by(INBOX.c.id),
+    )
+)
+_EMPTY_INBOX = prebuilt(sa.delete(INBOX))
+_INBOX_ANY = prebuilt(sa.select(INBOX.c.id).limit(1))
 
 
 def ordered_insert(rows: sa.Select[Any]) -> sa.Insert:
     """``INSERT INTO events`` the events ``rows`` selects (a column labelled by each name of
-    ``EVENT_COLUMNS``), where several transactions write at once: each row passes a subquery
-    that first takes the ordering lock and queues the wake-up notice (``pg_notify``), so its
-    id is drawn only once the lock is held. Nothing is locked or noticed when ``rows`` selects
-    none. PostgreSQL evaluates the subquery's volatile functions once per row, in place."""
+    ``EVENT_COLUMNS``), in a statement that commits by itself where several transactions
+    write at once (a claim's): each row passes a subquery that first takes the ordering lock
+    and queues the wake-up notice, so its id is drawn only once the lock is held, and the lock
+    is held only to the statement's own commit, as a move's (``_MOVE``). Nothing is locked or
+    noticed when ``rows`` selects none. PostgreSQL evaluates the subquery's volatile functions
+    once per row, in place."""
     source = rows.subquery("source")
-    gate = sa.select(
-        *source.c,
-        sa.func.pg_advisory_xact_lock(sa.literal_column(str(ORDER_LOCK_KEY))).label("locked"),
-        sa.func.pg_notify(
-            sa.literal_column(f"'{CHANNEL}'"), sa.bindparam("origin", type_=sa.String())
-        ).label("notified"),
-    ).subquery("gate")
+    gate = sa.select(*source.c, _lock().label("locked"), _notice().label("notified")).subquery(
+        "gate"
+    )
     values = sa.select(*(gate.c[name] for name in EVENT_COLUMNS))
     return sa.insert(EVENTS).from_select(list(EVENT_COLUMNS), values)
 
 
-_ORDERED_INSERT = prebuilt(
-    ordered_insert(
-        sa.select(
-            *(sa.bindparam(name, type_=EVENTS.c[name].type).label(name) for name in EVENT_COLUMNS)
-        )
-    )
-)
 _LATEST_ID = prebuilt(sa.select(sa.func.max(EVENTS.c.id)))
 _OLDEST_ID = prebuilt(sa.select(sa.func.min(EVENTS.c.id)))
 _HAS_ID = prebuilt(sa.select(EVENTS.c.id).where(EVENTS.c.id == sa.bindparam("event_id")))
@@ -94,13 +144,28 @@ class EventRepository(Repository):
             )
         self.state.events = []
         if self.transaction.orders_events:
-            # The notice names this process, whose own listener then leaves it alone: the
-            # commit already woke this process's feed, with what it wrote.
-            origin = self.transaction.event_origin
-            await self._execute_many(_ORDERED_INSERT, [row | {"origin": origin} for row in pending])
+            await self._execute_many(_INBOX_INSERT, pending)
+            self.transaction.after_commit(_MOVE, {"origin": self.transaction.event_origin})
         else:
             await self._execute_many(_PLAIN_INSERT, pending)
         return len(pending)
+
+    async def inbox_holds_any(self) -> bool:
+        return (await self._execute(_INBOX_ANY)).first() is not None
+
+    async def move_inbox(self) -> int:
+        """Move the events the inbox holds to ``events``, in the order written: those a
+        process committed but did not move, as it died in between, or that a copy brought
+        from PostgreSQL (to SQLite, whose writer otherwise leaves the inbox empty). How many.
+        PostgreSQL: ``_MOVE``, one statement; SQLite: the writer's INSERT and DELETE, which
+        the unit of work commits together."""
+        if self.transaction.orders_events:
+            rows = await self._execute(_MOVE, {"origin": self.transaction.event_origin})
+            return int(rows.scalar() or 0)
+        moved = (await self._execute(_INBOX_TO_EVENTS)).rowcount
+        if moved:
+            await self._execute(_EMPTY_INBOX)
+        return moved
 
     async def after(
         self,
