@@ -1,8 +1,9 @@
 """PostgreSQL: the tables a round trip updates, vacuumed by the service when the server's own
 autovacuum is off.
 
-A round trip updates a run twice and a reply request, touches two conversations and marks
-messages: each update leaves a dead row version behind, and a run's status change an entry in
+A round trip updates a run twice and a reply request, touches two conversations, marks
+messages and empties the event inbox twice: each update or delete leaves a dead row version
+behind, and a run's status change an entry in
 each of its indexes. PostgreSQL's autovacuum clears them. A server configured without it
 (``autovacuum = off``, as on the machine CI runs on) lets them pile up, and every claim and
 status change wades through more of them, so the cost of a round trip keeps growing under a
@@ -27,8 +28,9 @@ from ccweb_store.store.failures import database_failure
 
 log = logging.getLogger("ccweb_store.vacuum")
 
-#: The tables whose rows are updated (the others are only inserted into).
-UPDATED_TABLES = ("runs", "reply_requests", "sessions", "messages")
+#: The tables whose rows are updated, or deleted as they are used (the event inbox, emptied
+#: by every commit that writes events); the others are only inserted into.
+UPDATED_TABLES = ("runs", "reply_requests", "sessions", "messages", "event_inbox")
 
 #: The interval when the server's autovacuum is off and none is configured.
 AUTO_INTERVAL = 1.0
