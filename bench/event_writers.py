@@ -150,6 +150,7 @@ async def migrated(url: str) -> None:
 
 def main() -> None:
     sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+    from harness import free_port
     from roundtrip import process_counts
 
     from bench.scratch_databases import create_database, drop_database
@@ -184,7 +185,7 @@ def main() -> None:
         url = scratch
         if options.delay_ms > 0:
             target = make_url(scratch)
-            port = _free_port()
+            port = free_port()
             forwarder = multiprocessing.get_context("spawn").Process(
                 target=forward,
                 args=(
@@ -238,14 +239,6 @@ def _wait_for(port: int) -> None:
         except OSError:
             time.sleep(0.05)
     raise SystemExit(f"the forwarder on port {port} did not start")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 if __name__ == "__main__":

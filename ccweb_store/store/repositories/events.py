@@ -63,6 +63,13 @@ def _notice() -> sa.ColumnElement[Any]:
     )
 
 
+def _into_events(source: Any) -> sa.Insert:
+    """``INSERT INTO events`` the events of ``source`` (the inbox, or rows taken from it), in
+    the order of its ``id``."""
+    rows = sa.select(*(source.c[name] for name in EVENT_COLUMNS)).order_by(source.c.id)
+    return sa.insert(EVENTS).from_select(list(EVENT_COLUMNS), rows)
+
+
 def _move_statement() -> sa.Select[Any]:
     """``WITH taken AS (DELETE FROM event_inbox WHERE <lock> RETURNING …), moved AS (INSERT
     INTO events … FROM taken ORDER BY taken.id RETURNING id)``, then how many moved and the
@@ -77,26 +84,13 @@ def _move_statement() -> sa.Select[Any]:
         .returning(INBOX.c.id, *(INBOX.c[name] for name in EVENT_COLUMNS))
         .cte("taken")
     )
-    moved = (
-        sa.insert(EVENTS)
-        .from_select(
-            list(EVENT_COLUMNS),
-            sa.select(*(taken.c[name] for name in EVENT_COLUMNS)).order_by(taken.c.id),
-        )
-        .returning(EVENTS.c.id)
-        .cte("moved")
-    )
+    moved = _into_events(taken).returning(EVENTS.c.id).cte("moved")
     counted = sa.select(sa.func.count().label("moved")).select_from(moved).subquery("counted")
     return sa.select(counted.c.moved, sa.case((counted.c.moved > 0, _notice())).label("noticed"))
 
 
 _MOVE = prebuilt(_move_statement())
-_INBOX_TO_EVENTS = prebuilt(
-    sa.insert(EVENTS).from_select(
-        list(EVENT_COLUMNS),
-        sa.select(*(INBOX.c[name] for name in EVENT_COLUMNS)).order_by(INBOX.c.id),
-    )
-)
+_INBOX_TO_EVENTS = prebuilt(_into_events(INBOX))
 _EMPTY_INBOX = prebuilt(sa.delete(INBOX))
 _INBOX_ANY = prebuilt(sa.select(INBOX.c.id).limit(1))
 
