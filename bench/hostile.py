@@ -312,6 +312,7 @@ def host_params(
         "session.get": {"id": source},
         "session.list": {"limit": 5, "cursor": None},
         "session.archive": {"id": target, "archived": False},
+        "session.update": {"id": target, "agentSessionId": "hostile-session"},
         "message.append": {
             "sessionId": target,
             "role": "user",

@@ -30,6 +30,7 @@ from ccweb_store.config import Settings
 from ccweb_store.store.db import create_engine, migrate
 from ccweb_store.store.models import Base
 from ccweb_store.store.uow import Store
+from tests.worker_support import Bench, bench_on
 
 POSTGRES_ENV = "CCWEB_TEST_POSTGRES_URL"
 DATA_DIR_ENV = "CCWEB_DATA_DIR"
@@ -286,3 +287,11 @@ def fresh_postgres_url() -> Iterator[str]:
     """An empty PostgreSQL database of its own (no schema)."""
     with own_postgres_database() as url:
         yield url
+
+
+@pytest.fixture
+def bench(database_url: str) -> Iterator[Bench]:
+    """A real server with the operator token, and the ``ccweb-store worker`` processes a test
+    starts (``tests/worker_support.py``)."""
+    with bench_on(database_url) as started:
+        yield started

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
+import tomllib
 
 import httpx
 import sqlalchemy as sa
@@ -143,32 +145,50 @@ def test_a_real_server_never_logs_the_key_or_a_token(database_url: str) -> None:
     assert "/mcp?credential=REDACTED" in log  # the access log ran, with the token blanked
 
 
-def test_conversation_url_prints_a_ready_setup_for_each_client(database_url: str) -> None:
+def test_conversation_url_prints_a_ready_setup_for_each_client_with_the_credential_out_of_the_url(
+    database_url: str,
+) -> None:
     make_conversations(database_url, "planner")
     env = server_env(CCWEB_DATABASE_URL=database_url)
     base = ["conversation-url", "planner", "--base-url", "http://127.0.0.1:8787"]
 
-    claude, codex, stdio = (
-        run_cli(*base, "--client", c, env=env) for c in ("claude", "codex", "stdio")
-    )
-    bad = run_cli(*base, "--client", "vim", env=env)
-
-    assert all(r.returncode == 0 for r in (claude, codex, stdio)), [
-        r.stderr for r in (claude, codex, stdio)
-    ]
-    assert claude.stdout.startswith(
-        "claude mcp add --transport http ccweb 'http://127.0.0.1:8787/mcp?credential=ccw1.planner."
-    )
-    assert codex.stdout.splitlines()[0] == "[mcp_servers.ccweb]"
-    assert codex.stdout.splitlines()[1].startswith(
-        'url = "http://127.0.0.1:8787/mcp?credential=ccw1.'
-    )
-    assert stdio.stdout.startswith("CCWEB_CREDENTIAL=ccw1.planner.")
-    assert stdio.stdout.rstrip().endswith("mcp-stdio --url http://127.0.0.1:8787")
-    assert "CCWEB_TOKEN" not in claude.stdout + codex.stdout + stdio.stdout
+    setups = {
+        (client, stdio): run_cli(
+            *base, "--client", client, *(["--stdio"] if stdio else []), env=env
+        )
+        for client in ("claude", "codex")
+        for stdio in (False, True)
+    }
+    assert all(r.returncode == 0 for r in setups.values()), [r.stderr for r in setups.values()]
+    claude = shlex.split(setups["claude", False].stdout)
+    assert claude[:7] == ["claude", "mcp", "add", "--transport", "http", "ccweb",
+                          "http://127.0.0.1:8787/mcp"]  # fmt: skip
+    assert claude[7] == "--header" and claude[8].startswith("Authorization: Bearer ccw1.planner.")
+    export, add = setups["codex", False].stdout.splitlines()
+    assert export.startswith("export CCWEB_CREDENTIAL=ccw1.planner.")
+    assert shlex.split(add) == ["codex", "mcp", "add", "ccweb", "--url",
+                                "http://127.0.0.1:8787/mcp", "--bearer-token-env-var",
+                                "CCWEB_CREDENTIAL"]  # fmt: skip
+    line = shlex.split(setups["claude", True].stdout)
+    assert line[:6] == ["claude", "mcp", "add", "ccweb", "-e", line[5]]
+    assert line[5].startswith("CCWEB_CREDENTIAL=ccw1.planner.") and line[6] == "--"
+    assert line[-3:] == ["mcp-stdio", "--url", "http://127.0.0.1:8787"]
+    table = tomllib.loads(setups["codex", True].stdout)["mcp_servers"]["ccweb"]
+    assert table["args"][-3:] == ["mcp-stdio", "--url", "http://127.0.0.1:8787"]
+    assert table["env"]["CCWEB_CREDENTIAL"].startswith("ccw1.planner.")
+    assert table["required"] is True
+    printed = "".join(r.stdout for r in setups.values())
+    assert "credential=" not in printed and "CCWEB_TOKEN" not in printed
     listed = as_json(ccweb_store(database_url, "credentials", "list", "--json"))
-    assert listed["count"] == 3
-    assert bad.returncode == 2 and "use one of claude, codex, stdio" in bad.stderr
+    assert listed["count"] == 2  # one per client: the second setup of each replaced the first
+    bad = run_cli(*base, "--client", "vim", env=env)
+    assert bad.returncode == 2 and "use one of claude, codex" in bad.stderr
+    old = run_cli(*base, "--client", "stdio", env=env)
+    assert old.returncode == 2 and "use --client claude --stdio or --client codex --stdio" in (
+        old.stderr
+    )
+    alone = run_cli(*base, "--stdio", env=env)
+    assert alone.returncode == 2 and "--stdio goes with --client" in alone.stderr
 
 
 def test_conversation_url_for_the_same_client_again_revokes_the_earlier_credential(
@@ -183,7 +203,7 @@ def test_conversation_url_for_the_same_client_again_revokes_the_earlier_credenti
     other = run_cli("conversation-url", "tester", "--client", "claude", env=env)
     assert all(r.returncode == 0 for r in (first, plain, codex, other))
     assert "earlier" not in first.stderr + plain.stderr + codex.stderr + other.stderr
-    first_token = first.stdout.split("credential=", 1)[1].split("'", 1)[0]
+    first_token = first.stdout.split("Bearer ", 1)[1].split("'", 1)[0]
     first_id = first_token.split(".")[2]
 
     again = run_cli(*base, "--client", "claude", "--json", env=env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -130,6 +131,7 @@ def test_doctor_on_a_healthy_database_exits_0(database_url: str) -> None:
         "leases": "ok",
         "waiting requests": "ok",
         "stored JSON": "ok",
+        "agent CLIs": statuses["agent CLIs"],  # what this machine's PATH holds
     }
 
 
@@ -248,3 +250,27 @@ def test_help_has_an_example(command: list[str]) -> None:
 
     assert result.returncode == 0
     assert "Example: ccweb-store" in result.stdout
+
+
+def test_agent_session_shows_sets_and_clears_what_the_next_run_resumes(database_url: str) -> None:
+    env = server_env(CCWEB_DATABASE_URL=database_url)
+    assert (
+        run_cli("conversations", "create", "--id", "plan", "--agent", "codex", env=env).returncode
+        == 0
+    )
+
+    def said(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("conversations", "agent-session", "plan", *args, env=env)
+
+    assert said().stdout.strip() == "conversation plan: no agent session; its next run starts one"
+    assert said("thread-42").stdout.strip() == (
+        "conversation plan: agent session thread-42; its next run resumes it"
+    )
+    shown = run_cli("conversations", "show", "plan", "--json", env=env)
+    assert json.loads(shown.stdout)["conversation"]["agentSessionId"] == "thread-42"
+    assert "agent session" in run_cli("conversations", "show", "plan", env=env).stdout
+    assert json.loads(said("--clear", "--json").stdout)["agentSessionId"] is None
+    both = said("thread-43", "--clear")
+    assert both.returncode == 2 and "not both" in both.stderr
+    unknown = run_cli("conversations", "agent-session", "nobody", env=env)
+    assert unknown.returncode == 3 and "conversation 'nobody' does not exist" in unknown.stderr

@@ -13,12 +13,11 @@ import pytest
 from ccweb_store import __version__
 from ccweb_store.domain import errors
 from ccweb_store.protocol import jsonrpc
-from ccweb_store.protocol.mcp import (
+from ccweb_store.protocol.mcp import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION
+from ccweb_store.protocol.mcp_wire import (
     CLIENT_CAPABILITIES_KEY,
-    HEADER_MISMATCH,
     PROTOCOL_VERSION_KEY,
     SERVER_INFO_KEY,
-    UNSUPPORTED_PROTOCOL_VERSION,
     encode_header_value,
 )
 from ccweb_store.store.uow import Store

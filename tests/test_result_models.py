@@ -81,7 +81,13 @@ async def test_every_method_and_tool_answers_as_its_model_says(store: Store) -> 
     await rpc("run.heartbeat", {"runId": run_id, "workerId": "w1"})
     await rpc(
         "run.complete",
-        {"runId": run_id, "status": "completed", "output": "done", "workerId": "w1"},
+        {
+            "runId": run_id,
+            "status": "completed",
+            "output": "done",
+            "workerId": "w1",
+            "agentSessionId": "thread-1",
+        },
     )
     await rpc("reply.get", {"requestId": request_id})
     await rpc("reply.list", {})
@@ -140,6 +146,7 @@ async def test_every_method_and_tool_answers_as_its_model_says(store: Store) -> 
     await rpc("operator.conversation", {"id": "src"})
     await rpc("operator.doctor", {})
     await rpc("session.archive", {"id": "spare"})
+    await rpc("session.update", {"id": "dst", "agentSessionId": None})
 
     await rpc("tools.list", {})
     await rpc("tools.dynamic", {})

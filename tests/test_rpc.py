@@ -32,6 +32,7 @@ async def test_session_create_returns_the_session_shape(store: Store) -> None:
             "createdAt": session["createdAt"],
             "updatedAt": session["createdAt"],
             "archived": False,
+            "agentSessionId": None,
             "running": False,
             "activeRunId": None,
         }

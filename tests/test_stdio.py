@@ -10,7 +10,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from ccweb_store.protocol.stdio import mcp_url, routing_headers_for
+from ccweb_store.protocol.stdio_bridge import mcp_url, routing_headers_for
 from tests.cli_support import run_cli
 from tests.conftest import migrate_url
 from tests.servers import free_port, server_env, serving

@@ -4,40 +4,30 @@ agent (``tests/fake_agent.py``) as the command, on both backends; the worker's p
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import httpx
 import pytest
 
-from ccweb_store.config import Settings
 from ccweb_store.store.uow import Store
 from ccweb_store.worker.config import (
+    BuiltinSpec,
+    CommandSpec,
     ConfigError,
     check_template,
     child_environment,
     load_config,
     render_command,
 )
-from tests import forked
 from tests.lifecycle_support import messages_of, runs_of
-from tests.servers import ROOT, Process, Server, server_env, serving
-
-TOKEN = "worker-test-operator-token"
-AGENT = f"{sys.executable} {ROOT / 'tests' / 'fake_agent.py'}"
-DEADLINE = 90.0  # against a hang, never a timing assertion
-
+from tests.servers import ROOT, server_env
+from tests.worker_support import AGENT, Bench, read_database
 
 # --- pure logic -------------------------------------------------------------------------------
 
@@ -90,7 +80,9 @@ def test_the_config_picks_the_conversation_then_the_agent_then_the_default(tmp_p
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "no command to run"),
+        ('[agents.codex]\ncommand = "x"\nargs = ["-m", "y"]', "give command .* or args"),
+        ('[agents.codex]\nargs = "--fast"', "agents.codex.args must be a list of strings"),
+        ('[agents.gemini]\nargs = ["-m", "y"]', "args are extra arguments for a built-in agent"),
         ('comand = "x"', "unknown key(s) comand"),
         ('command = "x"\ntimeout = "soon"', "timeout: invalid duration 'soon'"),
         ('command = "x"\ntimeout = -1', "timeout: expected a positive number"),
@@ -106,22 +98,42 @@ def test_a_bad_config_says_what_is_wrong(tmp_path: Path, text: str, message: str
         load_config(config)
 
 
-def test_a_config_with_only_agent_commands_refuses_other_agents(tmp_path: Path) -> None:
+def test_without_a_command_claude_and_codex_run_built_in_and_other_agents_are_refused(
+    tmp_path: Path,
+) -> None:
     config = tmp_path / "worker.toml"
-    config.write_text('[agents.codex]\ncommand = "codex exec {prompt}"\n')
-    with pytest.raises(ConfigError, match="no command for conversation 'x' \\(agent 'claude'\\)"):
-        load_config(config).command_for("x", "claude")
+    config.write_text(
+        '[agents.claude]\nargs = ["--model", "sonnet"]\ntimeout = 60\n'
+        '[conversations.reviewer]\ncommand = "review {prompt}"\n'
+    )
+    loaded = load_config(config)
+    claude = loaded.command_for("x", "claude")
+    assert isinstance(claude, BuiltinSpec)
+    assert (claude.agent.name, claude.args, claude.timeout) == ("claude", ("--model", "sonnet"), 60)
+    codex = load_config(None).command_for("x", "codex")
+    assert isinstance(codex, BuiltinSpec) and codex.agent.name == "codex" and codex.args == ()
+    assert loaded.command_for("reviewer", "codex") == CommandSpec("review {prompt}")
+    assert load_config(None, command="mine {prompt}").command_for("x", "claude") == CommandSpec(
+        "mine {prompt}"
+    )
+    for agent in ("gemini", None):
+        with pytest.raises(
+            ConfigError, match=f"no command for conversation 'x' \\(agent {agent!r}"
+        ):
+            loaded.command_for("x", agent)
 
 
 def test_the_command_never_sees_the_operator_token_or_the_database() -> None:
     run = {"id": "run_1", "sessionId": "conv-a", "kind": "user_turn", "hopCount": 2}
     env = child_environment(
         {"PATH": "/bin", "CCWEB_TOKEN": "t", "CCWEB_CREDENTIAL_SECRET": "s" * 32,
-         "CCWEB_DATABASE_URL": "sqlite+aiosqlite:///x.db"},
-        mcp_url="http://h/mcp?credential=ccw1.x", token="ccw1.x", run=run,
+         "CCWEB_DATABASE_URL": "sqlite+aiosqlite:///x.db", "CCWEB_AGENT_SESSION_ID": "stale"},
+        endpoint="http://h/mcp", token="ccw1.x", run=run, agent_session_id="thread-9",
     )  # fmt: skip
     assert env == {
         "PATH": "/bin",
+        "CCWEB_AGENT_SESSION_ID": "thread-9",
+        "CCWEB_MCP_ENDPOINT": "http://h/mcp",
         "CCWEB_MCP_URL": "http://h/mcp?credential=ccw1.x",
         "CCWEB_CREDENTIAL": "ccw1.x",
         "CCWEB_CONVERSATION_ID": "conv-a",
@@ -162,130 +174,6 @@ def test_the_worker_loads_neither_sqlalchemy_nor_the_store_nor_the_services() ->
 
 
 # --- real processes ---------------------------------------------------------------------------
-
-
-@dataclass
-class WorkerProcess:
-    """A ``ccweb-store worker`` process; its stderr goes to a file."""
-
-    process: Process
-    log: IO[bytes]
-
-    def finish(self, timeout: float = DEADLINE) -> tuple[int, str]:
-        """Wait for it to exit; its exit code and its log."""
-        try:
-            code = self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise
-        self.log.seek(0)
-        return code, self.log.read().decode(errors="replace")
-
-    def text(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
-
-
-class Bench:
-    """A real server with the operator token, and the worker processes a test starts."""
-
-    def __init__(self, server: Server, database_url: str) -> None:
-        self.server = server
-        self.database_url = database_url
-        self.http = httpx.Client(
-            base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
-        )
-        self.workers: list[WorkerProcess] = []
-
-    def rpc(self, method: str, params: dict[str, Any]) -> Any:
-        message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        body = self.http.post("/rpc", json=message).json()
-        assert "result" in body, body
-        return body["result"]
-
-    def conversation(self, conversation_id: str, **fields: Any) -> None:
-        self.rpc(
-            "session.create", {"id": conversation_id, "title": conversation_id.title(), **fields}
-        )
-
-    def person_writes(self, conversation_id: str, text: str) -> str:
-        """What a host does when a person writes: the message, and a run for a worker."""
-        self.rpc("message.append", {"sessionId": conversation_id, "role": "user", "content": text})
-        run_id: str = self.rpc("run.enqueue", {"sessionId": conversation_id, "runtimeText": text})[
-            "id"
-        ]
-        return run_id
-
-    def worker(
-        self, *args: str, command: str | None = AGENT + " {prompt}", **env: str
-    ) -> WorkerProcess:
-        log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the fixture)
-        argv = [*forked.COMMAND, "worker", "--url", self.server.url, *args]
-        if command is not None:
-            argv += ["--command", command]
-        process = forked.spawn(
-            argv,
-            env=server_env(
-                **{"CCWEB_TOKEN": TOKEN, "CCWEB_DATABASE_URL": self.database_url, **env}
-            ),
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-        started = WorkerProcess(process, log)
-        self.workers.append(started)
-        return started
-
-    def runs(self, **params: Any) -> list[dict[str, Any]]:
-        runs: list[dict[str, Any]] = self.rpc("run.list", {"limit": 500, **params})["runs"]
-        return runs
-
-    def wait_until(self, what: str, condition: Callable[[], Any]) -> Any:
-        deadline = time.monotonic() + DEADLINE
-        while time.monotonic() < deadline:
-            found = condition()
-            if found:
-                return found
-            time.sleep(0.1)
-        logs = "\n".join(worker.text() for worker in self.workers)
-        raise AssertionError(f"never happened: {what}\nruns: {self.runs()}\nworkers:\n{logs}")
-
-    def idle(self) -> bool:
-        """Every run finished."""
-        return all(run["status"] in ("completed", "failed") for run in self.runs())
-
-    def close(self) -> None:
-        for worker in self.workers:
-            if worker.process.poll() is None:
-                worker.process.kill()
-                worker.process.wait()
-            worker.log.close()
-        self.http.close()
-
-
-@pytest.fixture
-def bench(database_url: str) -> Iterator[Bench]:
-    with serving(
-        database_url, CCWEB_TOKEN=TOKEN, CCWEB_LEASE_SWEEP_SECONDS="0.5", CCWEB_LOG_LEVEL="warning"
-    ) as server:
-        started = Bench(server, database_url)
-        try:
-            yield started
-        finally:
-            started.close()
-
-
-def read_database(database_url: str, read: Callable[[Store], Any]) -> Any:
-    """What ``read`` finds in the database itself."""
-
-    async def go() -> Any:
-        store = Store.from_settings(Settings(database_url=database_url))
-        try:
-            return await read(store)
-        finally:
-            await store.dispose()
-
-    return asyncio.run(go())
 
 
 def pid_in(path: Path) -> int:
@@ -735,10 +623,26 @@ def test_once_with_nothing_queued_exits_and_a_wrong_token_says_so(bench: Bench) 
     assert "wrong-operator-token-1234" not in log  # the token itself is not echoed
 
 
-def test_the_worker_refuses_a_missing_command(tmp_path: Path) -> None:
+def test_show_commands_prints_each_agents_command_line_without_the_credential(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "worker.toml"
+    config.write_text('[agents.gemini]\ncommand = "gemini -p {prompt}"\n')
     completed = subprocess.run(
-        [sys.executable, "-m", "ccweb_store", "worker", "--once"],
+        [sys.executable, "-m", "ccweb_store", "worker", "--show-commands", "--config", str(config),
+         "--url", "http://127.0.0.1:9123"],
         cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert completed.returncode == 2
-    assert "no command to run: give --command" in completed.stderr
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    assert "[agents.gemini]: gemini -p {prompt}" in lines
+    claude = next(line for line in lines if line.startswith("  new session:") and "claude" in line)
+    assert "-p --output-format json --allowedTools mcp__ccweb --mcp-config" in claude
+    assert '"url":"http://127.0.0.1:9123/mcp"' in claude
+    assert '"Authorization":"Bearer ${CCWEB_CREDENTIAL}"' in claude
+    codex = next(line for line in lines if line.startswith("  resuming:") and "codex" in line)
+    assert "exec --json --skip-git-repo-check" in codex and codex.endswith(
+        "resume AGENT_SESSION_ID -"
+    )
+    assert 'bearer_token_env_var="CCWEB_CREDENTIAL"' in codex
+    assert lines[-1].startswith("any other agent: none (its runs fail")

@@ -62,8 +62,6 @@ def mcp_stdio(
     Example: ccweb-store mcp-stdio --url http://127.0.0.1:8787 --credential ccw1.…
     """
     from ccweb_store.domain.context import Source
-    from ccweb_store.protocol import stdio
-    from ccweb_store.store.db import serving_lock
 
     setup_logging(log_level)
     if credential and not url:
@@ -72,9 +70,14 @@ def mcp_stdio(
         fail("name the conversation: --source-session ID, or --url with --credential")
     source = Source(source_session, hop_count)
     if url:
+        from ccweb_store.protocol.stdio_bridge import serve_bridge
+
         settings = load_settings(token=token)
-        asyncio.run(stdio.serve_bridge(url, settings.token, source, credential=credential))
+        asyncio.run(serve_bridge(url, settings.token, source, credential=credential))
     else:
+        from ccweb_store.protocol import stdio
+        from ccweb_store.store.db import serving_lock
+
         # Started by an agent's client, whose settings may name the wrong place: an empty
         # database made there would answer as if every conversation were gone.
         settings = database_settings(database_url)
@@ -87,9 +90,9 @@ def worker(
         str | None,
         typer.Option(
             "--command",
-            help="Shell command per run, e.g. 'claude -p {prompt}'. Placeholders (quoted for "
-            "you): {prompt}, {conversation_id}, {run_id}, {hop_count}; without {prompt} the "
-            "prompt goes on stdin",
+            help="A shell command per run instead of the built-in agents, e.g. 'my-agent "
+            "{prompt}'. Placeholders (quoted for you): {prompt}, {conversation_id}, {run_id}, "
+            "{hop_count}; without {prompt} the prompt goes on stdin",
             show_default=False,
         ),
     ] = None,
@@ -163,19 +166,28 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    show_commands: Annotated[
+        bool,
+        typer.Option(
+            "--show-commands",
+            help="Print the command each agent's runs would get, then exit",
+        ),
+    ] = False,
     log_level: LogLevel = "info",
 ) -> None:
-    """Claim queued runs and run an agent command for each, until Ctrl-C.
+    """Claim queued runs and run the conversation's agent for each, until Ctrl-C.
 
-    It waits for runs by long-poll, so a run starts as soon as it is queued;
-    --concurrency N runs up to N at once, each of another conversation. The
-    command gets CCWEB_MCP_URL, an MCP URL bound to the run's conversation
-    (and CCWEB_CONVERSATION_ID, CCWEB_RUN_ID, CCWEB_HOP_COUNT); its stdout
-    becomes the assistant message. Ctrl-C once: claim no more and let running
-    commands finish within --grace, then kill them and requeue their runs;
-    twice: do that now.
+    Conversations whose agent is claude run Claude Code, those of codex run
+    Codex (each found on PATH), with the ccweb tools of this run's
+    conversation allowed; the agent's final answer becomes the assistant
+    message, and the conversation's next run resumes the agent's session.
+    --command or --config replace them, per agent or conversation. It waits
+    for runs by long-poll, so a run starts as soon as it is queued;
+    --concurrency N runs up to N at once, each of another conversation.
+    Ctrl-C once: claim no more and let running commands finish within
+    --grace, then kill them and requeue their runs; twice: do that now.
 
-    Example: ccweb-store worker --command 'claude -p {prompt}' --concurrency 4
+    Example: ccweb-store worker --concurrency 4   (or --show-commands to see them)
     """
     import logging
     import os
@@ -199,10 +211,15 @@ def worker(
     except commands.ConfigError as exc:
         fail(str(exc))
     settings = load_settings(token=token)
+    base_url = (url or server_url(settings)).rstrip("/")
+    if show_commands:
+        for line in commands.describe(worker_config, f"{base_url}/mcp"):
+            typer.echo(line)
+        return
     code = asyncio.run(
         runner.serve(
             worker_config,
-            base_url=url or server_url(settings),
+            base_url=base_url,
             token=settings.token,
             worker_id=worker_id or f"{socket.gethostname()}-{os.getpid()}",
             lease_seconds=lease_seconds,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 conversations_app = typer.Typer(
     rich_markup_mode="markdown",
-    help="Create, list, show and archive conversations.",
+    help="Create, list, show and archive conversations; the agent session each resumes.",
     no_args_is_help=True,
 )
 #: A conversation the command names that does not exist exits 3.
@@ -221,6 +221,7 @@ def conversations_show(
     for key, value in (
         ("title", conversation["title"]),
         ("agent", conversation["agent"]),
+        ("agent session", conversation["agentSessionId"]),
         ("cwd", conversation["cwd"]),
         ("state", _state(conversation)),
         ("active run", f"{run['id']} ({run['kind']}, {run['status']})" if run else None),
@@ -276,3 +277,64 @@ def conversations_archive(
         typer.echo(f"conversation {session['id']}: archived (restore: --restore)")
     else:
         typer.echo(f"conversation {session['id']}: not archived")
+
+
+@conversations_app.command("agent-session")
+def conversations_agent_session(
+    conversation_id: ConversationId,
+    agent_session_id: Annotated[
+        str | None,
+        typer.Argument(
+            help="The agent's session id (a Claude Code session, a Codex thread) that the "
+            "conversation's next run resumes",
+            show_default=False,
+        ),
+    ] = None,
+    clear: Annotated[
+        bool, typer.Option("--clear", help="Forget it: the next run starts a new agent session")
+    ] = False,
+    as_json: AsJson = False,
+    server: ServerUrl = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Show, set or clear the agent session a conversation's next run resumes (session.update);
+    the worker records it at the end of each run.
+
+    Example: ccweb-store conversations agent-session conv_0123 --clear
+    """
+    from ccweb_store.cli.common import fail
+    from ccweb_store.domain.host_calls import GetSession, UpdateSession
+    from ccweb_store.protocol.shapes import session_view_out
+    from ccweb_store.services.conversations import get_session, update_session
+
+    if clear and agent_session_id is not None:
+        fail("give an agent session id to set, or --clear, not both")
+    if clear or agent_session_id is not None:
+        session = operator_call(
+            "session.update",
+            update_session,
+            model_call(UpdateSession, id=conversation_id, agent_session_id=agent_session_id),
+            shown=session_view_out,
+            server=server,
+            database_url=database_url,
+            not_found=CONVERSATION_NOT_FOUND,
+        )
+    else:
+        session = operator_call(
+            "session.get",
+            get_session,
+            model_call(GetSession, id=conversation_id),
+            shown=session_view_out,
+            server=server,
+            database_url=database_url,
+            not_found=CONVERSATION_NOT_FOUND,
+        )
+    if as_json:
+        print_json(session)
+    elif session["agentSessionId"] is None:
+        typer.echo(f"conversation {session['id']}: no agent session; its next run starts one")
+    else:
+        typer.echo(
+            f"conversation {session['id']}: agent session {session['agentSessionId']}; "
+            "its next run resumes it"
+        )

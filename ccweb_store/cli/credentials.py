@@ -26,6 +26,7 @@ from ccweb_store.cli.common import (
     server_url,
     with_store,
 )
+from ccweb_store.cli.remote import ServerUrl
 from ccweb_store.cli.tables import print_table
 
 if TYPE_CHECKING:
@@ -40,44 +41,26 @@ credentials_app = typer.Typer(
 
 def mcp_url(base_url: str, token: str) -> str:
     """The MCP URL that carries ``token``: ``<base>/mcp?credential=<token>``."""
-    base = base_url.rstrip("/")
-    if base.endswith("/mcp"):
-        base = base[: -len("/mcp")]
-    return f"{base}/mcp?credential={token}"
+    return f"{server_base(base_url)}/mcp?credential={token}"
 
 
-#: The MCP clients ``conversation-url --client`` writes a setup for.
-CLIENTS = ("claude", "codex", "stdio")
+def server_base(url: str) -> str:
+    """A server's base URL, given with or without ``/mcp`` or ``/rpc``."""
+    base = url.rstrip("/")
+    for suffix in ("/mcp", "/rpc"):
+        base = base.removesuffix(suffix)
+    return base
 
 
-def client_setup(client: str, base_url: str, url: str, token: str) -> str:
-    """What configures ``client`` to speak MCP as the credential's conversation: a command
-    line, or TOML lines for Codex's ``config.toml``."""
-    import shlex
+def answers_there(base: str) -> bool:
+    """Whether a ccweb-store server answers ``GET <base>/healthz``."""
+    import httpx
 
-    if client == "claude":
-        return f"claude mcp add --transport http ccweb {shlex.quote(url)}"
-    if client == "codex":
-        return f'[mcp_servers.ccweb]\nurl = "{url}"'
-    server = base_url.rstrip("/").removesuffix("/mcp")
-    return (
-        f"CCWEB_CREDENTIAL={shlex.quote(token)} {shlex.join(ccweb_store_command())} "
-        f"mcp-stdio --url {shlex.quote(server)}"
-    )
-
-
-def ccweb_store_command() -> list[str]:
-    """How to run this ccweb-store from anywhere: its script's absolute path, else
-    ``python -m ccweb_store`` with this interpreter."""
-    import shutil
-    import sys
-    from pathlib import Path
-
-    script = Path(sys.argv[0])
-    if script.name == "ccweb-store" and script.exists():
-        return [str(script.absolute())]
-    found = shutil.which("ccweb-store")
-    return [found] if found else [sys.executable, "-m", "ccweb_store"]
+    try:
+        response = httpx.get(f"{base}/healthz", timeout=3.0)
+        return response.status_code == 200 and "status" in response.json()
+    except (httpx.HTTPError, ValueError):
+        return False
 
 
 def conversation_url(
@@ -100,11 +83,13 @@ def conversation_url(
     hop_count: Annotated[
         int, typer.Option("--hop-count", min=0, help="Least hop count of the sends made with it")
     ] = 0,
+    server: ServerUrl = None,
     base_url: Annotated[
         str | None,
         typer.Option(
             "--base-url",
-            help="The server as the agent reaches it \\[default: http://CCWEB_HOST:CCWEB_PORT]",
+            help="The server as the agent reaches it, when not as --server "
+            "\\[default: --server, else CCWEB_URL, else http://CCWEB_HOST:CCWEB_PORT]",
             show_default=False,
         ),
     ] = None,
@@ -113,34 +98,53 @@ def conversation_url(
         typer.Option(
             "--client",
             metavar="CLIENT",
-            help="Print a ready client setup instead of the bare URL: claude (a `claude mcp "
-            "add` command), codex (~/.codex/config.toml lines) or stdio (an mcp-stdio bridge "
-            "command)",
+            help="Print a ready setup for claude (a `claude mcp add` command) or codex "
+            "(`codex mcp add`), with the credential in a header or an environment variable",
             show_default=False,
         ),
     ] = None,
+    stdio: Annotated[
+        bool,
+        typer.Option(
+            "--stdio",
+            help="With --client: the client starts `ccweb-store mcp-stdio` bridged to the "
+            "server, instead of speaking HTTP to it",
+        ),
+    ] = False,
     as_json: AsJson = False,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Mint a credential bound to one conversation and print its MCP URL (or, with
     --client, the client setup that uses it).
 
-    An agent configured with this URL acts as that conversation only; give agents this,
-    never CCWEB_TOKEN. The URL is printed once: keep it like a password. Revoke it with
-    `ccweb-store credentials revoke ID`.
+    An agent configured with it acts as that conversation only; give agents this,
+    never CCWEB_TOKEN. The credential is printed once: keep it like a password.
+    Revoke it with `ccweb-store credentials revoke ID`.
+
+    The URL names the server given with --server (which also mints the credential,
+    with the operator token in CCWEB_TOKEN), else CCWEB_URL, else CCWEB_HOST and
+    CCWEB_PORT; a line on stderr warns when nothing answers there.
 
     With --client, the credential is labelled with the client's name (or --label), and the
     conversation's earlier live credentials of that label are revoked: running it again for
     the same client replaces its credential instead of adding one.
 
-    Example: ccweb-store conversation-url conv_0123 --client claude --expires-in 30d
+    Example: ccweb-store conversation-url conv_0123 --client claude --server http://127.0.0.1:8787
     """
+    import os
+
+    from ccweb_store.cli.client_setups import CLIENTS, setup_lines
+    from ccweb_store.cli.remote import operator_call
     from ccweb_store.domain.host_calls import MintCredential
     from ccweb_store.protocol.shapes import minted_out
     from ccweb_store.services.credentials import mint_credential
 
+    if client == "stdio":
+        fail("--client stdio: use --client claude --stdio or --client codex --stdio")
     if client is not None and client not in CLIENTS:
         fail(f"--client {client!r}: use one of {', '.join(CLIENTS)}")
+    if stdio and client is None:
+        fail("--stdio goes with --client claude or --client codex")
     if client is not None and label is None:
         label = client  # the client's credential: minting its setup again replaces it
     expires_in_seconds = duration_option(expires_in, "--expires-in")
@@ -152,22 +156,38 @@ def conversation_url(
         hop_count=hop_count,
         label=label,
         expires_in_seconds=expires_in_seconds,
+        replace_label=client is not None,
     )
-    if base_url is None:
-        base_url = server_url(load_settings())
-    minted = minted_out(
-        with_store(
-            database_url,
-            lambda store: mint_credential(store, call, replace_label=client is not None),
+    reached = server_base(
+        base_url or server or os.environ.get("CCWEB_URL") or server_url(load_settings())
+    )
+    minted = operator_call(
+        "credential.mint",
+        mint_credential,
+        call,
+        shown=minted_out,
+        server=server,
+        database_url=database_url,
+    )
+    if not answers_there(reached):
+        typer.echo(
+            f"ccweb-store: warning: no ccweb-store server answers at {reached} (GET /healthz); "
+            "name the one your agents reach with --server URL (or CCWEB_URL, or --base-url)",
+            err=True,
         )
-    )
-    url = mcp_url(base_url, minted["token"])
+    url = mcp_url(reached, minted["token"])
     credential = minted["credential"]
-    setup = client_setup(client, base_url, url, minted["token"]) if client else None
+    lines = (
+        setup_lines(client, server=reached, token=minted["token"], stdio=stdio)
+        if client is not None
+        else [url]
+    )
     if as_json:
-        print_json({**minted, "url": url, **({"client": client, "setup": setup} if client else {})})
+        setup = {"client": client, "stdio": stdio, "setup": "\n".join(lines)} if client else {}
+        print_json({**minted, "url": url, **setup})
         return
-    typer.echo(setup if setup is not None else url)
+    for line in lines:
+        typer.echo(line)
     expiry = f"expires {credential['expiresAt']}" if credential["expiresAt"] else "never expires"
     typer.echo(
         f"credential {credential['id']} for conversation {conversation_id} ({expiry}); "

@@ -26,6 +26,8 @@ def doctor(
     """Check the database (reachable, at the newest schema), the operator token for the bind
     address, expired run leases, waiting reply requests no run will ever answer, and stored
     JSON values that cannot be read back; each finding names the command that fixes it.
+    Last, the agent CLIs on this machine's PATH (Claude Code, Codex): found or not, their
+    version, and whether it is the one the tests ran.
 
     Exit 0 when nothing needs action (warnings allowed), 1 when something does. With
     --server, the checks run in that server, on its settings and database.
@@ -61,11 +63,45 @@ def doctor(
             server=server,
             database_url=database_url,
         )
+    result = {**result, "checks": [*result["checks"], agent_clis_check()]}
     if as_json:
         print_json(result)
     else:
         _print_report(result)
     raise typer.Exit(0 if result["ok"] else 1)
+
+
+def agent_clis_check() -> dict[str, Any]:
+    """The agent CLIs the worker runs, on this machine's PATH: found or not, their version,
+    and whether it is the version the tests ran (a warning otherwise, never an action)."""
+    from ccweb_store.worker.agents import AGENTS, version_of
+
+    items, untested = [], []
+    for agent in AGENTS.values():
+        program = agent.find()
+        version = version_of(program) if program is not None else None
+        if program is None:
+            items.append(
+                f"{agent.name}: {agent.title} ({agent.program}) is not on PATH; the worker "
+                f"fails runs of {agent.name} conversations"
+            )
+        elif version == agent.tested_version:
+            items.append(f"{agent.name}: {agent.title} {version} at {program}, the tested version")
+        else:
+            items.append(
+                f"{agent.name}: {agent.title} {version or '(version unknown)'} at {program}; "
+                f"the tests ran {agent.tested_version}"
+            )
+        if version != agent.tested_version:
+            untested.append(agent)
+    tested = ", ".join(f"{a.title} {a.tested_version}" for a in AGENTS.values())
+    return {
+        "name": "agent CLIs",
+        "status": "warning" if untested else "ok",
+        "summary": f"on this machine's PATH; the tests ran {tested}",
+        "fix": "; ".join(agent.install_hint() for agent in untested) or None,
+        "items": items,
+    }
 
 
 def _print_report(result: Mapping[str, Any]) -> None:

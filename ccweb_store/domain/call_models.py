@@ -18,6 +18,7 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     model_validator,
@@ -28,7 +29,7 @@ from pydantic_core import PydanticCustomError, core_schema
 
 from ccweb_store.domain.arguments import CENTURY_SECONDS, INT64_MAX
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, DomainError
-from ccweb_store.domain.ids import MAX_PAGE, validate_session_id
+from ccweb_store.domain.ids import AGENT_SESSION_ID_MAX_LENGTH, MAX_PAGE, validate_session_id
 
 #: The error type of a check whose message continues the argument's place.
 ARGUMENT = "argument"
@@ -150,6 +151,10 @@ def number(value: Any) -> Any:
 
 ConversationId = Annotated[str, AfterValidator(domain_check(validate_session_id))]
 Text = Annotated[str, AfterValidator(non_blank)]
+#: An agent's own session id (a Claude Code session, a Codex thread), as the agent gave it.
+AgentSessionId = Annotated[
+    str, Field(max_length=AGENT_SESSION_ID_MAX_LENGTH), AfterValidator(non_blank)
+]
 #: How many rows a host method's listing returns, brought inside ``1..MAX_PAGE``.
 PageSize = Annotated[int, Clamped(1, MAX_PAGE)]
 #: A whole number of seconds back in time (``olderThanSeconds``), at most a century.

@@ -36,6 +36,8 @@ SESSION_ID_MAX_LENGTH = 128
 ID_MAX_LENGTH = 128
 #: The longest ``sessions.agent`` the column holds.
 AGENT_MAX_LENGTH = 64
+#: The longest ``sessions.agent_session_id`` (an agent's own session or thread id).
+AGENT_SESSION_ID_MAX_LENGTH = 256
 #: The most rows one page of a listing holds, whatever ``limit`` a caller asks for.
 MAX_PAGE = 500
 

@@ -29,7 +29,8 @@ from ccweb_store.http.auth import OPERATOR_SCOPE_KEY
 from ccweb_store.http.metrics import MCP_METHODS, note_call
 from ccweb_store.http.payloads import Rejected, http_error, read_payload
 from ccweb_store.protocol import jsonrpc
-from ccweb_store.protocol.mcp import ROUTING_HEADERS, handle_mcp_payload
+from ccweb_store.protocol.mcp import handle_mcp_payload
+from ccweb_store.protocol.mcp_wire import ROUTING_HEADERS
 from ccweb_store.services import credentials
 from ccweb_store.services.credentials import CredentialRefused
 from ccweb_store.store.uow import Store

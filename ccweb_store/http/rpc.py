@@ -53,6 +53,7 @@ from ccweb_store.domain.host_calls import (
     RevokeCredential,
     StartRun,
     ToolsCall,
+    UpdateSession,
 )
 from ccweb_store.http.asgi import Answer, Incoming, JSONAnswer
 from ccweb_store.http.metrics import note_call
@@ -144,6 +145,7 @@ METHODS: dict[str, TypedMethod[Any, Any]] = {
     "session.create": typed(CreateSession, conversations.create_session, shapes.session_view_out),
     "session.get": typed(GetSession, conversations.get_session, shapes.session_view_out),
     "session.list": typed(ListSessions, conversations.list_sessions, shapes.session_page_out),
+    "session.update": typed(UpdateSession, conversations.update_session, shapes.session_view_out),
     "session.archive": typed(
         ArchiveSession, conversations.archive_session, shapes.session_view_out
     ),

@@ -19,6 +19,7 @@ from ccweb_store.domain.host_calls import (
     ListMessages,
     ListSessions,
     RecentMessages,
+    UpdateSession,
 )
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.domain.tool_arguments import QUERY_MAX_CHARS, ListConversations
@@ -116,6 +117,19 @@ async def archive_session(store: Store, call: ArchiveSession) -> SessionView:
         row = await uow.sessions.set_archived(session_id, utcnow() if archived else None)
         if row is None:
             await uow.sessions.require(session_id)  # conversation_not_found
+        assert row is not None
+        active = await uow.runs.active_for_sessions([row.id])
+        await uow.commit()
+    return SessionView(row, active.get(row.id))
+
+
+async def update_session(store: Store, call: UpdateSession) -> SessionView:
+    """``session.update``: set the agent session the conversation's next run resumes, or clear
+    it so that the next run starts a new one (a host that runs agents itself keeps it here)."""
+    async with store.uow() as uow:
+        row = await uow.sessions.set_agent_session(call.id, call.agent_session_id)
+        if row is None:
+            await uow.sessions.require(call.id)  # conversation_not_found
         assert row is not None
         active = await uow.runs.active_for_sessions([row.id])
         await uow.commit()

@@ -290,20 +290,18 @@ async def mint_in(uow: UnitOfWork, key: bytes, run: Run, options: MintOptions) -
     return MintedCredential(row, token_of(key, row))
 
 
-async def mint_credential(
-    store: Store, call: MintCredential, *, replace_label: bool = False
-) -> MintedCredential:
+async def mint_credential(store: Store, call: MintCredential) -> MintedCredential:
     """``credential.mint``: a new credential of ``sessionId`` and its token.
 
     ``expiresInSeconds`` (none: it never expires), ``label``, ``hopCount`` (the least hop count
     of the sends made with it; a worker passes its run's). The token is shown only here.
 
-    With ``replace_label`` (``conversation-url --client``), the live credentials of the
+    With ``replaceLabel`` (``conversation-url --client``), the live credentials of the
     conversation with the same label are revoked in the same transaction, so minting a
     client's setup again leaves one credential for it (one without a label replaces none); the
     answer's ``revoked`` lists them.
     """
-    session_id, hop_count = call.session_id, call.hop_count
+    session_id, hop_count, replace_label = call.session_id, call.hop_count, call.replace_label
     options = mint_options(call)
     async with store.read_uow() as uow:  # before the key is made: a refusal writes nothing
         await uow.sessions.require(session_id)

@@ -297,6 +297,8 @@ async def complete_run(store: Store, call: CompleteRun) -> Completion:
                 return await completion_result(uow, current)
             raise lease_lost(current, worker_id)
         message, replies = await after_close(uow, run, status, output=output, error=error)
+        if call.agent_session_id is not None:
+            await uow.sessions.set_agent_session(run.session_id, call.agent_session_id)
         await uow.commit()
     return Completion(run, message, replies)
 

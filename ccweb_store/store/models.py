@@ -25,6 +25,7 @@ from sqlalchemy.sql.visitors import InternalTraversal
 
 from ccweb_store.domain.ids import (
     AGENT_MAX_LENGTH,
+    AGENT_SESSION_ID_MAX_LENGTH,
     COPY_STATES,
     ID_MAX_LENGTH,
     REPLY_STATUSES,
@@ -79,6 +80,9 @@ class SessionRow(Base):
     updated_at: Mapped[datetime] = mapped_column(server_default=NOW)
     archived_at: Mapped[datetime | None]
     extra: Mapped[dict[str, Any] | None]
+    #: The agent's own session (a Claude Code session id, a Codex thread id) that the
+    #: conversation's next run resumes.
+    agent_session_id: Mapped[str | None] = mapped_column(sa.String(AGENT_SESSION_ID_MAX_LENGTH))
 
 
 class MessageRow(Base):

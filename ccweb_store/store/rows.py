@@ -28,6 +28,7 @@ class Conversation(NamedTuple):
     updated_at: datetime
     archived_at: datetime | None
     extra: dict[str, Any] | None
+    agent_session_id: str | None
 
 
 class Message(NamedTuple):

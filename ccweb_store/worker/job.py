@@ -22,6 +22,7 @@ import httpx
 
 from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.worker.config import (
+    BuiltinSpec,
     CommandSpec,
     ConfigError,
     WorkerConfig,
@@ -29,7 +30,8 @@ from ccweb_store.worker.config import (
     render_command,
 )
 from ccweb_store.worker.host import HostClient, HostError, describe
-from ccweb_store.worker.process import Outcome, could_not_start, ended, kill_group, start_command
+from ccweb_store.worker.launch import Finished, Launch
+from ccweb_store.worker.process import Outcome, could_not_start, kill_group, start_command
 
 log = logging.getLogger("ccweb_store.worker")
 
@@ -111,9 +113,11 @@ class JobRunner:
             # Not recorded: ``_complete`` said why (and a lost lease is not our failure).
             recorded = await self._complete(job, outcome)
             if recorded and outcome.status == RunStatus.COMPLETED:
+                session = outcome.agent_session_id
                 log.info(
-                    "run %s completed in %.1fs (%d characters of output)",
+                    "run %s completed in %.1fs (%d characters of output%s)",
                     job.id, elapsed, len(outcome.output or ""),
+                    f"; agent session {session}" if session else "",
                 )  # fmt: skip
             elif recorded:
                 log.warning("run %s failed in %.1fs: %s", job.id, elapsed, outcome.error)
@@ -132,7 +136,7 @@ class JobRunner:
             await self.revoke(minted)
             return Outcome(RunStatus.FAILED, error=str(exc))
         try:
-            return await self._run_command(job, spec, session.get("cwd"), minted["token"], lease)
+            return await self._run(job, spec, minted["token"], lease)
         finally:
             await self.revoke(minted)
 
@@ -143,18 +147,12 @@ class JobRunner:
                 "credential.revoke", {"credentialId": minted["credential"]["id"]}
             )
 
-    async def _run_command(
-        self, job: Job, spec: CommandSpec, cwd: str | None, token: str, lease: asyncio.Task[str]
+    async def _run(
+        self, job: Job, spec: CommandSpec | BuiltinSpec, token: str, lease: asyncio.Task[str]
     ) -> Outcome | None:
-        run = job.run
-        prompt = run.get("runtimeText") or ""
-        command, on_stdin = render_command(
-            spec.command,
-            prompt=prompt,
-            conversation_id=job.conversation,
-            run_id=job.id,
-            hop_count=run["hopCount"],
-        )
+        """Run the conversation's command in its directory; a built-in agent resumes the
+        conversation's agent session, or starts a new one when that session is gone."""
+        cwd = job.session.get("cwd")
         # One stat, not worth a thread of its own.
         if cwd and not os.path.isdir(cwd):  # noqa: ASYNC240
             return Outcome(
@@ -162,36 +160,94 @@ class JobRunner:
                 error=f"the conversation's working directory {cwd!r} does not exist on the "
                 f"worker's machine ({self.worker_id})",
             )
+        resume = job.session.get("agentSessionId") or None
         env = child_environment(
             os.environ,
-            mcp_url=f"{self.client.base_url}/mcp?credential={token}",
+            endpoint=f"{self.client.base_url}/mcp",
             token=token,
-            run=run,
+            run=job.run,
+            agent_session_id=resume,
         )
+        launch = self._launch(job, spec, resume, env)
+        if isinstance(launch, Outcome):
+            return launch
+        ended = await self._run_launch(job, launch, env, cwd, lease)
+        if isinstance(ended, Finished) and resume and launch.refused_resume(ended):
+            log.warning(
+                "run %s: %s could not resume the conversation's session %s (%s); "
+                "starting a new session",
+                job.id, launch.title, resume, ended.said(),
+            )  # fmt: skip
+            launch = self._launch(job, spec, None, env)
+            assert not isinstance(launch, Outcome)
+            ended = await self._run_launch(job, launch, env, cwd, lease)
+        return launch.outcome(ended) if isinstance(ended, Finished) else ended
+
+    def _launch(
+        self, job: Job, spec: CommandSpec | BuiltinSpec, resume: str | None, env: dict[str, str]
+    ) -> Launch | Outcome:
+        """How to start the run's command, or why it cannot start (a CLI not found)."""
+        prompt = job.run.get("runtimeText") or ""
+        if isinstance(spec, CommandSpec):
+            command, on_stdin = render_command(
+                spec.command,
+                prompt=prompt,
+                conversation_id=job.conversation,
+                run_id=job.id,
+                hop_count=job.run["hopCount"],
+            )
+            return Launch(
+                ["/bin/sh", "-c", command], prompt.encode() if on_stdin else None, spec.timeout
+            )
+        agent = spec.agent
+        program = agent.find(env.get("PATH"))
+        if program is None:
+            return Outcome(
+                RunStatus.FAILED,
+                error=f"{agent.title} ({agent.program}) is not on the worker's PATH: install "
+                f"it ({agent.install_hint()}), or give conversations of agent {agent.name!r} "
+                "a command of your own (--command, or [agents."
+                f"{agent.name}] in the --config file)",
+            )
+        argv = agent.command(
+            program, endpoint=env["CCWEB_MCP_ENDPOINT"], resume=resume, args=spec.args
+        )
+        return Launch(argv, prompt.encode(), spec.timeout, agent=agent, resumed=resume)
+
+    async def _run_launch(
+        self,
+        job: Job,
+        launch: Launch,
+        env: dict[str, str],
+        cwd: str | None,
+        lease: asyncio.Task[str],
+    ) -> Finished | Outcome | None:
+        """Start the command and wait for it: how it ended, a failure to start or a timeout,
+        or None when the run was cut off or its lease lost."""
         if job.cut_off is not None:
             await self.requeue(job)
             return None
+        on_stdin = launch.stdin is not None
         try:
-            child = await start_command(command, on_stdin=on_stdin, env=env, cwd=cwd)
+            child = await start_command(launch.argv, on_stdin=on_stdin, env=env, cwd=cwd)
         except OSError as exc:
             return could_not_start(exc, on_stdin=on_stdin)
         job.child = child
         if job.cut_off is not None:  # cut off while the command was starting
             self._kill(child)
-        return await self._supervise(job, spec, child, prompt.encode() if on_stdin else None, lease)
+        return await self._supervise(job, launch, child, lease)
 
     async def _supervise(
         self,
         job: Job,
-        spec: CommandSpec,
+        launch: Launch,
         child: asyncio.subprocess.Process,
-        stdin: bytes | None,
         lease: asyncio.Task[str],
-    ) -> Outcome | None:
+    ) -> Finished | Outcome | None:
         """Wait for the command; kill it on timeout or a lost lease."""
-        finished = asyncio.ensure_future(child.communicate(stdin))
+        finished = asyncio.ensure_future(child.communicate(launch.stdin))
         done, _ = await asyncio.wait(
-            {finished, lease}, timeout=spec.timeout, return_when=asyncio.FIRST_COMPLETED
+            {finished, lease}, timeout=launch.timeout, return_when=asyncio.FIRST_COMPLETED
         )
         if finished not in done:
             await kill_group(child)
@@ -205,13 +261,13 @@ class JobRunner:
                 return None
             return Outcome(
                 RunStatus.FAILED,
-                error=f"timed out after {spec.timeout:g}s; the worker killed the command",
+                error=f"timed out after {launch.timeout:g}s; the worker killed the command",
             )
         stdout, stderr = finished.result()
         if job.cut_off is not None:
             await self.requeue(job)
             return None
-        return ended(child.returncode, stdout, stderr)
+        return Finished(child.returncode, stdout, stderr)
 
     async def _keep_lease(self, run_id: str) -> str:
         """Heartbeat every lease/3 until cancelled; returns why the lease was lost."""
@@ -245,6 +301,8 @@ class JobRunner:
             "output": outcome.output,
             "error": outcome.error,
         }
+        if outcome.agent_session_id is not None:
+            params["agentSessionId"] = outcome.agent_session_id
         for attempt in range(COMPLETE_ATTEMPTS):
             try:
                 await self.client.call("run.complete", params)

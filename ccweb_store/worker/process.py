@@ -8,7 +8,7 @@ import contextlib
 import errno
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ccweb_store.domain.kinds import RunStatus
@@ -26,15 +26,17 @@ class Outcome:
     status: str  # completed | failed
     output: str | None = None
     error: str | None = None
+    #: The agent's own session the run ran in (a built-in agent says), for the next run.
+    agent_session_id: str | None = None
 
 
 async def start_command(
-    command: str, *, on_stdin: bool, env: Mapping[str, str], cwd: str | None
+    argv: Sequence[str], *, on_stdin: bool, env: Mapping[str, str], cwd: str | None
 ) -> asyncio.subprocess.Process:
-    """Run ``command`` with ``/bin/sh`` in a new process group, its output piped back;
-    ``OSError`` when it cannot start (``could_not_start`` says why)."""
+    """Run ``argv`` in a new process group, its output piped back; ``OSError`` when it cannot
+    start (``could_not_start`` says why)."""
     return await asyncio.create_subprocess_exec(
-        "/bin/sh", "-c", command,
+        *argv,
         stdin=asyncio.subprocess.PIPE if on_stdin else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env=dict(env), cwd=cwd or None, start_new_session=True,
@@ -55,15 +57,20 @@ def ended(code: int | None, stdout: bytes, stderr: bytes) -> Outcome:
     tail of its stderr."""
     if code == 0:
         return Outcome(RunStatus.COMPLETED, output=stdout.decode(errors="replace").strip())
+    return Outcome(RunStatus.FAILED, error=how_it_failed(code, stderr))
+
+
+def how_it_failed(code: int | None, stderr: bytes, said: str | None = None) -> str:
+    """Why a command failed: what its program ``said`` (when it did), else how it ended, and
+    the tail of its stderr."""
     tail = stderr.decode(errors="replace").strip()[-STDERR_TAIL_CHARS:]
-    how = (
-        f"was killed by signal {-code}"
-        if code is not None and code < 0
-        else f"exited with code {code}"
-    )
-    return Outcome(
-        RunStatus.FAILED, error=f"the command {how}" + (f": {tail}" if tail else " (no stderr)")
-    )
+    if said is not None:
+        return said + (f" ({tail})" if tail else "")
+    if code is not None and code < 0:
+        how = f"the command was killed by signal {-code}"
+    else:
+        how = f"the command exited with code {code}"
+    return how + (f": {tail}" if tail else " (no stderr)")
 
 
 async def kill_group(child: asyncio.subprocess.Process) -> None:

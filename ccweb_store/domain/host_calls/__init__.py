@@ -70,6 +70,7 @@ from ccweb_store.domain.host_calls.sessions import (
     CreateSession,
     GetSession,
     ListSessions,
+    UpdateSession,
 )
 from ccweb_store.domain.host_calls.tools import ToolsCall
 
@@ -123,5 +124,6 @@ __all__ = [
     "RevokeCredential",
     "StartRun",
     "ToolsCall",
+    "UpdateSession",
     "WorkerId",
 ]

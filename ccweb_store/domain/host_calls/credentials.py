@@ -27,6 +27,9 @@ class MintCredential(CredentialTerms):
 
     session_id: ConversationId
     hop_count: Annotated[int, AfterValidator(between(0, INT32_MAX))] = 0
+    #: Revoke the conversation's live credentials of the same label in the same transaction:
+    #: minting a client's setup again leaves one credential for it.
+    replace_label: bool = False
 
 
 class ListCredentials(CallModel):

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from ccweb_store.domain.call_models import (
+    AgentSessionId,
     AgeSeconds,
     CallModel,
     ConversationId,
@@ -99,6 +100,8 @@ class CompleteRun(CallModel):
     output: str | None = None
     error: str | None = None
     worker_id: WorkerId | None = None
+    #: The agent's own session the run ran in: the conversation's next run resumes it.
+    agent_session_id: AgentSessionId | None = None
 
 
 class ListRuns(CallModel):

@@ -6,7 +6,13 @@ from typing import Annotated
 
 from pydantic import Field
 
-from ccweb_store.domain.call_models import CallModel, ConversationId, PageSize, Text
+from ccweb_store.domain.call_models import (
+    AgentSessionId,
+    CallModel,
+    ConversationId,
+    PageSize,
+    Text,
+)
 from ccweb_store.domain.ids import AGENT_MAX_LENGTH
 
 #: How many conversations ``session.list`` returns when it is not told.
@@ -33,6 +39,14 @@ class ArchiveSession(CallModel):
 
     id: ConversationId
     archived: bool = True
+
+
+class UpdateSession(CallModel):
+    """``session.update``: set the agent session the conversation's next run resumes
+    (``agentSessionId``), or clear it (null) so that the next run starts a new one."""
+
+    id: ConversationId
+    agent_session_id: AgentSessionId | None
 
 
 class ListSessions(CallModel):

@@ -28,6 +28,7 @@ class SessionFields(TypedDict):
     createdAt: str
     updatedAt: str
     archived: bool
+    agentSessionId: str | None
 
 
 @closed
@@ -159,6 +160,7 @@ def session_fields(row: Conversation) -> SessionFields:
         "createdAt": iso(row.created_at),
         "updatedAt": iso(row.updated_at),
         "archived": row.archived_at is not None,
+        "agentSessionId": row.agent_session_id,
     }
 
 

@@ -308,6 +308,23 @@ class SessionRepository(Repository):
             )
         return session
 
+    async def set_agent_session(
+        self, session_id: str, agent_session_id: str | None
+    ) -> Conversation | None:
+        """Record the agent session the conversation's next run resumes (None: start a new
+        one); None when the conversation does not exist."""
+        stmt = (
+            sa.update(SESSIONS)
+            .where(SESSIONS.c.id == session_id)
+            .values(agent_session_id=agent_session_id)
+        )
+        session = await self._update_returning(Conversation, stmt)
+        if session is not None:
+            self.state.note(
+                event_types.SESSION_UPDATED, session_id, payload={"columns": ["agent_session_id"]}
+            )
+        return session
+
     async def update_columns(self, session_id: str, values: dict[str, Any]) -> None:
         """Overwrite the given columns of one session (the importer's final sync)."""
         stmt = sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
