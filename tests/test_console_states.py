@@ -118,3 +118,16 @@ async def test_every_answer_carries_the_csp(store: Store, caplog: pytest.LogCapt
     assert broken_rpc.json()["error"]["code"] == -32603  # a JSON-RPC internal error
     assert_csp(broken)
     assert_csp(broken_rpc)
+
+
+async def test_the_conversation_page_shows_the_agent_session_its_next_run_resumes(
+    store: Store,
+) -> None:
+    await make_conversation(store, "planner", title="Planner")
+    async with app_client(store) as client:
+        before = (await client.get("/console/conversations/planner", headers=HTML)).text
+        update = {"id": "planner", "agentSessionId": "df2a8fae-<b>session</b>"}
+        await host_calls.call(store, "session.update", update)
+        after = (await client.get("/console/conversations/planner", headers=HTML)).text
+    assert "<dt>Agent session</dt><dd>—</dd>" in before
+    assert "<dd><code>df2a8fae-&lt;b&gt;session&lt;/b&gt;</code></dd>" in after
