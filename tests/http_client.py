@@ -15,6 +15,10 @@ from ccweb_store.store.uow import Store
 BASE_URL = "http://127.0.0.1:8787"
 
 
+#: The one ``Content-Type`` ``/mcp`` and ``/rpc`` read, for a test that posts raw bytes.
+JSON = {"content-type": "application/json"}
+
+
 @asynccontextmanager
 async def app_client(store: Store, **overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client on ``create_app`` over ``store``, with settings ``overrides``."""

@@ -14,7 +14,7 @@ from ccweb_store.domain.errors import DomainError
 from ccweb_store.http import rpc
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.store.uow import Store
-from tests.http_client import app_client, rpc_result
+from tests.http_client import JSON, app_client, rpc_result
 
 
 async def _echo(method: str, params: Mapping[str, Any]) -> Any:
@@ -89,7 +89,7 @@ async def test_client_responses_are_accepted_silently() -> None:
 
 async def test_rpc_answers_malformed_json_with_a_parse_error(store: Store) -> None:
     async with app_client(store) as client:
-        response = await client.post("/rpc", content=b"{not json")
+        response = await client.post("/rpc", content=b"{not json", headers=JSON)
         assert response.json()["error"]["code"] == jsonrpc.PARSE_ERROR
         assert response.json()["id"] is None
         assert await rpc_result(client, "tools.list")  # still serving
@@ -201,7 +201,7 @@ async def test_a_streamed_body_without_length_is_cut_at_the_limit(store: Store) 
             yield b" " * 1024
 
     async with app_client(store, max_body_bytes=4096) as client:
-        response = await client.post("/rpc", content=chunks())
+        response = await client.post("/rpc", content=chunks(), headers=JSON)
         assert response.status_code == 413
 
 
@@ -227,15 +227,23 @@ async def test_every_method_but_post_is_a_405_with_a_json_rpc_error_body(
 @pytest.mark.parametrize("path", ENDPOINTS)
 @pytest.mark.parametrize(
     "content_type",
-    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; b=x", "text/xml"],
+    [
+        None,
+        "",
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; b=x",
+        "text/xml",
+        "application/json-rpc",
+        "application/vnd.x+json",
+    ],
 )
-async def test_a_body_declared_as_something_else_than_json_is_a_415(
-    store: Store, path: str, content_type: str
+async def test_a_body_without_content_type_application_json_is_a_415_saying_what_to_send(
+    store: Store, path: str, content_type: str | None
 ) -> None:
+    headers = {"content-type": content_type} if content_type is not None else {}
     async with app_client(store) as client:
-        response = await client.post(
-            path, content=PING[path], headers={"content-type": content_type}
-        )
+        response = await client.post(path, content=PING[path], headers=headers)
         assert response.status_code == 415
         error = response.json()["error"]
         assert error["code"] == jsonrpc.INVALID_REQUEST
@@ -245,14 +253,15 @@ async def test_a_body_declared_as_something_else_than_json_is_a_415(
 @pytest.mark.parametrize("path", ENDPOINTS)
 @pytest.mark.parametrize(
     "content_type",
-    [None, "application/json; charset=utf-8", "APPLICATION/JSON", "application/vnd.x+json"],
+    ["application/json", "application/json; charset=utf-8", "APPLICATION/JSON"],
 )
-async def test_json_content_types_and_a_missing_one_are_read_as_json(
-    store: Store, path: str, content_type: str | None
+async def test_application_json_with_or_without_parameters_is_read_as_json(
+    store: Store, path: str, content_type: str
 ) -> None:
-    headers = {"content-type": content_type} if content_type else {}
     async with app_client(store) as client:
-        response = await client.post(path, content=PING[path], headers=headers)
+        response = await client.post(
+            path, content=PING[path], headers={"content-type": content_type}
+        )
         assert response.status_code == 200
         assert "result" in response.json()
 
@@ -269,7 +278,7 @@ async def test_a_body_over_the_limit_is_a_413_on_both_endpoints_with_or_without_
             yield body[start : start + 1000]
 
     async with app_client(store, max_body_bytes=4096) as client:
-        response = await client.post(path, content=chunks() if chunked else body)
+        response = await client.post(path, content=chunks() if chunked else body, headers=JSON)
         assert response.status_code == 413
         error = response.json()["error"]
         assert error["code"] == jsonrpc.INVALID_REQUEST

@@ -17,7 +17,7 @@ from ccweb_store.http.mcp_http import SourceError, source_from_query
 from ccweb_store.protocol import jsonrpc
 from ccweb_store.protocol.mcp import UNSUPPORTED_PROTOCOL_VERSION
 from ccweb_store.store.uow import Store
-from tests.http_client import app_client, call_tool, mcp
+from tests.http_client import JSON, app_client, call_tool, mcp
 from tests.lifecycle_support import table_row_counts
 
 INIT_PARAMS = {
@@ -225,7 +225,7 @@ async def test_unknown_methods_are_method_not_found(store: Store, method: str) -
 
 async def test_malformed_json_is_a_parse_error_and_the_server_keeps_serving(store: Store) -> None:
     async with app_client(store) as client:
-        response = await client.post("/mcp", content=b'{"jsonrpc": "2.0", "id": 1,')
+        response = await client.post("/mcp", content=b'{"jsonrpc": "2.0", "id": 1,', headers=JSON)
         assert response.status_code == 400
         assert response.json()["error"]["code"] == jsonrpc.PARSE_ERROR
         assert (await mcp(client, "ping")).json()["result"] == {}
@@ -250,7 +250,7 @@ async def test_wrong_json_rpc_shapes_are_invalid_requests(store: Store, body: An
 
 async def test_an_oversized_body_is_413_before_parsing(store: Store) -> None:
     async with app_client(store, max_body_bytes=1024) as client:
-        response = await client.post("/mcp", content=b"{" * 5000)  # not even JSON
+        response = await client.post("/mcp", content=b"{" * 5000, headers=JSON)  # not even JSON
         assert response.status_code == 413
         assert (await mcp(client, "ping")).json()["result"] == {}
 

@@ -50,15 +50,16 @@ class Rejected(Exception):
 
 async def read_payload(incoming: Incoming, limit: int, *, parse_error_status: int = 200) -> Any:
     """The parsed JSON-RPC payload of the request; raises ``Rejected`` with a 415 for a body
-    declared as something else than JSON, a 413 for an oversized body and a -32700 answer
+    not declared as ``application/json``, a 413 for an oversized body and a -32700 answer
     (with ``parse_error_status``) for malformed JSON."""
-    content_type = incoming.header(b"content-type") or ""
-    if not is_json_media_type(content_type):
+    content_type = incoming.header(b"content-type")
+    if content_type is None or not is_json_media_type(content_type):
+        declared = "no Content-Type" if content_type is None else f"Content-Type {content_type!r}"
         raise Rejected(
             http_error(
                 415,
                 INVALID_REQUEST,
-                f"unsupported media type {content_type!r}: "
+                f"unsupported media type ({declared}): "
                 "send the JSON-RPC body with Content-Type: application/json",
             )
         )
@@ -75,15 +76,17 @@ async def read_payload(incoming: Incoming, limit: int, *, parse_error_status: in
 
 
 def is_json_media_type(content_type: str) -> bool:
-    """Whether a ``Content-Type`` value declares JSON: ``application/json`` (any parameters),
-    ``application/json-rpc``, a ``+json`` type, or nothing at all (read as JSON)."""
-    if content_type in JSON_MEDIA_TYPES:  # the usual spelling, without a parameter
+    """Whether a ``Content-Type`` value is ``application/json`` (any parameters, any case).
+
+    Nothing else is read as JSON: a browser sends a cross-origin POST without asking the
+    server first (no CORS preflight) only when its type is absent, ``text/plain`` or a form's,
+    so a page on another port cannot make one that passes."""
+    if content_type == JSON_MEDIA_TYPE:  # the usual spelling, without a parameter
         return True
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    return media_type in JSON_MEDIA_TYPES or media_type.endswith("+json")
+    return content_type.split(";", 1)[0].strip().lower() == JSON_MEDIA_TYPE
 
 
-JSON_MEDIA_TYPES = frozenset({"", "application/json", "application/json-rpc"})
+JSON_MEDIA_TYPE = "application/json"
 
 
 def method_not_allowed(request: Request, detail: str) -> JSONResponse:
