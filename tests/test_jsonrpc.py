@@ -295,3 +295,37 @@ def test_dumps_writes_compact_json_as_starlette_does_non_string_keys_included() 
     )
     with pytest.raises(TypeError):
         jsonrpc.dumps({"not json": object()})
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+async def test_a_batch_over_the_cap_is_refused_whole_and_writes_nothing(
+    store: Store, path: str
+) -> None:
+    def create(index: int) -> dict[str, Any]:
+        params = {"id": f"batched-{index}"}
+        if path == "/rpc":
+            return {"jsonrpc": "2.0", "id": index, "method": "session.create", "params": params}
+        arguments = {"title": f"batched-{index}"}
+        return {
+            "jsonrpc": "2.0",
+            "id": index,
+            "method": "tools/call",
+            "params": {"name": "ccweb_create_conversation", "arguments": arguments},
+        }
+
+    batch = [create(index) for index in range(jsonrpc.MAX_BATCH_CALLS + 1)]
+    target = path if path == "/rpc" else f"{path}?sourceSessionId=caller"
+    async with app_client(store) as client:
+        refused = await client.post(target, json=batch)
+        listed = await rpc_result(client, "session.list", {"limit": 5})
+        at_cap = await client.post("/rpc", json=batch[: jsonrpc.MAX_BATCH_CALLS])
+
+    error = refused.json()["error"]
+    assert error["code"] == jsonrpc.INVALID_REQUEST
+    assert error["message"] == (
+        "invalid request: a batch of 101 calls is over the limit of 100: "
+        "send them in batches of at most 100"
+    )
+    assert error["data"] == {"limit": 100}
+    assert listed["sessions"] == []
+    assert len(at_cap.json()) == jsonrpc.MAX_BATCH_CALLS

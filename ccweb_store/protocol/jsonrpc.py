@@ -183,13 +183,31 @@ def _screened(message: Any) -> Any:
     return Refused(message, RpcError(code, error.message, {"code": error.code, **error.data}))
 
 
+#: The most calls one batch may hold: each is a unit of work, and a client with more to say
+#: sends several batches, so that no single request holds the server for long.
+MAX_BATCH_CALLS = 100
+
+
+def batch_refusal(batch: list[Any]) -> RpcError | None:
+    """Why a batch is refused whole (empty, or over ``MAX_BATCH_CALLS``), or None."""
+    if not batch:
+        return RpcError(INVALID_REQUEST, "invalid request: an empty batch")
+    if len(batch) > MAX_BATCH_CALLS:
+        return RpcError(
+            INVALID_REQUEST,
+            f"invalid request: a batch of {len(batch)} calls is over the limit of "
+            f"{MAX_BATCH_CALLS}: send them in batches of at most {MAX_BATCH_CALLS}",
+            {"limit": MAX_BATCH_CALLS},
+        )
+    return None
+
+
 async def handle_payload(payload: Any, dispatch: Dispatch) -> Any | None:
     """Answer a decoded payload: a response, a list of them, or ``None`` when none is due."""
     if isinstance(payload, list):
-        if not payload:
-            return error_response(
-                None, RpcError(INVALID_REQUEST, "invalid request: an empty batch")
-            )
+        refusal = batch_refusal(payload)
+        if refusal is not None:
+            return error_response(None, refusal)
         responses = [await handle_message(message, dispatch) for message in payload]
         answered = [response for response in responses if response is not None]
         return answered or None

@@ -317,9 +317,9 @@ async def answer_batch(
             "send one message per POST",
         )
         return Reply(error_body(None, error, modern=header_version in MODERN_VERSIONS), 400)
-    if not batch:
-        error = jsonrpc.RpcError(jsonrpc.INVALID_REQUEST, "invalid request: an empty batch")
-        return Reply(jsonrpc.error_response(None, error))
+    refusal = jsonrpc.batch_refusal(batch)
+    if refusal is not None:
+        return Reply(jsonrpc.error_response(None, refusal))
     in_batch = jsonrpc.RpcError(
         jsonrpc.INVALID_REQUEST, "invalid request: a 2026-07-28 request cannot be part of a batch"
     )
