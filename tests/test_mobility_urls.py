@@ -14,7 +14,7 @@ from ccweb_store.mobility.locations import BadDatabaseUrl, checked_url, shown_ur
 from ccweb_store.store.db import create_engine, head_revision
 from tests.cli_support import run_cli
 from tests.conftest import migrate_url
-from tests.servers import server_env
+from tests.servers import server_env, serving
 from tests.test_mobility_copy import copy_cli, sqlite_url
 from tests.test_mobility_copy_marker import every_checksum, small_source
 
@@ -174,3 +174,20 @@ def test_copy_without_from_copies_the_database_in_the_data_directory(tmp_path: P
     report = json.loads(result.stdout)
     assert str(home / "ccweb.db") in report["from"]
     assert report["ok"] is True
+
+
+def test_copy_to_a_sqlite_file_a_running_server_holds_is_refused_and_leaves_it_as_it_was(
+    tmp_path: Path, database_url: str
+) -> None:
+    target = sqlite_url(tmp_path / "served.db")
+    asyncio.run(migrate_url(target))
+    before = every_checksum(target)
+    with serving(target):
+        refused = one_line(copy_cli(database_url, target), 2)
+    assert refused == (
+        f"ccweb-store: --to {target} is open in a ccweb-store server ({tmp_path}/served.db.lock "
+        "is locked: every `ccweb-store serve` and `mcp-stdio` holds it while running): stop it, "
+        "then copy"
+    )
+    assert every_checksum(target) == before
+    assert copy_cli(database_url, target).returncode == 0  # once the server has stopped

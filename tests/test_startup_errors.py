@@ -7,10 +7,11 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.cli_support import run_cli
-from tests.servers import free_port, server_env
+from tests.servers import free_port, server_env, serving
 
 
 def assert_one_line(stderr: str) -> str:
@@ -82,3 +83,20 @@ def test_a_data_home_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
     line = assert_one_line(result.stderr)
     assert "cannot create the database's folder" in line
     assert "CCWEB_DATA_DIR" in line
+
+
+def test_a_second_server_on_one_sqlite_file_warns_at_startup_and_on_postgres_says_nothing(
+    database_url: str, backend: str
+) -> None:
+    with serving(database_url) as first, serving(database_url) as second:
+        assert httpx.get(f"{second.url}/healthz", timeout=10).json()["status"] == "ok"
+        first_log, second_log = first.stop(), second.stop()
+
+    assert "another ccweb-store process" not in first_log
+    warned = [line for line in second_log.splitlines() if "another ccweb-store process" in line]
+    if backend == "sqlite":
+        assert len(warned) == 1, second_log
+        assert "Run one server per SQLite file, or use PostgreSQL for several" in warned[0]
+        assert database_url in warned[0]
+    else:
+        assert warned == [], second_log

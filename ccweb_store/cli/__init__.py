@@ -13,6 +13,7 @@ from ccweb_store import __version__
 from ccweb_store.cli.agents import mcp_stdio, worker
 from ccweb_store.cli.common import (
     DatabaseUrl,
+    database_failures,
     database_settings,
     fail,
     load_settings,
@@ -181,7 +182,8 @@ def migrate(
         finally:
             await engine.dispose()
 
-    current = asyncio.run(run())
+    with database_failures(settings.database_url):
+        current = asyncio.run(run())
     typer.echo(f"database at revision {current or 'base'} ({settings.database_kind})")
 
 
@@ -224,7 +226,8 @@ def import_json(
         )
     settings = database_settings(database_url, create=not dry_run, required=not dry_run)
     setup_logging("warning")
-    summary = asyncio.run(run_import(settings, directory, dry_run=dry_run, as_json=as_json))
+    with database_failures(settings.database_url):
+        summary = asyncio.run(run_import(settings, directory, dry_run=dry_run, as_json=as_json))
     raise typer.Exit(0 if summary.ok else 1)
 
 

@@ -11,6 +11,7 @@ import typer
 
 from ccweb_store.cli.common import (
     DatabaseUrl,
+    database_failures,
     database_settings,
     duration_option,
     fail,
@@ -81,7 +82,7 @@ def mcp_stdio(
         # Started by an agent's client, whose settings may name the wrong place: an empty
         # database made there would answer as if every conversation were gone.
         settings = database_settings(database_url)
-        with serving_lock(settings.database_url):
+        with serving_lock(settings.database_url), database_failures(settings.database_url):
             asyncio.run(stdio.serve_database(settings, source))
 
 

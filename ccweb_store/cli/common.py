@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
@@ -73,16 +74,44 @@ def settings_problems(error: Any) -> list[str]:
     return problems
 
 
+#: Where a command's database URL comes from, as its messages name it.
+DATABASE_SETTING = "--database-url (or CCWEB_DATABASE_URL)"
+
+
 def require_usable_url(settings: Settings) -> Settings:
     """``settings``, or exit 2 with one line naming the database URL (password masked) when
-    ccweb-store cannot use it (``mobility.locations.usable_url``)."""
-    from ccweb_store.mobility.locations import BadDatabaseUrl, usable_url
+    ccweb-store cannot use it (``mobility.locations.checked_url``): a SQLite file named by
+    the user must be in a folder that exists (only the data directory is made when new)."""
+    from ccweb_store.mobility.locations import BadDatabaseUrl, checked_url, usable_url
 
     try:
-        usable_url(settings.database_url, "--database-url (or CCWEB_DATABASE_URL)")
+        if settings.database_in_data_dir:
+            usable_url(settings.database_url, DATABASE_SETTING)
+        else:
+            checked_url(settings.database_url, DATABASE_SETTING, must_exist=False)
     except BadDatabaseUrl as exc:
         fail(exc.reason, 2)
     return settings
+
+
+@contextmanager
+def database_failures(url: str, setting: str = DATABASE_SETTING) -> Iterator[None]:
+    """Run the block; a database that cannot be used (unreachable, missing, refusing the
+    login, failing) exits 1 in one line naming it and what to check, never a traceback."""
+    from ccweb_store.domain.errors import DatabaseUnavailable
+    from ccweb_store.store.db import shown_url
+    from ccweb_store.store.failures import DatabaseError, connection_problem, driver_words
+
+    try:
+        yield
+    except (DatabaseUnavailable, DatabaseError, OSError) as exc:
+        problem = connection_problem(exc, url, setting)
+        if problem is None:
+            said = exc.message if isinstance(exc, DatabaseUnavailable) else driver_words(exc)
+            problem = (
+                f"{said}. Check that it is reachable and migrated to head (ccweb-store migrate)"
+            )
+        fail(f"cannot use the database {shown_url(url)}: {problem}", 1)
 
 
 def database_settings(
@@ -170,9 +199,7 @@ def with_store(
     ``not_found``); 1: the state forbids it (including a conversation it needs that is gone)
     or the database cannot be used.
     """
-    from ccweb_store.domain.errors import DomainError, InvalidInput
-    from ccweb_store.store.db import shown_url
-    from ccweb_store.store.failures import DatabaseError
+    from ccweb_store.domain.errors import DatabaseUnavailable, DomainError, InvalidInput
     from ccweb_store.store.uow import Store
 
     settings = database_settings(database_url)
@@ -184,20 +211,15 @@ def with_store(
         finally:
             await store.dispose()
 
-    try:
-        return asyncio.run(run())
-    except DomainError as exc:
-        if exc.code in not_found:
-            fail(exc.message, 3)
-        fail(exc.message, 2 if isinstance(exc, InvalidInput) else 1)
-    except (DatabaseError, OSError) as exc:
-        shown = shown_url(settings.database_url)
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        fail(
-            f"cannot use the database {shown}: {reason}. Check that it is reachable and "
-            "migrated to head (ccweb-store migrate).",
-            1,
-        )
+    with database_failures(settings.database_url):
+        try:
+            return asyncio.run(run())
+        except DatabaseUnavailable:
+            raise
+        except DomainError as exc:
+            if exc.code in not_found:
+                fail(exc.message, 3)
+            fail(exc.message, 2 if isinstance(exc, InvalidInput) else 1)
 
 
 def print_json(payload: Any) -> None:

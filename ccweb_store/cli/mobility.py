@@ -57,19 +57,23 @@ def _missing_sqlite_file(settings: Settings) -> bool:
     return not path or path == ":memory:" or not Path(str(path)).is_file()
 
 
-def _run(work: Callable[[], Coroutine[Any, Any, T]], *shown: str) -> T:
-    """Run ``work``; a database that cannot be used exits 1 naming it."""
-    from ccweb_store.store.failures import DatabaseError
+def _run(work: Callable[[], Coroutine[Any, Any, T]], *urls: str) -> T:
+    """Run ``work`` on the databases of ``urls``; one that cannot be used exits 1 naming it
+    (``copy`` names its side before: ``mobility.copy``)."""
+    from ccweb_store.cli.common import DATABASE_SETTING
+    from ccweb_store.domain.errors import DatabaseUnavailable
+    from ccweb_store.store.db import shown_url
+    from ccweb_store.store.failures import DatabaseError, connection_problem, driver_words
 
     try:
         return asyncio.run(work())
-    except (DatabaseError, OSError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        fail(
-            f"cannot use the database ({' or '.join(shown)}): {reason}. "
-            "Check that it is reachable and that you may read (and write) it.",
-            1,
-        )
+    except (DatabaseUnavailable, DatabaseError, OSError) as exc:
+        shown = " or ".join(shown_url(url) for url in urls)
+        problem = connection_problem(exc, urls[0], DATABASE_SETTING) if len(urls) == 1 else None
+        if problem is None:
+            said = exc.message if isinstance(exc, DatabaseUnavailable) else driver_words(exc)
+            problem = f"{said}. Check that it is reachable and that you may read (and write) it"
+        fail(f"cannot use the database {shown}: {problem}", 1)
 
 
 @contextmanager
@@ -140,12 +144,13 @@ def copy(
     is not copied). At the end every table's row count and checksum are compared; a
     difference exits 1. An interrupted copy (Ctrl-C, kill) is finished by running the same
     command again with --resume; a target holding any other rows (another database's copy, a
-    finished copy) is refused and left as it was.
+    finished copy), or a SQLite file a server has open, is refused and left as it was.
 
     Example: ccweb-store copy --to postgresql+asyncpg://ccweb@db.example/ccweb
     (from the database in the data directory)
     """
     from ccweb_store.mobility.copy import CopyRefused, DatabaseUnreachable, copy_database
+    from ccweb_store.store.db import DatabaseInUse, unserved
     from ccweb_store.store.uow import Store
 
     if source_url is None:  # the database every other command opens by default
@@ -165,7 +170,14 @@ def copy(
             await writing.dispose()
 
     try:
-        report = _run(work, _shown(source), _shown(target))
+        with unserved(target.database_url):
+            report = _run(work, source.database_url, target.database_url)
+    except DatabaseInUse as exc:
+        fail(
+            f"--to {_shown(target)} is open in a ccweb-store server ({exc} is locked: every "
+            "`ccweb-store serve` and `mcp-stdio` holds it while running): stop it, then copy",
+            2,
+        )
     except CopyRefused as exc:
         fail(exc.reason, 2)
     except DatabaseUnreachable as exc:
@@ -235,7 +247,7 @@ def backup(
             await store.dispose()
 
     try:
-        outcome = _run(work, _shown(settings))
+        outcome = _run(work, settings.database_url)
     except BackupRefused as exc:
         fail(exc.reason, 2)
     except ValueError as exc:
@@ -343,7 +355,7 @@ def export_json(
             await store.dispose()
 
     try:
-        summary = _run(work, _shown(settings))
+        summary = _run(work, settings.database_url)
     except ExportRefused as exc:
         fail(exc.reason, 2)
     if as_json:

@@ -9,7 +9,14 @@ from typing import Annotated
 
 import typer
 
-from ccweb_store.cli.common import AsJson, DatabaseUrl, fail, load_settings, print_json
+from ccweb_store.cli.common import (
+    AsJson,
+    DatabaseUrl,
+    fail,
+    load_settings,
+    print_json,
+    require_usable_url,
+)
 
 
 def restore(
@@ -36,7 +43,7 @@ def restore(
     from ccweb_store.store.db import database_file, head_revision, shown_url
     from ccweb_store.store.postgres.bulk import pg_restore_command, shell_line
 
-    settings = load_settings(database_url=database_url)
+    settings = require_usable_url(load_settings(database_url=database_url))
     shown = shown_url(settings.database_url)
     if settings.database_kind != "sqlite":
         typer.echo(

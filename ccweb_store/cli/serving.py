@@ -20,11 +20,10 @@ import typer
 import uvicorn
 
 from ccweb_store import __version__
-from ccweb_store.cli.common import fail
+from ccweb_store.cli.common import DATABASE_SETTING, fail
 from ccweb_store.cli.logs import setup_logging
 from ccweb_store.config import Settings
 from ccweb_store.store.db import shown_url, unreachable
-from ccweb_store.store.urls import masked_url
 
 log = logging.getLogger("ccweb_store")
 
@@ -88,7 +87,7 @@ def port_taken(host: str, port: int) -> str | None:
 
 def startup_line(settings: Settings) -> tuple[str, dict[str, object]]:
     """The one line the server logs once it listens, and its parts (for JSON logs)."""
-    database = masked_url(settings.database_url)
+    database = shown_url(settings.database_url)
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     address = f"http://{host}:{settings.port}"
     fields: dict[str, object] = {
@@ -116,14 +115,10 @@ def serve(settings: Settings) -> None:
     problem = refusal(settings) or port_taken(settings.host, settings.port)
     if problem is not None:
         refuse(settings, problem)
-    reason = asyncio.run(unreachable(settings.database_url))
+    reason = asyncio.run(unreachable(settings.database_url, DATABASE_SETTING))
     if reason is not None:
-        refuse(
-            settings,
-            f"cannot open the database {shown_url(settings.database_url)}: {reason}. Is the "
-            "server running and the URL right (CCWEB_DATABASE_URL or --database-url)?",
-            1,
-        )
+        shown = shown_url(settings.database_url)
+        refuse(settings, f"cannot open the database {shown}: {reason}", 1)
     config = uvicorn.Config(
         create_app(settings, freeze_gc_after_startup=True),
         host=settings.host,
@@ -141,7 +136,14 @@ def serve(settings: Settings) -> None:
     # The access log would show the token of a request to /mcp?credential=….
     logging.getLogger("uvicorn.access").addFilter(RedactCredentials())
     # Held until the process ends: `ccweb-store restore` refuses while it is.
-    with serving_lock(settings.database_url):
+    with serving_lock(settings.database_url) as shared:
+        if shared:
+            log.warning(
+                "another ccweb-store process (serve, or mcp-stdio on the database) has %s "
+                "open: the two take turns on SQLite's one write lock, so each is slower. Run "
+                "one server per SQLite file, or use PostgreSQL for several",
+                shown_url(settings.database_url),
+            )
         AnnouncingServer(config, *startup_line(settings)).run()
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from ccweb_store.mobility.checksums import TableChecksum
 from ccweb_store.store.db import current_revision, head_revision, known_revisions, migrate
-from ccweb_store.store.failures import DatabaseError
+from ccweb_store.store.failures import DatabaseError, connection_problem, driver_words
 from ccweb_store.store.models import CopyMarkerRow, DatabaseIdentityRow
 from ccweb_store.store.repositories.identity import IN_PROGRESS
 from ccweb_store.store.rows import CopyMarker
@@ -236,11 +236,10 @@ async def _revision(store: Store, flag: str, shown: str) -> str | None:
         async with store.engine.connect() as connection:
             return await current_revision(connection)
     except (DatabaseError, OSError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise DatabaseUnreachable(
-            f"cannot use {flag} {shown}: {reason}. Check that it is reachable and that you "
-            "may read (and write) it"
-        ) from exc
+        reason = connection_problem(exc, store.settings.database_url, flag) or (
+            f"{driver_words(exc)}. Check that it is reachable and that you may read (and write) it"
+        )
+        raise DatabaseUnreachable(f"cannot use {flag} {shown}: {reason}") from exc
 
 
 def _check_revision(

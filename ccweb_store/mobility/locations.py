@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ccweb_store.config import database_kind, normalize_database_url
 from ccweb_store.store.db import database_file, shown_url
-from ccweb_store.store.urls import UnparsableUrl, url_parts
+from ccweb_store.store.urls import UnparsableUrl, keeps_nothing, postgres_url_problem, url_parts
 
 #: The drivers ccweb-store connects through, by engine family.
 DRIVERS = {"sqlite": "aiosqlite", "postgresql": "asyncpg"}
@@ -22,10 +22,16 @@ class BadDatabaseUrl(Exception):
         self.reason = reason
 
 
+#: A SQLite URL that names a file, to show in a refusal.
+_FILE_EXAMPLE = "sqlite+aiosqlite:////var/lib/ccweb-store/ccweb.db"
+
+
 def usable_url(url: str, flag: str) -> str:
     """``url`` with its async driver named, or ``BadDatabaseUrl`` naming ``flag`` when its
-    scheme or driver is not one ccweb-store uses, it does not parse, or (PostgreSQL) it names
-    no database. Nothing is looked at on disk or on a server."""
+    scheme or driver is not one ccweb-store uses, it does not parse, it is SQLite in memory
+    (which keeps nothing), or (PostgreSQL) it names no database, carries a parameter
+    ccweb-store does not understand or a port that is not one. Nothing is looked at on disk
+    or on a server."""
     shown = shown_url(url)
     try:
         kind = database_kind(url)
@@ -41,8 +47,17 @@ def usable_url(url: str, flag: str) -> str:
         raise BadDatabaseUrl(
             f"{flag} {shown}: ccweb-store does not connect through {driver!r}: {_FORMS}"
         )
-    if kind == "postgresql" and not parsed.database:
-        raise BadDatabaseUrl(f"{flag} {shown} names no database: {_FORMS}")
+    if kind == "sqlite" and keeps_nothing(normalized):
+        raise BadDatabaseUrl(  # as written: a SQLite URL holds no password
+            f"{flag} {url} is a SQLite database in memory, which keeps nothing once the "
+            f"command ends: name a file, e.g. {_FILE_EXAMPLE} (four slashes: an absolute path)"
+        )
+    if kind == "postgresql":
+        if not parsed.database:
+            raise BadDatabaseUrl(f"{flag} {shown} names no database: {_FORMS}")
+        problem = postgres_url_problem(normalized)
+        if problem is not None:
+            raise BadDatabaseUrl(f"{flag} {shown}: {problem}")
     return normalized
 
 
@@ -62,6 +77,7 @@ def checked_url(url: str, flag: str, *, must_exist: bool) -> str:
         raise BadDatabaseUrl(f"{flag}: no SQLite database at {shown}: name an existing file")
     if not path.parent.is_dir():
         raise BadDatabaseUrl(
-            f"{flag} {shown}: the folder {path.parent} does not exist: create it first"
+            f"{flag} {shown}: the folder {path.parent} does not exist: create it first, or "
+            "name a file in a folder that does"
         )
     return normalized

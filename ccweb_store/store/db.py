@@ -15,9 +15,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import database_kind, normalize_database_url
+from ccweb_store.store.failures import connection_problem, driver_words
 from ccweb_store.store.postgres.driver import create_postgres_engine
 from ccweb_store.store.sqlite.driver import create_sqlite_engine, sqlite_url_file
-from ccweb_store.store.sqlite.files import holding_in_use
+from ccweb_store.store.sqlite.files import InUse, claiming_unused, holding_in_use
 from ccweb_store.store.urls import UnparsableUrl, masked_url
 
 #: The Alembic scripts travel inside the package, so an installed wheel migrates as a checkout
@@ -123,16 +124,18 @@ async def _run_alembic(engine: AsyncEngine, verb: str, revision: str) -> None:
         await connection.run_sync(run)
 
 
-async def unreachable(url: str) -> str | None:
-    """Why the database at ``url`` cannot be connected to (a line naming the error), or None
-    when a connection opens: what ``serve`` checks before it listens."""
+async def unreachable(url: str, setting: str) -> str | None:
+    """Why the database at ``url`` cannot be connected to (a line saying what to check in
+    ``setting``, where the URL came from), or None when a connection opens: what ``serve``
+    checks before it listens."""
     engine = create_engine(url)
     try:
         async with engine.connect() as connection:
             await connection.execute(sa.text("SELECT 1"))
     except (OSError, DBAPIError) as error:
-        cause = error.orig if isinstance(error, DBAPIError) and error.orig else error
-        return f"{type(cause).__name__}: {cause}".strip().rstrip(":")
+        return connection_problem(error, url, setting) or (
+            f"{driver_words(error)}. Is the server running and the URL right ({setting})?"
+        )
     finally:
         await engine.dispose()
     return None
@@ -174,11 +177,24 @@ def known_revisions() -> set[str]:
     return {revision.revision for revision in script.walk_revisions()}
 
 
-def serving_lock(url: str) -> AbstractContextManager[None]:
+def serving_lock(url: str) -> AbstractContextManager[bool]:
     """Held by a process that serves the database of ``url`` for as long as it runs: on a
-    SQLite file, the shared lock that makes ``restore`` refuse (``sqlite.files``)."""
+    SQLite file, the shared lock that makes ``restore`` refuse (``sqlite.files``). The block
+    is given whether another process serves that SQLite file already."""
     path = database_file(url)
-    return nullcontext() if path is None else holding_in_use(path)
+    return nullcontext(False) if path is None else holding_in_use(path)
+
+
+#: Raised by ``unserved`` while a server holds the database (``InUse``: the lock file's path).
+DatabaseInUse = InUse
+
+
+def unserved(url: str) -> AbstractContextManager[None]:
+    """Held by a process that fills the database of ``url`` with no server using it (``copy
+    --to``): on a SQLite file, ``serving_lock``'s lock taken exclusively, at once, or
+    ``DatabaseInUse`` while a server holds it; a server that starts meanwhile waits."""
+    path = database_file(url)
+    return nullcontext() if path is None else claiming_unused(path)
 
 
 async def head_revision() -> str | None:

@@ -6,6 +6,8 @@ database library."""
 
 from __future__ import annotations
 
+import re
+import socket
 import sqlite3
 
 from asyncpg.exceptions import InternalClientError
@@ -13,6 +15,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ccweb_store.domain.errors import DatabaseUnavailable
+from ccweb_store.store.urls import UnparsableUrl, url_parts
 
 #: Any error the store raises when the database refuses a statement or cannot be used (the
 #: base class of SQLAlchemy's errors, which the store's statements raise).
@@ -98,3 +101,81 @@ def database_failure(error: BaseException) -> DatabaseUnavailable | None:
             )
         cause = cause.orig if isinstance(cause, DBAPIError) else cause.__cause__
     return None
+
+
+#: The words SQLAlchemy and its asyncpg adapter put around a driver's message.
+_WRAPPERS = re.compile(r"\(sqlalchemy\.[\w.]+\)\s*|<class '[\w.]+'>:\s*")
+#: SQLSTATEs of a login the server refused (a wrong password, no such role, pg_hba.conf).
+LOGIN_REFUSED_SQLSTATES = frozenset({"28P01", "28000"})
+#: The ``sslmode`` values that make a connection fail where the server offers no TLS.
+TLS_ONLY_MODES = frozenset({"require", "verify-ca", "verify-full"})
+
+
+def driver_words(error: BaseException) -> str:
+    """The first line of what the driver said about ``error``, without the class names
+    SQLAlchemy and asyncpg put before it."""
+    orig = getattr(error, "orig", None)
+    text = str(orig if orig is not None else error) or type(error).__name__
+    return _WRAPPERS.sub("", text.splitlines()[0]).strip()
+
+
+def connection_problem(error: BaseException, url: str, setting: str) -> str | None:
+    """What went wrong connecting to the PostgreSQL server of ``url``, in one line naming its
+    host and port and saying what to check (``setting``: where the URL came from, e.g.
+    ``CCWEB_DATABASE_URL (or --database-url)``); None when ``error`` is none of the usual
+    mistakes (or ``url`` is SQLite's), so the caller says it in its own words."""
+    try:
+        parts = url_parts(url)
+    except UnparsableUrl:
+        return None
+    if parts.backend != "postgresql":
+        return None
+    mode = parts.query.get("sslmode")
+    host, port = parts.host or "localhost", parts.port or 5432
+    where = f"{host}:{port}"
+    for cause in _causes(error):
+        sqlstate = getattr(cause, "sqlstate", None)
+        if sqlstate == "3D000":
+            user = f" -U {parts.username}" if parts.username else ""
+            return (
+                f"the database {parts.database!r} does not exist on the PostgreSQL server at "
+                f"{where}: create it with `createdb -h {host} -p {port}{user} {parts.database}` "
+                f"(ccweb-store migrate, or serve, then makes its tables), or name another one "
+                f"in {setting}"
+            )
+        if sqlstate in LOGIN_REFUSED_SQLSTATES:
+            return (
+                f"the PostgreSQL server at {where} refused the login of "
+                f"{parts.username or 'the current user'!r} ({driver_words(cause)}): check the "
+                f"user and password in {setting}, and the server's pg_hba.conf"
+            )
+        if isinstance(cause, ConnectionRefusedError):
+            return (
+                f"nothing answers at {where} (connection refused): is PostgreSQL running "
+                f"there? Check the host and port in {setting}"
+            )
+        if isinstance(cause, socket.gaierror):
+            return f"the host {host!r} is not known ({cause.strerror}): check the host in {setting}"
+        if isinstance(cause, TimeoutError):
+            return f"connecting to {where} timed out: check the host and port in {setting}"
+        if isinstance(cause, ConnectionError) and mode in TLS_ONLY_MODES:
+            return (
+                f"the PostgreSQL server at {where} does not offer TLS, which sslmode={mode} "
+                f"requires ({driver_words(cause)}): turn TLS on at the server, or set "
+                f"sslmode=prefer (or disable) in {setting}"
+            )
+        if isinstance(cause, OSError):
+            reason = cause.strerror or driver_words(cause)
+            return f"cannot reach {where} ({reason}): check the host and port in {setting}"
+    return None
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """``error`` and what it was raised from or wraps (SQLAlchemy's ``orig``), outermost
+    first."""
+    found: list[BaseException] = []
+    cause: BaseException | None = error
+    while cause is not None and cause not in found:
+        found.append(cause)
+        cause = cause.orig if isinstance(cause, DBAPIError) else cause.__cause__
+    return found

@@ -29,7 +29,7 @@ import asyncpg
 import orjson
 import sqlalchemy as sa
 from sqlalchemy import event, exc
-from sqlalchemy.engine import Connection, ExceptionContext
+from sqlalchemy.engine import Connection, ExceptionContext, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
@@ -37,6 +37,7 @@ from ccweb_store.domain import json_values
 from ccweb_store.store.failures import unsent_on_dead_connection
 from ccweb_store.store.postgres import bulk, listen, vacuum
 from ccweb_store.store.postgres.transaction import PostgresTransaction
+from ccweb_store.store.postgres.url_options import connect_options
 from ccweb_store.store.transaction import CompiledStatements
 
 #: A pooled connection idle for longer than this is pinged before it is used.
@@ -45,11 +46,14 @@ _IDLE_SINCE = "ccweb_idle_since"
 
 
 def create_postgres_engine(url: str, **kwargs: Any) -> AsyncEngine:
-    """An engine on ``postgresql+asyncpg`` with the pool setup the store relies on."""
+    """An engine on ``postgresql+asyncpg`` with the pool setup the store relies on; the URL's
+    libpq parameters (``sslmode``…) become asyncpg's connect arguments (``url_options``)."""
+    bare, connect_args = connect_options(make_url(url))
+    kwargs["connect_args"] = {**connect_args, **kwargs.get("connect_args", {})}
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 10)
     kwargs.setdefault("json_deserializer", loads_postgres_json)
-    engine = create_async_engine(url, **kwargs)
+    engine = create_async_engine(bare, **kwargs)
     if not kwargs.get("pool_pre_ping"):
         _ping_after_idle(engine)
 

@@ -59,13 +59,19 @@ def _open_lock(database: Path) -> int:
 
 
 @contextmanager
-def holding_in_use(database: Path) -> Iterator[None]:
-    """Hold the shared lock that marks ``database`` as served, while the block runs. It waits
-    while a restore holds the lock exclusively."""
+def holding_in_use(database: Path) -> Iterator[bool]:
+    """Hold the shared lock that marks ``database`` as served, while the block runs; the
+    block is given whether another process held it already (another server, or
+    ``mcp-stdio``). It waits while a restore holds the lock exclusively."""
     descriptor = _open_lock(database)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_SH)
-        yield
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shared = False
+        except BlockingIOError:
+            shared = True
+        fcntl.flock(descriptor, fcntl.LOCK_SH)  # converts an exclusive hold, or waits
+        yield shared
     finally:
         os.close(descriptor)
 
