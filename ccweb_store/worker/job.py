@@ -305,8 +305,7 @@ class JobRunner:
             params["agentSessionId"] = outcome.agent_session_id
         for attempt in range(COMPLETE_ATTEMPTS):
             try:
-                await self.client.call("run.complete", params)
-                return True
+                completion = await self.client.call("run.complete", params)
             except HostError as exc:
                 # Never retried: a refusal stays a refusal. ``lease_lost``: the run is another
                 # worker's now (or ended without us), and our output was not recorded.
@@ -327,6 +326,17 @@ class JobRunner:
                     run_id, describe(exc), delay,
                 )  # fmt: skip
                 await asyncio.sleep(delay)
+                continue
+            if completion["run"]["status"] == RunStatus.CANCELLED:
+                # Cancelled while it ran (``runs cancel --force``): the server kept the run
+                # as it was, so, as for a lost lease, this end is not this worker's to record.
+                log.warning(
+                    "run %s was cancelled while it ran: its output (%d characters) was not "
+                    "recorded, and the run is not retried (%s)",
+                    run_id, len(outcome.output or ""), completion["run"].get("error"),
+                )  # fmt: skip
+                return False
+            return True
         log.error("run %s: gave up reporting its end; its lease will expire", run_id)
         job.failed = True
         return False

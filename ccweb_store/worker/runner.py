@@ -207,10 +207,14 @@ class Worker:
             try:
                 run = await self._unless_stopped(self._claim(wait))
             except (httpx.TransportError, HostError) as exc:
-                log.warning("cannot claim a run (%s); trying again", describe(exc))
                 if self.once:
+                    log.error(
+                        "cannot claim a run from %s (%s); --once gives up (exit %d)",
+                        self.client.base_url, describe(exc), EXIT_UNUSABLE,
+                    )  # fmt: skip
                     self.fatal = EXIT_UNUSABLE
                     return
+                log.warning("cannot claim a run (%s); trying again", describe(exc))
                 await self._unless_stopped(asyncio.sleep(RETRY_SECONDS))
                 continue
             if run is not None:
