@@ -17,7 +17,8 @@ What a client sees does not change; the rules Starlette applies are kept:
 - a query parameter is its last occurrence (``QueryParams``), blank values kept; the parsed
   query string is cached, since an agent sends the same URL with every call;
 - the body is the ``http.request`` messages' bodies joined; ``http.disconnect`` before the
-  end raises ``ClientDisconnect``, as ``Request.stream`` does;
+  end raises ``ClientDisconnect``, as ``Request.stream`` does, which ``Endpoint`` logs as one
+  debug line and answers nothing to (the client is gone);
 - a ``JSONAnswer`` carries ``content-length`` then ``content-type: application/json``, as
   ``JSONResponse`` writes them; its body is ``jsonrpc.dumps``.
 
@@ -26,6 +27,7 @@ Every other answer (refusals, SSE, 202/204) is a Starlette ``Response``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache, update_wrapper
 from types import MappingProxyType
@@ -37,6 +39,8 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ccweb_store.protocol.jsonrpc import dumps
+
+log = logging.getLogger("ccweb_store.http")
 
 JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 
@@ -139,7 +143,15 @@ class Endpoint:
         update_wrapper(self, answer)  # the route's name and the docstring are the answer's
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        answer = await self.answer(Incoming(scope, receive))
+        try:
+            answer = await self.answer(Incoming(scope, receive))
+        except ClientDisconnect:
+            # Nobody is left to answer, and a client that hangs up is nobody's bug.
+            log.debug(
+                "the client of %s %s disconnected before its request ended",
+                scope["method"], scope["path"],
+            )  # fmt: skip
+            return
         if isinstance(answer, Response):
             await answer(scope, receive, send)
             return
