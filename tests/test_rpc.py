@@ -33,6 +33,7 @@ async def test_session_create_returns_the_session_shape(store: Store) -> None:
             "updatedAt": session["createdAt"],
             "archived": False,
             "agentSessionId": None,
+            "box": None,
             "running": False,
             "activeRunId": None,
         }

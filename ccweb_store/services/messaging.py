@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 
 from ccweb_store.domain import errors
+from ccweb_store.domain.boxes import within
 from ccweb_store.domain.context import Source, refuse_other_conversation, require_source
 from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFound
 from ccweb_store.domain.ids import MAX_PAGE, OPEN_REPLY_STATUSES, new_id
@@ -99,9 +100,11 @@ async def create_conversation(
     ``requestReply`` (or the legacy ``waitForReply``) makes that send ``return_and_continue``;
     otherwise it is ``one_way``. Blank ``content`` creates the conversation without a message.
     A caller bound by a credential creates inside its own conversation's box: the creator's
-    ``agent``, and its ``cwd`` or a folder inside it (``_confined``).
+    ``agent``, and its ``cwd`` or a folder inside it (``_confined``); the new conversation
+    records that box, which the worker checks again when each of its runs starts.
     """
     content, agent, cwd = args.content, args.agent, args.cwd
+    box = None
     send = None
     if content is not None and content.strip():
         source_id = require_source(source)
@@ -112,8 +115,8 @@ async def create_conversation(
         source_row = await _require_session(uow, send.source_id, "source") if send else None
         if source.bound:
             creator = source_row or await _require_session(uow, require_source(source), "source")
-            agent, cwd = _confined(creator, agent, cwd)
-        target = await uow.sessions.create(title=title, agent=agent, cwd=cwd)
+            agent, cwd, box = _confined(creator, agent, cwd)
+        target = await uow.sessions.create(title=title, agent=agent, cwd=cwd, box=box)
         sent = None
         if send is not None and source_row is not None:
             sent = await _deliver_to_target(
@@ -182,11 +185,13 @@ def _validate_send(
 
 def _confined(
     creator: Conversation, agent: str | None, cwd: str | None
-) -> tuple[str | None, str | None]:
-    """The ``agent`` and ``cwd`` a credential's conversation may give a conversation it
+) -> tuple[str | None, str | None, str | None]:
+    """The ``agent``, ``cwd`` and box a credential's conversation may give a conversation it
     creates: its own agent, and its own folder or one inside it (``..`` and symlinks resolved
-    first), defaulting to its own. A credential must not reach another agent profile or
-    another project through the worker, which runs the new conversation's agent in its cwd.
+    first, and inside its own box when it has one), defaulting to its own. A credential must
+    not reach another agent profile or another project through the worker, which runs the new
+    conversation's agent in its cwd. The box is the creator's, or its resolved folder: a
+    symlink put in the new conversation's path later cannot widen it (the worker checks).
     """
     if agent is not None and agent != creator.agent:
         raise DomainError(
@@ -194,8 +199,9 @@ def _confined(
             f"{agent!r} is not {creator.agent!r}. Leave agent out",
             code=errors.OUTSIDE_CREDENTIAL_SCOPE,
         )
+    box = creator.box or (os.path.realpath(creator.cwd) if creator.cwd else None)
     if cwd is None or cwd == creator.cwd:
-        return creator.agent, creator.cwd
+        return creator.agent, creator.cwd, box
     if creator.cwd is None:
         raise DomainError(
             "this conversation has no working directory, so its credential cannot choose "
@@ -204,14 +210,14 @@ def _confined(
         )
     home = os.path.realpath(creator.cwd)
     wanted = os.path.realpath(os.path.join(home, cwd))
-    if os.path.commonpath([home, wanted]) != home:
+    if not within(wanted, home) or (box is not None and not within(wanted, box)):
         raise DomainError(
             f"this conversation's credential creates conversations in its own folder "
             f"{creator.cwd!r} or a folder inside it: {cwd!r} resolves to {wanted!r}, outside "
             "it. Leave cwd out, or name a folder inside your own",
             code=errors.OUTSIDE_CREDENTIAL_SCOPE,
         )
-    return creator.agent, wanted
+    return creator.agent, wanted, box
 
 
 async def _require_session(uow: UnitOfWork, session_id: str, side: str) -> Conversation:

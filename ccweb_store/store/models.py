@@ -83,6 +83,9 @@ class SessionRow(Base):
     #: The agent's own session (a Claude Code session id, a Codex thread id) that the
     #: conversation's next run resumes.
     agent_session_id: Mapped[str | None] = mapped_column(sa.String(AGENT_SESSION_ID_MAX_LENGTH))
+    #: The real path this conversation's runs must stay under (None: no box): recorded when an
+    #: agent's credential creates it, and checked by the worker when each run starts.
+    box: Mapped[str | None] = mapped_column(sa.Text)
 
 
 class MessageRow(Base):

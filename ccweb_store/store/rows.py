@@ -29,6 +29,8 @@ class Conversation(NamedTuple):
     archived_at: datetime | None
     extra: dict[str, Any] | None
     agent_session_id: str | None
+    #: The real path its runs must stay under (``SessionRow.box``), or None.
+    box: str | None
 
 
 class Message(NamedTuple):

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from ccweb_store.domain.boxes import within
 from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.worker.config import (
     BuiltinSpec,
@@ -160,6 +161,10 @@ class JobRunner:
                 error=f"the conversation's working directory {cwd!r} does not exist on the "
                 f"worker's machine ({self.worker_id})",
             )
+        boxed = self._in_box(job, cwd)
+        if isinstance(boxed, Outcome):
+            return boxed
+        cwd = boxed
         resume = job.session.get("agentSessionId") or None
         env = child_environment(
             os.environ,
@@ -182,6 +187,29 @@ class JobRunner:
             assert not isinstance(launch, Outcome)
             ended = await self._run_launch(job, launch, env, cwd, lease)
         return launch.outcome(ended) if isinstance(ended, Finished) else ended
+
+    def _in_box(self, job: Job, cwd: str | None) -> str | Outcome | None:
+        """The folder to run ``job``'s command in: ``cwd`` as it is for a conversation without
+        a box; for one with a box, ``cwd`` resolved now (``realpath``), which must be inside
+        the box, else the failure to record. The command runs in the resolved folder, so a
+        symlink swapped in after this check cannot move it."""
+        box = job.session.get("box")
+        if box is None:
+            return cwd
+        real = os.path.realpath(cwd or os.getcwd())
+        if within(real, box):
+            return real
+        log.warning(
+            "run %s refused: %s resolves to %s, outside the conversation's box %s",
+            job.id, cwd, real, box,
+        )  # fmt: skip
+        return Outcome(
+            RunStatus.FAILED,
+            error=f"refused to run outside the conversation's box: its working directory "
+            f"{cwd!r} resolves to {real!r}, which is not inside {box!r}, the folder its creator "
+            "was confined to (a symlink in its path now leads elsewhere). Remove the link, or "
+            "run this work from a conversation whose folder is there",
+        )
 
     def _launch(
         self, job: Job, spec: CommandSpec | BuiltinSpec, resume: str | None, env: dict[str, str]

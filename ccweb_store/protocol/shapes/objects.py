@@ -29,6 +29,8 @@ class SessionFields(TypedDict):
     updatedAt: str
     archived: bool
     agentSessionId: str | None
+    #: The real path its runs must stay under (a worker refuses to run outside it), or None.
+    box: str | None
 
 
 @closed
@@ -161,6 +163,7 @@ def session_fields(row: Conversation) -> SessionFields:
         "updatedAt": iso(row.updated_at),
         "archived": row.archived_at is not None,
         "agentSessionId": row.agent_session_id,
+        "box": row.box,
     }
 
 
