@@ -1,5 +1,6 @@
-"""Database URLs as the data tools (``copy``, ``backup``, ``export-json``) take them: checked
-before anything connects, so a mistake is one line naming the URL (never its password) and
+"""Database URLs as every command takes them (the data tools, ``copy``, ``backup``,
+``export-json``, and through ``cli.common.require_usable_url`` every other): checked before
+anything connects, so a mistake is one line naming the URL (never its password) and
 saying what to do, and shown without credentials.
 """
 
@@ -30,8 +31,8 @@ def usable_url(url: str, flag: str) -> str:
     """``url`` with its async driver named, or ``BadDatabaseUrl`` naming ``flag`` when its
     scheme or driver is not one ccweb-store uses, it does not parse, it is SQLite in memory
     (which keeps nothing), or (PostgreSQL) it names no database, carries a parameter
-    ccweb-store does not understand or a port that is not one. Nothing is looked at on disk
-    or on a server."""
+    ccweb-store does not understand or a port that is not one. Nothing is looked at on a
+    server, nor on disk but a ``sslrootcert`` file the URL names."""
     shown = shown_url(url)
     try:
         kind = database_kind(url)
