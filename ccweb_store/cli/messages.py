@@ -10,7 +10,7 @@ import typer
 from ccweb_store.cli.common import AsJson, DatabaseUrl, model_call, print_json
 from ccweb_store.cli.conversations import CONVERSATION_NOT_FOUND, ConversationId
 from ccweb_store.cli.remote import ServerUrl, operator_call
-from ccweb_store.cli.tables import print_table
+from ccweb_store.cli.tables import new_table, print_table
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -77,11 +77,7 @@ def messages(
 
 
 def _messages_table(conversation_id: str, rows: list[dict[str, Any]], caption: str) -> Table:
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title=f"Conversation {conversation_id}", caption=caption, box=box.SIMPLE_HEAD)
+    table = new_table(f"Conversation {conversation_id}", caption)
     table.add_column("Seq", justify="right", no_wrap=True)
     table.add_column("Role", no_wrap=True)
     table.add_column("Time", no_wrap=True)
@@ -92,7 +88,7 @@ def _messages_table(conversation_id: str, rows: list[dict[str, Any]], caption: s
             str(row["seq"]),
             row["role"],
             row["createdAt"].replace("T", " ")[:19],
-            escape(_first_lines(row["content"])),
+            _first_lines(row["content"]),
             _request_of(row["metadata"]),
         )
     return table

@@ -77,11 +77,9 @@ def _copy_progress(verb: str) -> Iterator[Progress]:
     """A rich progress bar per table on a terminal; otherwise a plain line on stderr every
     few seconds and at the end of each table."""
     if sys.stderr.isatty():
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        from ccweb_store.cli.tables import progress_bars
 
-        columns = (TextColumn(f"{verb} {{task.description}}"), BarColumn(), MofNCompleteColumn())
-        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        with progress_bars(verb) as bar:
             tasks: dict[str, object] = {}
 
             def show(table: str, done: int, total: int) -> None:

@@ -10,8 +10,11 @@ import typer
 
 from ccweb_store.cli.common import print_json
 from ccweb_store.cli.tables import (
+    fields_table,
     lease_text,
+    new_table,
     parse_iso,
+    print_panel,
     print_table,
     runs_json_table,
     stdout_console,
@@ -32,16 +35,13 @@ def conversation_label(title: str | None, conversation_id: str) -> str:
 
 def pending_table(pending: list[dict[str, Any]], limit: int | None, title: str) -> Table:
     """The open requests of ``operator.pendingReplies`` (or a conversation's), oldest first."""
-    from rich import box
-    from rich.table import Table
-
     from ccweb_store.domain.timestamps import utcnow
 
     now = utcnow()
     caption = f"{len(pending)} open request(s), oldest first"
     if limit is not None and len(pending) == limit:
         caption += f"; showing the first {limit} (use --limit for more)"
-    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD)
+    table = new_table(title, caption)
     table.add_column("Request", no_wrap=True)
     table.add_column("Status")
     table.add_column("Age", justify="right")
@@ -79,23 +79,18 @@ def pending_table(pending: list[dict[str, Any]], limit: int | None, title: str) 
 
 
 def print_story(story: dict[str, Any]) -> None:
-    from rich.panel import Panel
-    from rich.table import Table
-
     console = stdout_console()
     reply = story["reply"]
-    fields = Table.grid(padding=(0, 2))
-    fields.add_column(style="bold")
-    fields.add_column()
+    fields = fields_table()
     for key, value in reply.items():
         if key not in ("originalRequest", "replyText"):
             fields.add_row(key, "-" if value is None else str(value))
-    console.print(Panel(fields, title=f"Reply request {reply['requestId']}"))
+    print_panel(fields, f"Reply request {reply['requestId']}", console)
     for label, text in (
         ("Original request", reply["originalRequest"] or "(unknown: a legacy request)"),
         ("Reply text", reply["replyText"] or "(none yet)"),
     ):
-        console.print(Panel(text, title=label))
+        print_panel(text, label, console)
     if story["runs"]:
         print_table(runs_json_table(story["runs"], "Runs for this request"))
     else:
@@ -106,7 +101,7 @@ def print_story(story: dict[str, Any]) -> None:
             console.print(f"{label}: {missing}")
             return
         title = f"{label}: {message['id']} in {message['sessionId']} (seq {message['seq']})"
-        console.print(Panel(message["content"], title=title))
+        print_panel(message["content"], title, console)
 
     show(story["requestMessage"], "Request message (target)", "not stored")
     if not story["sourceMessages"]:
@@ -165,16 +160,12 @@ def print_reply_change(reply: dict[str, Any], as_json: bool) -> None:
 
 
 def expirable_table(requests: list[ReplyRequest], older_than: str) -> Table:
-    from rich import box
-    from rich.table import Table
-
     from ccweb_store.domain.timestamps import utcnow
 
     now = utcnow()
-    table = Table(
-        title=f"Would expire (waiting, older than {older_than})",
-        caption=f"{len(requests)} request(s), oldest first; nothing was changed",
-        box=box.SIMPLE_HEAD,
+    table = new_table(
+        f"Would expire (waiting, older than {older_than})",
+        f"{len(requests)} request(s), oldest first; nothing was changed",
     )
     table.add_column("Request", no_wrap=True)
     table.add_column("Age", justify="right")
