@@ -82,7 +82,7 @@ def lines_of(database_url: str, *args: str, columns: str | None = None) -> list[
         (["conversations", "show", "alpha"], (REPORT, CHECKLIST, STYLED)),
         (["runs", "list"], (REPORT, CHECKLIST, STYLED)),
         (["credentials", "list"], (STYLED,)),
-        (["doctor"], (REPORT,)),
+        (["doctor"], (REPORT, STYLED)),
     ],
 )
 async def test_every_view_prints_agent_text_titles_and_errors_as_they_were_written(

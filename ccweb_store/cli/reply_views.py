@@ -20,17 +20,14 @@ from ccweb_store.cli.tables import (
     stdout_console,
 )
 from ccweb_store.domain.durations import format_duration
+from ccweb_store.domain.ids import conversation_label
 from ccweb_store.domain.kinds import ReplyStatus
+from ccweb_store.domain.prompts import retried_question, retry_asks_again
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from ccweb_store.store.rows import ReplyRequest
-
-
-def conversation_label(title: str | None, conversation_id: str) -> str:
-    """``Title (id)``, or the id alone for a conversation without a title."""
-    return f"{title} ({conversation_id})" if title and title != conversation_id else conversation_id
 
 
 def pending_table(pending: list[dict[str, Any]], limit: int | None, title: str) -> Table:
@@ -87,10 +84,13 @@ def print_story(story: dict[str, Any]) -> None:
             fields.add_row(key, "-" if value is None else str(value))
     print_panel(fields, f"Reply request {reply['requestId']}", console)
     for label, text in (
-        ("Original request", reply["originalRequest"] or "(unknown: a legacy request)"),
+        ("Original request", reply["originalRequest"] or "(not stored: a legacy request)"),
         ("Reply text", reply["replyText"] or "(none yet)"),
     ):
         print_panel(text, label, console)
+    note = retry_note(reply, story["requestMessage"])
+    if note is not None:
+        console.print(note, style="yellow", soft_wrap=True)
     if story["runs"]:
         print_table(runs_json_table(story["runs"], "Runs for this request"))
     else:
@@ -109,6 +109,25 @@ def print_story(story: dict[str, Any]) -> None:
     for message in story["sourceMessages"]:
         failed = (message["metadata"] or {}).get("replyFailed")
         show(message, "Failure notice (source)" if failed else "Reply message (source)", "")
+
+
+def retry_note(reply: dict[str, Any], request_message: dict[str, Any] | None) -> str | None:
+    """What a retry of this request would ask its target, when it asks again without the
+    request's original text: the message that carried it, or nothing (then how to proceed)."""
+    if not retry_asks_again(reply["status"], reply["replyText"]):
+        return None
+    carried = request_message["content"] if request_message is not None else None
+    if retried_question(reply["originalRequest"], carried) is None:
+        request_id = reply["requestId"]
+        return (
+            "A retry cannot carry the question: neither the original request nor the message "
+            "that carried it is stored, so the target would be asked nothing. Give it the "
+            f'question: ccweb-store replies retry {request_id} --message "…"; or give up: '
+            f'ccweb-store replies fail {request_id} --reason "…"'
+        )
+    if reply["originalRequest"] is None:
+        return "A retry asks the target again with the request message below."
+    return None
 
 
 def activity_line(activity: dict[str, Any]) -> str:

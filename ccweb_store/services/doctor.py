@@ -24,6 +24,7 @@ from ccweb_store import __version__
 from ccweb_store.config import MAKE_TOKEN, Settings
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.host_calls import NoParams
+from ccweb_store.domain.ids import conversation_label
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.services.json_repair import repair_json
 from ccweb_store.store.db import database_file, head_revision
@@ -192,22 +193,36 @@ async def expired_leases_check(store: Store) -> Check:
 
 
 async def unanswerable_requests_check(store: Store) -> Check:
-    """``waiting`` requests with no queued or running run naming them: nothing will answer."""
+    """``waiting`` requests with no queued or running run naming them: nothing will answer.
+    Each names its source and target alike (``Title (id)``); one that stores no question (no
+    original request, no message that carried it) says a retry needs ``--message``."""
     async with store.read_uow() as uow:
         rows = await uow.monitoring.unanswered_waiting_requests()
     if not rows:
         return Check("waiting requests", OK, "every waiting request has a run that will answer it")
+    retry = "ccweb-store replies retry REQUEST_ID   (asks the target again)"
+    if not all(row.question_stored for row in rows):
+        retry += (
+            "; one that stores no question: ccweb-store replies retry REQUEST_ID "
+            '--message "the question"'
+        )
     return Check(
         "waiting requests",
         ACTION,
         f"{len(rows)} waiting request(s) that no run will ever answer (no queued or running "
         "run in the target names them; imported requests are like this)",
-        "ccweb-store replies retry REQUEST_ID   (asks the target again), "
-        'or: ccweb-store replies fail REQUEST_ID --reason "…"',
+        f'{retry}, or: ccweb-store replies fail REQUEST_ID --reason "…"',
         [
-            f"{row.request_id}: {row.source_conversation_id} → "
-            f"{row.target_title or row.target_conversation_id} ({row.target_conversation_id}), "
+            f"{row.request_id}: "
+            f"{conversation_label(row.source_title, row.source_conversation_id)} → "
+            f"{conversation_label(row.target_title, row.target_conversation_id)}, "
             f"made {iso(row.created_at)}"
+            + (
+                ""
+                if row.question_stored
+                else "; no question stored (no original request, no message that carried "
+                "it): a retry asks nothing unless given --message"
+            )
             for row in rows[:LISTED]
         ],
     )

@@ -160,16 +160,21 @@ async def get_pending_reply(
     return rows
 
 
+def check_content_length(store: Store, content: str, what: str = "content") -> None:
+    """``invalid_arguments`` when ``content`` is longer than ``CCWEB_MAX_CONTENT_CHARS``."""
+    limit = store.settings.max_content_chars
+    if len(content) > limit:
+        raise InvalidInput(
+            f"{what} is {len(content)} characters; the limit is {limit}. "
+            "Send a shorter message or point to a file instead"
+        )
+
+
 def _validate_send(
     store: Store, source: Source, source_id: str, content: str, mode: ReplyMode
 ) -> _Send:
     """The checks of a send that need the settings: content length, hop limit."""
-    limit = store.settings.max_content_chars
-    if len(content) > limit:
-        raise InvalidInput(
-            f"content is {len(content)} characters; the limit is {limit}. "
-            "Send a shorter message or point to a file instead"
-        )
+    check_content_length(store, content)
     hop_count = max(source.hop_count, 0) + 1
     if hop_count > store.settings.max_hops:
         raise Conflict(
