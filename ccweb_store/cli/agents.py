@@ -18,9 +18,18 @@ from ccweb_store.cli.common import (
     server_url,
     setup_logging,
 )
+from ccweb_store.config import LOG_LEVELS
+
+
+def known_level(value: str) -> str:
+    """``--log-level`` as a level; any other word is one line and exit 2, as a setting's is."""
+    if value.lower() not in LOG_LEVELS:
+        fail(f"--log-level {value!r} is not a log level: use {', '.join(LOG_LEVELS)}")
+    return value.lower()
+
 
 #: ``--log-level``, whose default each command chooses.
-LogLevel = Annotated[str, typer.Option(help="debug, info, warning, error")]
+LogLevel = Annotated[str, typer.Option(help=", ".join(LOG_LEVELS), callback=known_level)]
 
 
 def mcp_stdio(

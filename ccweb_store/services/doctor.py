@@ -4,6 +4,7 @@ each with the command that fixes what it finds.
 - the database answers and its schema is at the newest revision;
 - the operator token suits the bind address (none on a non-loopback bind, a short or
   repetitive one);
+- every ``CCWEB_*`` variable set is one ccweb-store reads (a misspelt setting is ignored);
 - a SQLite database file (and its ``-wal``/``-shm``) is readable by its owner only;
 - no running run's lease has expired (the server's sweeper requeues them; none runs?);
 - no ``waiting`` request is left without a queued or running run naming it: no run will
@@ -16,12 +17,13 @@ needs the operator); the report is ``ok`` when no check needs action. It only re
 
 from __future__ import annotations
 
+import os
 import shlex
 import stat
 from dataclasses import dataclass, field
 
 from ccweb_store import __version__
-from ccweb_store.config import MAKE_TOKEN, Settings
+from ccweb_store.config import MAKE_TOKEN, Settings, misspelt_variables
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.host_calls import NoParams
 from ccweb_store.domain.ids import conversation_label
@@ -76,6 +78,7 @@ def missing_database_report(path: str, settings: Settings) -> Report:
                 "ccweb-store migrate   (or start the server: ccweb-store serve)",
             ),
             token_check(settings),
+            variables_check(),
         ]
     )
 
@@ -85,6 +88,7 @@ async def run_doctor(store: Store, call: NoParams) -> Report:
     checks = [
         await database_check(store),
         token_check(store.settings),
+        variables_check(),
         file_permissions_check(store.settings),
     ]
     if checks[0].status == ACTION:
@@ -145,6 +149,21 @@ def token_check(settings: Settings) -> Check:
             make,
         )
     return Check("token", OK, f"CCWEB_TOKEN set ({len(token)} characters) for {host}")
+
+
+def variables_check() -> Check:
+    """``CCWEB_*`` variables of this process that no setting reads (a misspelt one is
+    otherwise ignored without a word), each with the closest real one."""
+    misspelt = misspelt_variables(os.environ)
+    if not misspelt:
+        return Check("variables", OK, "every CCWEB_ variable set is one ccweb-store reads")
+    return Check(
+        "variables",
+        WARNING,
+        f"{len(misspelt)} CCWEB_ variable(s) that ccweb-store does not read: each is ignored",
+        "rename each to the setting it means (docs/operations.md lists them), or unset it",
+        misspelt,
+    )
 
 
 def file_permissions_check(settings: Settings) -> Check:
