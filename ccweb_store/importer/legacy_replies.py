@@ -1,7 +1,7 @@
 """cc-web's reply file normalised into ``reply_requests`` row values.
 
 Reply entry (``DIR/config/cross-conversation-replies.json``) → ``reply_requests``:
-  the fields of seed 001 (``REPLY_COLUMNS``) → their columns (``pending`` → ``waiting``).
+  the reply fields cc-web writes (``REPLY_COLUMNS``) → their columns (``pending`` → ``waiting``).
   ``extra`` keeps, under the entry's own key names, every key no column maps and every mapped
   value its column cannot give back exactly (a ``null``, ``pending``, an epoch-ms timestamp, a
   non-integer ``hopCount``, a non-string id or title). ``extra["$absent"]`` lists the mapped
@@ -45,7 +45,7 @@ from ccweb_store.importer.legacy_json import (
 
 REPLIES_FILE = Path("config") / "cross-conversation-replies.json"
 
-#: cc-web reply-state field → ``reply_requests`` column (seed 001, "pending 持久化").
+#: The reply fields cc-web writes → their ``reply_requests`` columns.
 REPLY_COLUMNS = {
     "requestId": "request_id",
     "messageId": "message_id",
