@@ -20,11 +20,13 @@ def doctor(
     server: ServerUrl = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Check the database (reachable, at the newest schema), the operator token for the bind
-    address, expired run leases, waiting reply requests no run will ever answer, and stored
-    JSON values that cannot be read back; each finding names the command that fixes it.
-    Last, the agent CLIs on this machine's PATH (Claude Code, Codex): found or not, their
-    version, and whether it is the one the tests ran.
+    """Check the setup; each finding names the command that fixes it.
+
+    The database (reachable, at the newest schema), the operator token for the bind address,
+    CCWEB_ variables that are not settings, expired run leases, waiting reply requests no run
+    will ever answer, and stored JSON values that cannot be read back. Last, the agent CLIs
+    on this machine's PATH (Claude Code, Codex): found or not, their version, and whether it
+    is the one the tests ran.
 
     Exit 0 when nothing needs action (warnings allowed), 1 when something does. With
     --server, the checks run in that server, on its settings and database.

@@ -4,7 +4,6 @@ SQLite file in use), ``export-json`` (back to cc-web's JSON layout). The work is
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -59,6 +58,8 @@ def _missing_sqlite_file(settings: Settings) -> bool:
 
 def _run(work: Callable[[], Coroutine[Any, Any, T]], *shown: str) -> T:
     """Run ``work``; a database that cannot be used exits 1 naming it."""
+    import asyncio
+
     from ccweb_store.store.failures import DatabaseError
 
     try:

@@ -21,7 +21,6 @@ from ccweb_store.domain.kinds import ReplyMode
 from ccweb_store.domain.prompts import target_prompt
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.domain.tool_arguments import CreateConversation, GetPendingReply, SendMessage
-from ccweb_store.metrics import SENDS_WITHOUT_REPLY_MODE
 from ccweb_store.store.repositories import Party
 from ccweb_store.store.rows import Conversation, ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
@@ -73,6 +72,8 @@ async def send_message(store: Store, source: Source, args: SendMessage) -> SendR
     source_id = require_source(source)
     target_id = args.target_conversation_id
     if args.reply_mode_left_out:
+        from ccweb_store.metrics import SENDS_WITHOUT_REPLY_MODE  # the server's, loaded then
+
         SENDS_WITHOUT_REPLY_MODE.labels(tool=SEND_TOOL).inc()
         log.warning(
             "ccweb_send_message without replyMode from conversation %s to %s: sent one_way; "
