@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
@@ -19,6 +20,33 @@ MIN_SECRET_CHARS = 32
 #: The shortest operator token (``CCWEB_TOKEN``) any command accepts.
 MIN_TOKEN_CHARS = 16
 MAKE_TOKEN = 'python3 -c "import secrets; print(secrets.token_urlsafe(32))"'
+#: What ``CCWEB_LOG_LEVEL`` (``--log-level``) may be.
+LOG_LEVELS = ("debug", "info", "warning", "error")
+#: The ``CCWEB_*`` variables ccweb-store reads that are not settings: what the worker gives an
+#: agent's command (``worker.config.child_environment``), the server URL ``worker`` and
+#: ``conversation-url`` read, the variable of the example in docs/tools.md, and the test
+#: suite's, the benchmarks' and CI's (every ``CCWEB_TEST_``/``CCWEB_BENCH_`` name too).
+OTHER_VARIABLES = frozenset(
+    {
+        "CCWEB_URL",
+        "CCWEB_MCP_URL",
+        "CCWEB_MCP_ENDPOINT",
+        "CCWEB_CREDENTIAL",
+        "CCWEB_CONVERSATION_ID",
+        "CCWEB_RUN_ID",
+        "CCWEB_RUN_KIND",
+        "CCWEB_HOP_COUNT",
+        "CCWEB_AGENT_SESSION_ID",
+        "CCWEB_TARGET",
+        "CCWEB_REQUIRE_POSTGRES",
+        "CCWEB_REQUIRE_AGENTS",
+        "CCWEB_AGENT_CACHE",
+        "CCWEB_UPDATE_SCREENSHOTS",
+        "CCWEB_HYPOTHESIS_PROFILE",
+        "CCWEB_FLOOR_DATABASE",
+    }
+)
+OTHER_PREFIXES = ("CCWEB_TEST_", "CCWEB_BENCH_")
 DEFAULT_ALLOWED_ORIGINS = (
     "http://localhost",
     "http://127.0.0.1",
@@ -126,6 +154,16 @@ class Settings(BaseSettings):
                 ) from None
         return value
 
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.lower() not in LOG_LEVELS:
+            raise ValueError(
+                f"CCWEB_LOG_LEVEL (--log-level) {value!r} is not a log level: use "
+                + ", ".join(LOG_LEVELS)
+            )
+        return value.lower()
+
     @field_validator("token", "credential_secret", mode="before")
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
@@ -176,6 +214,29 @@ class Settings(BaseSettings):
     @property
     def host_is_loopback(self) -> bool:
         return is_loopback_host(self.host)
+
+
+def setting_variables() -> frozenset[str]:
+    """The environment variable of every setting: ``CCWEB_`` and the field's name."""
+    return frozenset(f"CCWEB_{name.upper()}" for name in Settings.model_fields)
+
+
+def misspelt_variables(environ: Mapping[str, str]) -> list[str]:
+    """A line for each ``CCWEB_*`` variable of ``environ`` that ccweb-store does not read,
+    naming the closest one it does: a misspelt setting would otherwise be ignored without a
+    word (a misspelt ``CCWEB_TOKEN``: a server with no token)."""
+    import difflib
+
+    settings = setting_variables()
+    known = settings | OTHER_VARIABLES
+    lines = []
+    for name in sorted(environ):
+        if not name.startswith("CCWEB_") or name in known or name.startswith(OTHER_PREFIXES):
+            continue
+        closest = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.0)
+        hint = f"; did you mean {closest[0]}?" if closest else ""
+        lines.append(f"{name} is not a setting{hint}")
+    return lines
 
 
 def default_data_dir() -> Path:

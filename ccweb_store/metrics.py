@@ -38,6 +38,12 @@ LEASE_EXPIRIES = Counter(
     "Runs whose worker's lease expired, by what became of them (requeued, failed: out of attempts)",
     ["outcome"],
 )
+SENDS_WITHOUT_REPLY_MODE = Counter(
+    "ccweb_sends_without_reply_mode",
+    "Sends that left out replyMode and were sent one_way (SPEC's compatibility rule): agents "
+    "whose tool definitions predate replyMode, by tool",
+    ["tool"],
+)
 DATABASE_ERRORS = Counter(
     "ccweb_database_errors",
     "Times the database could not serve (unreachable, busy, full, file gone), by when: "

@@ -16,10 +16,13 @@ from tests import forked
 from tests.forked import COMMAND
 from tests.servers import ROOT, server_env
 
+#: The terminal size pytest-xdist's workers set, unset as in a user's pipe (``server_env``).
+NO_TERMINAL_SIZE: dict[str, str | None] = {"COLUMNS": None, "LINES": None}
+
 
 def ccweb_store(database_url: str, *args: str) -> Result:
-    """The command run in-process on ``database_url``."""
-    return CliRunner().invoke(app, [*args, "--database-url", database_url])
+    """The command run in-process on ``database_url``, its output piped."""
+    return CliRunner().invoke(app, [*args, "--database-url", database_url], env=NO_TERMINAL_SIZE)
 
 
 def as_json(result: Result) -> Any:

@@ -54,10 +54,13 @@ def free_port() -> int:
 
 
 def server_env(**values: str) -> dict[str, str]:
-    """This environment with ``values`` on top, importing this checkout, without a token."""
+    """This environment with ``values`` on top, importing this checkout, without a token, and
+    without the terminal size pytest-xdist's workers set (``COLUMNS``, ``LINES``): a command
+    sees what it sees in a user's pipe unless a test gives it a width."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), **values}
-    if "CCWEB_TOKEN" not in values:
-        env.pop("CCWEB_TOKEN", None)
+    for name in ("CCWEB_TOKEN", "COLUMNS", "LINES"):
+        if name not in values:
+            env.pop(name, None)
     return env
 
 

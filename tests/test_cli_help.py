@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from ccweb_store import __version__
 from ccweb_store.cli import app
 from tests.cli_support import run_cli
+from tests.servers import server_env
 
 
 @pytest.mark.parametrize(
@@ -81,3 +82,41 @@ def test_help_flows_as_paragraphs_and_shows_no_type_placeholder_on_flags() -> No
     )
     serve = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "400"})
     assert re.search(r"--access-log\s+--no-access-log", serve.output)
+
+
+def test_help_lists_the_commands_in_four_groups_in_a_clear_order() -> None:
+    result = run_cli("--help", env={**server_env(), "COLUMNS": "200"})
+
+    assert result.returncode == 0, result.stderr
+    groups: dict[str, list[str]] = {}
+    group = ""
+    for line in result.stdout.splitlines():
+        if heading := re.match(r"╭─ (.+?) ─", line):
+            group = heading.group(1)
+            groups[group] = []
+        elif command := re.match(r"│ ([a-z][a-z-]+)\s{2,}", line):
+            groups[group].append(command.group(1))
+    assert list(groups) == [
+        "Options",
+        "Serve and set up",
+        "Conversations and replies",
+        "Runs and workers",
+        "Data tools",
+    ]
+    assert groups["Serve and set up"] == [
+        "serve",
+        "migrate",
+        "doctor",
+        "conversation-url",
+        "credentials",
+    ]
+    assert groups["Conversations and replies"] == ["messages", "conversations", "replies"]
+    assert groups["Runs and workers"] == ["worker", "mcp-stdio", "runs"]
+    assert set(groups["Data tools"]) == {
+        "import-json",
+        "export-json",
+        "copy",
+        "backup",
+        "restore",
+        "repair-json",
+    }

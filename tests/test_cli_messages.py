@@ -52,6 +52,17 @@ def test_messages_shows_the_newest_last_with_where_to_page(database_url: str) ->
     assert "3 message(s), newest last; older ones: --before 23" in out
 
 
+def test_messages_names_the_conversation_by_its_title_and_id(database_url: str) -> None:
+    conversation_with_messages(database_url)
+
+    shown = run_cli("messages", "planner", env=server_env(CCWEB_DATABASE_URL=database_url))
+    read = as_json(ccweb_store(database_url, "messages", "planner", "--json"))
+
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.lstrip().startswith("Conversation Planner (planner)")
+    assert read["title"] == "Planner"
+
+
 def test_messages_json_pages_back_and_filters_by_role(database_url: str) -> None:
     conversation_with_messages(database_url)
 

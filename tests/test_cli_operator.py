@@ -127,6 +127,7 @@ def test_doctor_on_a_healthy_database_exits_0(database_url: str) -> None:
     assert statuses == {
         "database": "ok",
         "token": "warning",
+        "variables": "ok",
         "files": "ok",
         "leases": "ok",
         "waiting requests": "ok",

@@ -60,6 +60,6 @@ def test_doctor_names_the_imported_request_no_run_will_answer_until_it_is_retrie
 
     assert before.returncode == 1
     [waiting] = [c for c in json.loads(before.stdout)["checks"] if c["name"] == "waiting requests"]
-    assert waiting["items"][0].startswith("req-example-1: planner → Tester (tester)")
+    assert waiting["items"][0].startswith("req-example-1: Planner (planner) → Tester (tester)")
     assert retried.returncode == 0, retried.stderr
     assert after.returncode == 0, after.stdout

@@ -4,6 +4,7 @@ scrape, and several server processes counted together (``PROMETHEUS_MULTIPROC_DI
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from pathlib import Path
 
@@ -104,6 +105,35 @@ async def test_requests_are_counted_by_method_tool_and_outcome(pair: Store) -> N
     assert value(after, histogram, **labels) - value(before, histogram, **labels) == 1
     bucket = value(after, "ccweb_request_duration_seconds_bucket", **labels, le="+Inf")
     assert bucket == value(after, histogram, **labels)
+
+
+async def test_a_send_without_reply_mode_is_one_way_logged_naming_the_conversation_and_counted(
+    pair: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    old_schema = {"targetConversationId": "conv-b", "content": "hi"}
+    async with app_client(pair) as client:
+        before = await scrape(client)
+        with caplog.at_level(logging.WARNING):
+            sent = await call_tool(
+                client, "ccweb_send_message", old_schema, query="?sourceSessionId=conv-a"
+            )
+            await rpc_result(client, "run.cancel", {"runId": sent["structuredContent"]["runId"]})
+            chose = await call_tool(
+                client,
+                "ccweb_send_message",
+                {**old_schema, "replyMode": "one_way"},
+                query="?sourceSessionId=conv-a",
+            )
+        after = await scrape(client)
+
+    assert sent["structuredContent"]["replyMode"] == "one_way"
+    assert chose["isError"] is False
+    name = "ccweb_sends_without_reply_mode_total"
+    tool = "ccweb_send_message"
+    assert value(after, name, tool=tool) - value(before, name, tool=tool) == 1
+    warned = [r.getMessage() for r in caplog.records if "without replyMode" in r.getMessage()]
+    assert len(warned) == 1
+    assert "from conversation conv-a to conv-b: sent one_way" in warned[0]
 
 
 async def test_the_backlog_is_read_from_the_database_at_each_scrape(pair: Store) -> None:

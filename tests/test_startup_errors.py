@@ -28,6 +28,11 @@ def assert_one_line(stderr: str) -> str:
         ({"CCWEB_TOKEN": "tiny"}, "CCWEB_TOKEN (--token) is shorter than 16 characters"),
         ({"CCWEB_PORT": "eighty"}, "CCWEB_PORT: Input should be a valid integer"),
         ({"CCWEB_MAX_HOPS": "-1"}, "CCWEB_MAX_HOPS: Input should be greater than or equal to 0"),
+        (
+            {"CCWEB_LOG_LEVEL": "verbose"},
+            "CCWEB_LOG_LEVEL (--log-level) 'verbose' is not a log level: use debug, info, "
+            "warning, error",
+        ),
     ],
 )
 def test_invalid_settings_are_one_line_naming_the_variable(
@@ -39,6 +44,20 @@ def test_invalid_settings_are_one_line_naming_the_variable(
     line = assert_one_line(result.stderr)
     assert line.startswith("ccweb-store: invalid settings: ")
     assert says in line
+
+
+@pytest.mark.parametrize("command", [["serve"], ["worker"], ["mcp-stdio"]])
+def test_an_unknown_log_level_flag_is_one_line_naming_the_levels(
+    tmp_path: Path, command: list[str]
+) -> None:
+    result = run_cli(
+        *command, "--log-level", "verbose", env=server_env(CCWEB_DATA_DIR=str(tmp_path))
+    )
+
+    assert result.returncode == 2
+    line = assert_one_line(result.stderr)
+    assert "--log-level" in line and "'verbose' is not a log level" in line
+    assert "debug, info, warning, error" in line
 
 
 def test_an_unsupported_database_url_is_one_line_naming_it(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ the module named for it (``agents``: mcp-stdio and worker; the operator's tools 
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -61,22 +61,6 @@ def _root(
     """The command group; its help is the app's."""
 
 
-app.add_typer(replies_app, name="replies")
-app.add_typer(runs_app, name="runs")
-app.add_typer(credentials_app, name="credentials")
-app.add_typer(conversations_app, name="conversations")
-app.command()(doctor)
-app.command()(messages)
-app.command("conversation-url")(conversation_url)
-app.command("repair-json")(repair_json)
-app.command()(restore)
-app.command("mcp-stdio")(mcp_stdio)
-app.command()(worker)
-for _name, _command in MOBILITY_COMMANDS.items():
-    app.command(_name)(_command)
-
-
-@app.command()
 def serve(
     host: Annotated[
         str | None, typer.Option(help="Bind address \\[env: CCWEB_HOST; default: 127.0.0.1]")
@@ -151,7 +135,6 @@ def serve(
     serving.serve(settings)
 
 
-@app.command()
 def migrate(
     revision: Annotated[str, typer.Argument(help="Target revision")] = "head",
     downgrade: Annotated[
@@ -163,6 +146,8 @@ def migrate(
 
     Example: ccweb-store migrate   or   ccweb-store migrate 0008 --downgrade
     """
+    import asyncio
+
     from ccweb_store.store import db
 
     settings = database_settings(database_url, create=True)
@@ -187,7 +172,6 @@ def migrate(
     typer.echo(f"database at revision {current or 'base'} ({settings.database_kind})")
 
 
-@app.command("import-json")
 def import_json(
     directory: Annotated[
         Path,
@@ -214,6 +198,8 @@ def import_json(
 
     Example: ccweb-store import-json ~/cc-web/data --dry-run
     """
+    import asyncio
+
     from ccweb_store.importer.console import run_import
 
     if (
@@ -229,6 +215,38 @@ def import_json(
     with database_failures(settings.database_url):
         summary = asyncio.run(run_import(settings, directory, dry_run=dry_run, as_json=as_json))
     raise typer.Exit(0 if summary.ok else 1)
+
+
+#: The groups ``--help`` lists the commands in, in this order.
+SETUP = "Serve and set up"
+CONVERSATIONS = "Conversations and replies"
+RUNS = "Runs and workers"
+DATA = "Data tools"
+# Registered in the order --help shows them: typer lists a panel where its first command
+# falls, and the command groups (credentials, conversations, replies, runs) after the
+# commands.
+COMMANDS: tuple[tuple[str, Callable[..., None], str], ...] = (
+    ("serve", serve, SETUP),
+    ("migrate", migrate, SETUP),
+    ("doctor", doctor, SETUP),
+    ("conversation-url", conversation_url, SETUP),
+    ("messages", messages, CONVERSATIONS),
+    ("worker", worker, RUNS),
+    ("mcp-stdio", mcp_stdio, RUNS),
+    ("import-json", import_json, DATA),
+    *((name, command, DATA) for name, command in MOBILITY_COMMANDS.items()),
+    ("restore", restore, DATA),
+    ("repair-json", repair_json, DATA),
+)
+for _name, _command, _panel in COMMANDS:
+    app.command(_name, rich_help_panel=_panel)(_command)
+for _name, _group, _panel in (
+    ("credentials", credentials_app, SETUP),
+    ("conversations", conversations_app, CONVERSATIONS),
+    ("replies", replies_app, CONVERSATIONS),
+    ("runs", runs_app, RUNS),
+):
+    app.add_typer(_group, name=_name, rich_help_panel=_panel)
 
 
 def main(argv: list[str] | None = None) -> None:

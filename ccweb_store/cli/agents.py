@@ -3,7 +3,6 @@ that speaks stdio) and ``worker`` (claims runs and starts the agent command for 
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated
 
@@ -20,8 +19,18 @@ from ccweb_store.cli.common import (
     setup_logging,
 )
 
+
+def known_level(value: str) -> str:
+    """``--log-level`` as a level; any other word is one line and exit 2, as a setting's is."""
+    from ccweb_store.config import LOG_LEVELS
+
+    if value.lower() not in LOG_LEVELS:
+        fail(f"--log-level {value!r} is not a log level: use {', '.join(LOG_LEVELS)}")
+    return value.lower()
+
+
 #: ``--log-level``, whose default each command chooses.
-LogLevel = Annotated[str, typer.Option(help="debug, info, warning, error")]
+LogLevel = Annotated[str, typer.Option(help="debug, info, warning, error", callback=known_level)]
 
 
 def mcp_stdio(
@@ -62,6 +71,8 @@ def mcp_stdio(
 
     Example: ccweb-store mcp-stdio --url http://127.0.0.1:8787 --credential ccw1.…
     """
+    import asyncio
+
     from ccweb_store.domain.context import Source
 
     setup_logging(log_level)
@@ -190,6 +201,7 @@ def worker(
 
     Example: ccweb-store worker --concurrency 4   (or --show-commands to see them)
     """
+    import asyncio
     import logging
     import os
     import socket

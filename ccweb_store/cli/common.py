@@ -3,7 +3,6 @@ clearly, running work on the store, printing JSON."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -12,12 +11,12 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 
 from ccweb_store.cli.logs import setup_logging as setup_logging  # the commands import it here
-from ccweb_store.config import Settings
 from ccweb_store.domain.durations import parse_duration
 
 _Call = TypeVar("_Call")
 
 if TYPE_CHECKING:
+    from ccweb_store.config import Settings
     from ccweb_store.store.uow import Store
 
 T = TypeVar("T")
@@ -50,6 +49,8 @@ Limit = Annotated[int, typer.Option(min=1, help="Print at most this many")]
 def load_settings(**overrides: object) -> Settings:
     """Environment settings with the CLI flags that were given laid on top."""
     from pydantic import ValidationError
+
+    from ccweb_store.config import Settings
 
     given = {key: value for key, value in overrides.items() if value is not None}
     try:
@@ -199,6 +200,8 @@ def with_store(
     ``not_found``); 1: the state forbids it (including a conversation it needs that is gone)
     or the database cannot be used.
     """
+    import asyncio
+
     from ccweb_store.domain.errors import DatabaseUnavailable, DomainError, InvalidInput
     from ccweb_store.store.uow import Store
 

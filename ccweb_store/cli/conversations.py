@@ -18,7 +18,14 @@ from ccweb_store.cli.common import (
 )
 from ccweb_store.cli.remote import ServerUrl, operator_call
 from ccweb_store.cli.reply_views import pending_table
-from ccweb_store.cli.tables import parse_iso, print_table, runs_json_table, stdout_console
+from ccweb_store.cli.tables import (
+    fields_table,
+    new_table,
+    parse_iso,
+    print_panel,
+    print_table,
+    runs_json_table,
+)
 from ccweb_store.domain.durations import format_duration
 from ccweb_store.domain.kinds import RunStatus
 
@@ -54,10 +61,7 @@ def _ago(timestamp: str | None) -> str:
 
 
 def _conversations_table(rows: list[dict[str, Any]], caption: str) -> Table:
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title="Conversations", caption=caption, box=box.SIMPLE_HEAD)
+    table = new_table("Conversations", caption)
     table.add_column("Conversation", no_wrap=True)
     table.add_column("Status", no_wrap=True)
     table.add_column("Title", overflow="fold")
@@ -194,9 +198,6 @@ def conversations_show(
 
     Example: ccweb-store conversations show conv_0123 --json
     """
-    from rich.panel import Panel
-    from rich.table import Table
-
     from ccweb_store.domain.host_calls import OperatorConversation
     from ccweb_store.protocol.shapes import conversation_detail_out
     from ccweb_store.services.operator import show_conversation
@@ -214,9 +215,7 @@ def conversations_show(
         print_json(result)
         return
     conversation = result["conversation"]
-    fields = Table.grid(padding=(0, 2))
-    fields.add_column(style="bold")
-    fields.add_column()
+    fields = fields_table()
     run = conversation["activeRun"]
     for key, value in (
         ("title", conversation["title"]),
@@ -232,7 +231,7 @@ def conversations_show(
         ("archived", conversation["archivedAt"]),
     ):
         fields.add_row(key, "-" if value is None else str(value))
-    stdout_console().print(Panel(fields, title=f"Conversation {conversation['id']}"))
+    print_panel(fields, f"Conversation {conversation['id']}")
     if result["openRequests"]:
         print_table(pending_table(result["openRequests"], None, "Open reply requests"))
     else:

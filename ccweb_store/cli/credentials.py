@@ -27,7 +27,7 @@ from ccweb_store.cli.common import (
     with_store,
 )
 from ccweb_store.cli.remote import ServerUrl
-from ccweb_store.cli.tables import print_table
+from ccweb_store.cli.tables import new_table, print_table
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -201,10 +201,7 @@ def conversation_url(
 
 
 def _credentials_table(rows: Sequence[Mapping[str, Any]]) -> Table:
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title="Conversation credentials", box=box.SIMPLE_HEAD)
+    table = new_table("Conversation credentials")
     table.add_column("Credential", no_wrap=True)
     table.add_column("Conversation", no_wrap=True)
     table.add_column("Status", no_wrap=True)

@@ -11,11 +11,8 @@ import typer
 from ccweb_store.cli.common import AsJson, DatabaseUrl, database_settings, print_json
 from ccweb_store.cli.remote import ServerUrl, operator_call
 
-MARKS = {
-    "ok": "[green]  ok[/green]",
-    "warning": "[yellow]warn[/yellow]",
-    "action": "[red] FIX[/red]",
-}
+#: Each status's mark and its colour.
+MARKS = {"ok": ("  ok", "green"), "warning": ("warn", "yellow"), "action": (" FIX", "red")}
 
 
 def doctor(
@@ -23,11 +20,13 @@ def doctor(
     server: ServerUrl = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Check the database (reachable, at the newest schema), the operator token for the bind
-    address, expired run leases, waiting reply requests no run will ever answer, and stored
-    JSON values that cannot be read back; each finding names the command that fixes it.
-    Last, the agent CLIs on this machine's PATH (Claude Code, Codex): found or not, their
-    version, and whether it is the one the tests ran.
+    """Check the setup; each finding names the command that fixes it.
+
+    The database (reachable, at the newest schema), the operator token for the bind address,
+    CCWEB_ variables that are not settings, expired run leases, waiting reply requests no run
+    will ever answer, and stored JSON values that cannot be read back. Last, the agent CLIs
+    on this machine's PATH (Claude Code, Codex): found or not, their version, and whether it
+    is the one the tests ran.
 
     Exit 0 when nothing needs action (warnings allowed), 1 when something does. With
     --server, the checks run in that server, on its settings and database.
@@ -105,20 +104,20 @@ def agent_clis_check() -> dict[str, Any]:
 
 
 def _print_report(result: Mapping[str, Any]) -> None:
-    from rich.markup import escape
-
-    from ccweb_store.cli.tables import stdout_console
+    from ccweb_store.cli.tables import stdout_console, styled
 
     console = stdout_console()
     if "version" in result:  # a server older than the field leaves it out
-        console.print(f"ccweb-store {escape(result['version'])}", highlight=False)
+        console.print(f"ccweb-store {result['version']}")
     for check in result["checks"]:
-        console.print(f"{MARKS[check['status']]}  [bold]{check['name']}[/bold]: ", end="")
-        console.print(escape(check["summary"]), highlight=False)
+        console.print(
+            styled(MARKS[check["status"]], "  ", (check["name"], "bold"), ": ", check["summary"]),
+            soft_wrap=True,
+        )
         for item in check["items"]:
-            console.print(f"        - {escape(item)}", highlight=False)
+            console.print(f"        - {item}", soft_wrap=True)
         if check["fix"] and check["status"] != "ok":
-            console.print(f"        fix: {escape(check['fix'])}", highlight=False)
+            console.print(f"        fix: {check['fix']}", soft_wrap=True)
     needs = sum(check["status"] == "action" for check in result["checks"])
     console.print(
         "nothing needs action" if result["ok"] else f"{needs} check(s) need action",

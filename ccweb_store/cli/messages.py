@@ -10,7 +10,8 @@ import typer
 from ccweb_store.cli.common import AsJson, DatabaseUrl, model_call, print_json
 from ccweb_store.cli.conversations import CONVERSATION_NOT_FOUND, ConversationId
 from ccweb_store.cli.remote import ServerUrl, operator_call
-from ccweb_store.cli.tables import print_table
+from ccweb_store.cli.tables import new_table, print_table
+from ccweb_store.domain.ids import conversation_label
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -41,9 +42,11 @@ def messages(
     server: ServerUrl = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """A conversation's messages, newest last: role, time, the first lines of the text and
-    the reply request each belongs to. --json prints the host API's Message shapes
-    (message.recent). Exit 3: no such conversation.
+    """A conversation's messages, newest last.
+
+    Each with its role, time, the first lines of its text and the reply request it belongs
+    to. --json prints the host API's Message shapes (message.recent). Exit 3: no such
+    conversation.
 
     Example: ccweb-store messages conv_0123 --limit 5 --role assistant
     """
@@ -73,15 +76,13 @@ def messages(
     caption = f"{len(rows)} message(s), newest last"
     if result["nextBeforeSeq"] is not None:
         caption += f"; older ones: --before {result['nextBeforeSeq']}"
-    print_table(_messages_table(conversation_id, rows, caption))
+    # A server older than the field leaves the title out: the id alone then.
+    name = conversation_label(result.get("title"), conversation_id)
+    print_table(_messages_table(name, rows, caption))
 
 
-def _messages_table(conversation_id: str, rows: list[dict[str, Any]], caption: str) -> Table:
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title=f"Conversation {conversation_id}", caption=caption, box=box.SIMPLE_HEAD)
+def _messages_table(name: str, rows: list[dict[str, Any]], caption: str) -> Table:
+    table = new_table(f"Conversation {name}", caption)
     table.add_column("Seq", justify="right", no_wrap=True)
     table.add_column("Role", no_wrap=True)
     table.add_column("Time", no_wrap=True)
@@ -92,7 +93,7 @@ def _messages_table(conversation_id: str, rows: list[dict[str, Any]], caption: s
             str(row["seq"]),
             row["role"],
             row["createdAt"].replace("T", " ")[:19],
-            escape(_first_lines(row["content"])),
+            _first_lines(row["content"]),
             _request_of(row["metadata"]),
         )
     return table

@@ -4,7 +4,6 @@ SQLite file in use), ``export-json`` (back to cc-web's JSON layout). The work is
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -60,6 +59,8 @@ def _missing_sqlite_file(settings: Settings) -> bool:
 def _run(work: Callable[[], Coroutine[Any, Any, T]], *urls: str) -> T:
     """Run ``work`` on the databases of ``urls``; one that cannot be used exits 1 naming it
     (``copy`` names its side before: ``mobility.copy``)."""
+    import asyncio
+
     from ccweb_store.cli.common import DATABASE_SETTING
     from ccweb_store.domain.errors import DatabaseUnavailable
     from ccweb_store.store.db import shown_url
@@ -81,11 +82,9 @@ def _copy_progress(verb: str) -> Iterator[Progress]:
     """A rich progress bar per table on a terminal; otherwise a plain line on stderr every
     few seconds and at the end of each table."""
     if sys.stderr.isatty():
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        from ccweb_store.cli.tables import progress_bars
 
-        columns = (TextColumn(f"{verb} {{task.description}}"), BarColumn(), MofNCompleteColumn())
-        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        with progress_bars(verb) as bar:
             tasks: dict[str, object] = {}
 
             def show(table: str, done: int, total: int) -> None:

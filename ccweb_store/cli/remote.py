@@ -12,11 +12,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from pydantic import BaseModel
 
 from ccweb_store.cli.common import NOT_FOUND_CODES, fail, load_settings, with_store
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ccweb_store.store.uow import Store
 
 ServerUrl = Annotated[
@@ -34,7 +35,7 @@ TIMEOUT_SECONDS = 60.0
 #: The JSON-RPC error code of invalid parameters.
 INVALID_PARAMS = -32602
 
-_Call = TypeVar("_Call", bound=BaseModel)
+_Call = TypeVar("_Call", bound="BaseModel")
 _Result = TypeVar("_Result")
 
 

@@ -126,6 +126,16 @@ def replies_show(
 @replies_app.command("retry")
 def replies_retry(
     request_id: Annotated[str, typer.Argument(help="The request id")],
+    message: Annotated[
+        str | None,
+        typer.Option(
+            "--message",
+            metavar="TEXT",
+            help="The question to ask the target, for a request that stores none "
+            "(replies show and doctor say which)",
+            show_default=False,
+        ),
+    ] = None,
     as_json: AsJson = False,
     server: ServerUrl = None,
     database_url: DatabaseUrl = None,
@@ -133,10 +143,12 @@ def replies_retry(
     """Try a request again (the host API's reply.retry).
 
     ready: deliver it now. failed with reply text: ready again, then delivered. failed without
-    reply text, or waiting with no run left: queue a new run on the target. returned, or a
+    reply text, or waiting with no run left: queue a new run on the target, asking the
+    request's question (or, for one that stores none, the --message TEXT). returned, or a
     target run for it still queued or running (target_busy): exit 1, nothing changed.
+    --message for a request that has its question, or whose retry asks nothing: exit 2.
 
-    Example: ccweb-store replies retry req_0123
+    Example: ccweb-store replies retry req_0123   or   replies retry req_0123 --message "…"
     """
     from ccweb_store.domain.host_calls import RetryReply
     from ccweb_store.protocol.shapes import reply_out
@@ -145,7 +157,7 @@ def replies_retry(
     reply = operator_call(
         "reply.retry",
         retry_reply,
-        model_call(RetryReply, request_id=request_id),
+        model_call(RetryReply, request_id=request_id, message=message),
         shown=reply_out,
         server=server,
         database_url=database_url,

@@ -10,14 +10,19 @@ import typer
 
 from ccweb_store.cli.common import print_json
 from ccweb_store.cli.tables import (
+    fields_table,
     lease_text,
+    new_table,
     parse_iso,
+    print_panel,
     print_table,
     runs_json_table,
     stdout_console,
 )
 from ccweb_store.domain.durations import format_duration
+from ccweb_store.domain.ids import conversation_label
 from ccweb_store.domain.kinds import ReplyStatus
+from ccweb_store.domain.prompts import retried_question, retry_asks_again
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -25,23 +30,15 @@ if TYPE_CHECKING:
     from ccweb_store.store.rows import ReplyRequest
 
 
-def conversation_label(title: str | None, conversation_id: str) -> str:
-    """``Title (id)``, or the id alone for a conversation without a title."""
-    return f"{title} ({conversation_id})" if title and title != conversation_id else conversation_id
-
-
 def pending_table(pending: list[dict[str, Any]], limit: int | None, title: str) -> Table:
     """The open requests of ``operator.pendingReplies`` (or a conversation's), oldest first."""
-    from rich import box
-    from rich.table import Table
-
     from ccweb_store.domain.timestamps import utcnow
 
     now = utcnow()
     caption = f"{len(pending)} open request(s), oldest first"
     if limit is not None and len(pending) == limit:
         caption += f"; showing the first {limit} (use --limit for more)"
-    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD)
+    table = new_table(title, caption)
     table.add_column("Request", no_wrap=True)
     table.add_column("Status")
     table.add_column("Age", justify="right")
@@ -79,23 +76,21 @@ def pending_table(pending: list[dict[str, Any]], limit: int | None, title: str) 
 
 
 def print_story(story: dict[str, Any]) -> None:
-    from rich.panel import Panel
-    from rich.table import Table
-
     console = stdout_console()
     reply = story["reply"]
-    fields = Table.grid(padding=(0, 2))
-    fields.add_column(style="bold")
-    fields.add_column()
+    fields = fields_table()
     for key, value in reply.items():
         if key not in ("originalRequest", "replyText"):
             fields.add_row(key, "-" if value is None else str(value))
-    console.print(Panel(fields, title=f"Reply request {reply['requestId']}"))
+    print_panel(fields, f"Reply request {reply['requestId']}", console)
     for label, text in (
-        ("Original request", reply["originalRequest"] or "(unknown: a legacy request)"),
+        ("Original request", reply["originalRequest"] or "(not stored: a legacy request)"),
         ("Reply text", reply["replyText"] or "(none yet)"),
     ):
-        console.print(Panel(text, title=label))
+        print_panel(text, label, console)
+    note = retry_note(reply, story["requestMessage"])
+    if note is not None:
+        console.print(note, style="yellow", soft_wrap=True)
     if story["runs"]:
         print_table(runs_json_table(story["runs"], "Runs for this request"))
     else:
@@ -106,7 +101,7 @@ def print_story(story: dict[str, Any]) -> None:
             console.print(f"{label}: {missing}")
             return
         title = f"{label}: {message['id']} in {message['sessionId']} (seq {message['seq']})"
-        console.print(Panel(message["content"], title=title))
+        print_panel(message["content"], title, console)
 
     show(story["requestMessage"], "Request message (target)", "not stored")
     if not story["sourceMessages"]:
@@ -114,6 +109,25 @@ def print_story(story: dict[str, Any]) -> None:
     for message in story["sourceMessages"]:
         failed = (message["metadata"] or {}).get("replyFailed")
         show(message, "Failure notice (source)" if failed else "Reply message (source)", "")
+
+
+def retry_note(reply: dict[str, Any], request_message: dict[str, Any] | None) -> str | None:
+    """What a retry of this request would ask its target, when it asks again without the
+    request's original text: the message that carried it, or nothing (then how to proceed)."""
+    if not retry_asks_again(reply["status"], reply["replyText"]):
+        return None
+    carried = request_message["content"] if request_message is not None else None
+    if retried_question(reply["originalRequest"], carried) is None:
+        request_id = reply["requestId"]
+        return (
+            "A retry cannot carry the question: neither the original request nor the message "
+            "that carried it is stored, so the target would be asked nothing. Give it the "
+            f'question: ccweb-store replies retry {request_id} --message "…"; or give up: '
+            f'ccweb-store replies fail {request_id} --reason "…"'
+        )
+    if reply["originalRequest"] is None:
+        return "A retry asks the target again with the request message below."
+    return None
 
 
 def activity_line(activity: dict[str, Any]) -> str:
@@ -165,16 +179,12 @@ def print_reply_change(reply: dict[str, Any], as_json: bool) -> None:
 
 
 def expirable_table(requests: list[ReplyRequest], older_than: str) -> Table:
-    from rich import box
-    from rich.table import Table
-
     from ccweb_store.domain.timestamps import utcnow
 
     now = utcnow()
-    table = Table(
-        title=f"Would expire (waiting, older than {older_than})",
-        caption=f"{len(requests)} request(s), oldest first; nothing was changed",
-        box=box.SIMPLE_HEAD,
+    table = new_table(
+        f"Would expire (waiting, older than {older_than})",
+        f"{len(requests)} request(s), oldest first; nothing was changed",
     )
     table.add_column("Request", no_wrap=True)
     table.add_column("Age", justify="right")

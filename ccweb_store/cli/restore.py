@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated
 
@@ -39,6 +38,8 @@ def restore(
 
     Example: ccweb-store restore /backups/ccweb-2025-01-31.db
     """
+    import asyncio
+
     from ccweb_store.mobility.backup import BackupRefused, restore_sqlite
     from ccweb_store.store.db import database_file, head_revision, shown_url
     from ccweb_store.store.postgres.bulk import pg_restore_command, shell_line

@@ -22,7 +22,7 @@ import uvicorn
 from ccweb_store import __version__
 from ccweb_store.cli.common import DATABASE_SETTING, fail
 from ccweb_store.cli.logs import setup_logging
-from ccweb_store.config import Settings
+from ccweb_store.config import Settings, misspelt_variables
 from ccweb_store.store.db import shown_url, unreachable
 
 log = logging.getLogger("ccweb_store")
@@ -110,6 +110,8 @@ def serve(settings: Settings) -> None:
     from ccweb_store.store.db import serving_lock
 
     setup_logging(settings.log_level, settings.log_format)
+    for line in misspelt_variables(os.environ):
+        log.warning("%s", line)
     # Each mistake before the server starts is one line on stderr and exit 2 (1: the
     # database server is not answering), never a traceback.
     problem = refusal(settings) or port_taken(settings.host, settings.port)

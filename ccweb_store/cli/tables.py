@@ -1,8 +1,17 @@
-"""How the operator commands print tables: whole on a wide terminal, one block per row on a
-narrow one, and the tables more than one command shows (runs, leases)."""
+"""How the commands print to a terminal, the one place that builds what rich renders.
+
+Text is data: every string these helpers are given (agent output, titles, errors, ids) is
+printed as it is, never read as rich markup or emoji codes, so ``[red]``, ``- [x] lint ok`` or
+``[/tmp/report.txt]`` come out as written. The commands build their views from these helpers
+(``stdout_console``, ``new_table``, ``fields_table``, ``print_panel``, ``styled``) and never
+from rich itself (tests/test_cli_text.py checks both). Tables print whole on a wide terminal
+and one block per row on a narrow one; panels take the terminal's width (``COLUMNS``, else
+the terminal's, else 80). The tables more than one command shows (runs, leases) are here too.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -11,20 +20,74 @@ from ccweb_store.domain.durations import format_duration
 from ccweb_store.domain.kinds import RunStatus
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, RenderableType
+    from rich.progress import Progress
     from rich.table import Table
+    from rich.text import Text
 
     from ccweb_store.store.rows import Run
 
 
+#: A width no table reaches, to measure one at its natural width.
+UNBOUNDED = 100_000
+
+
 def stdout_console() -> Console:
-    """A rich console on stdout; piped output is wide enough that ids are never cut."""
+    """A rich console on stdout that prints every string as text: no markup, no emoji codes,
+    no highlighting. Its width is ``COLUMNS``, else the terminal's, else 80."""
     from rich.console import Console
 
-    console = Console()
-    if not console.is_terminal:
-        console.width = max(console.width, 200)
-    return console
+    return Console(markup=False, emoji=False, highlight=False)
+
+
+def new_table(title: str, caption: str | None = None) -> Table:
+    """A table with a title and a caption, its header ruled off (``print_table`` prints it)."""
+    from rich import box
+    from rich.table import Table
+
+    return Table(title=title, caption=caption, box=box.SIMPLE_HEAD)
+
+
+def fields_table() -> Table:
+    """Two columns without borders: a field's name in bold, then its value."""
+    from rich.table import Table
+
+    fields = Table.grid(padding=(0, 2))
+    fields.add_column(style="bold")
+    fields.add_column()
+    return fields
+
+
+def print_panel(content: RenderableType, title: str, console: Console | None = None) -> None:
+    """``content`` in a box titled ``title``, both printed as text (rich would read a string
+    title as markup), as wide as the console."""
+    from rich.panel import Panel
+    from rich.text import Text
+
+    (console or stdout_console()).print(Panel(content, title=Text(title)))
+
+
+def progress_bars(label: str) -> Progress:
+    """Progress bars on stderr, each ``label``, its task's description (as text), the bar and
+    how many of how many; they vanish once done."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    return Progress(
+        TextColumn(f"{label} {{task.description}}", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(stderr=True, markup=False, emoji=False, highlight=False),
+        transient=True,
+    )
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """One line of text from ``parts``: a string as it is, ``(text, style)`` in that style
+    (``"bold"``, ``"red"``)."""
+    from rich.text import Text
+
+    return Text.assemble(*parts)
 
 
 def _fits(table: Table, width: int) -> bool:
@@ -50,6 +113,13 @@ def print_table(table: Table) -> None:
     from rich.text import Text
 
     console = stdout_console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # Piped with no width asked for: as wide as the rows' lines, nothing cut or wrapped.
+        shown = console.width
+        console.width = UNBOUNDED
+        console.width = max(shown, console.measure(table).maximum)
+        console.print(table)
+        return
     if _fits(table, console.width):
         console.print(table)
         return
@@ -97,13 +167,10 @@ def runs_json_table(
     runs: Sequence[Mapping[str, Any]], title: str, caption: str | None = None
 ) -> Table:
     """Runs as the host API writes them (``run_out``), one row each."""
-    from rich import box
-    from rich.table import Table
-
     from ccweb_store.domain.timestamps import utcnow
 
     now = utcnow()
-    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD)
+    table = new_table(title, caption)
     # Ids, kinds and statuses stay whole on a narrow terminal; the free text wraps instead.
     table.add_column("Run", no_wrap=True)
     table.add_column("Conversation", no_wrap=True)

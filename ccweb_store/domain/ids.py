@@ -58,6 +58,12 @@ def validate_session_id(value: object, *, code: str = errors.INVALID_CONVERSATIO
     return value
 
 
+def conversation_label(title: str | None, conversation_id: str) -> str:
+    """How a person reads a conversation's name: ``Title (id)``, or the id alone for a
+    conversation without a title."""
+    return f"{title} ({conversation_id})" if title and title != conversation_id else conversation_id
+
+
 def validate_choice(value: object, choices: Sequence[str], code: str, what: str) -> str:
     """Return ``value`` if it is one of ``choices``, else raise ``code``."""
     if not isinstance(value, str) or value not in choices:

@@ -6,7 +6,7 @@ Pure functions of their arguments, so the wording is unit-tested on its own and 
 
 from __future__ import annotations
 
-from ccweb_store.domain.kinds import ReplyMode
+from ccweb_store.domain.kinds import ReplyMode, ReplyStatus
 
 ONE_WAY = ReplyMode.ONE_WAY
 RETURN_AND_CONTINUE = ReplyMode.RETURN_AND_CONTINUE
@@ -21,6 +21,20 @@ LEGACY_ORIGINAL_REQUEST = (
 
 def _name(title: str | None, conversation_id: str) -> str:
     return title.strip() if title and title.strip() else f"untitled conversation {conversation_id}"
+
+
+def retry_asks_again(status: str, reply_text: str | None) -> bool:
+    """Whether ``reply.retry`` of a request in ``status`` asks its target again (a new target
+    prompt), rather than delivering the answer it holds: ``waiting``, or ``failed`` without
+    an answer."""
+    return status == ReplyStatus.WAITING or (status == ReplyStatus.FAILED and reply_text is None)
+
+
+def retried_question(original_request: str | None, request_message: str | None) -> str | None:
+    """What a retry asks the target again: the original request, else the text of the message
+    that carried it (``request_message``; legacy requests kept no original request). None when
+    neither is stored: a retry then carries the question only when it is given one."""
+    return original_request if original_request is not None else request_message
 
 
 def _original(original_request: str | None) -> str:

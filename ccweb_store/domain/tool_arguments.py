@@ -86,6 +86,11 @@ class SendMessage(ToolArguments):
     )
     published_required: ClassVar[tuple[str, ...]] = ("replyMode",)
 
+    @property
+    def reply_mode_left_out(self) -> bool:
+        """The call did not say ``replyMode``: a thread on the old schema, sent ``one_way``."""
+        return "reply_mode" not in self.model_fields_set
+
 
 class RequestReply(ToolArguments):
     """``ccweb_request_reply``, the hidden alias: a send fixed to ``return_and_continue``."""

@@ -73,7 +73,7 @@ def _progress(total: int) -> Iterator[tuple[ProgressCallback, MessagesCallback]]
             TextColumn("importing"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),  # a file's name is text
         )
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task("", total=total)

@@ -1,7 +1,7 @@
 """cc-web's reply file normalised into ``reply_requests`` row values.
 
 Reply entry (``DIR/config/cross-conversation-replies.json``) → ``reply_requests``:
-  the fields of seed 001 (``REPLY_COLUMNS``) → their columns (``pending`` → ``waiting``).
+  the reply fields cc-web writes (``REPLY_COLUMNS``) → their columns (``pending`` → ``waiting``).
   ``extra`` keeps, under the entry's own key names, every key no column maps and every mapped
   value its column cannot give back exactly (a ``null``, ``pending``, an epoch-ms timestamp, a
   non-integer ``hopCount``, a non-string id or title). ``extra["$absent"]`` lists the mapped
@@ -45,7 +45,7 @@ from ccweb_store.importer.legacy_json import (
 
 REPLIES_FILE = Path("config") / "cross-conversation-replies.json"
 
-#: cc-web reply-state field → ``reply_requests`` column (seed 001, "pending 持久化").
+#: The reply fields cc-web writes → their ``reply_requests`` columns.
 REPLY_COLUMNS = {
     "requestId": "request_id",
     "messageId": "message_id",
@@ -73,6 +73,11 @@ REPLY_STATUS_ALIASES = {"pending": ReplyStatus.WAITING}
 REPLY_DEFAULTED_FIELDS = ("createdAt", "hopCount", "sourceAutoRun")
 #: Fields the importer may fill when the entry lacks them.
 REPLY_FILLED_FIELDS = ("originalRequest", "returnedAt", "sourceTitle", "targetTitle")
+#: The fields the reply lifecycle moves (retry, delivery, failure, a late answer); a request
+#: keeps every other field as it was made.
+REPLY_LIFECYCLE_FIELDS = frozenset(
+    {"status", "completedAt", "returnedAt", "replyText", "replyMessageId", "lastError"}
+)
 #: The key of ``reply_requests.extra`` listing mapped fields the entry did not have.
 ABSENT_KEY = "$absent"
 #: What ``reply_requests.hop_count`` holds (a 32-bit integer on PostgreSQL).
@@ -111,6 +116,40 @@ class LegacyReply:
                 extra[ABSENT_KEY] = absent
 
         return edited(self.kept, note_absent) or None
+
+
+def kept_value_holds(key: str, raw: Any, row: Mapping[str, Any]) -> bool:
+    """Whether ``raw``, the source value ``extra`` keeps of the mapped field ``key``, still
+    stands for what its column holds in ``row`` (column name → value), so that an export may
+    write it in the column's place: the importer reads it as that value. A value it reads as
+    nothing stands for the default or the fill its column got, which only the lifecycle
+    changes; once the service has moved a request, its lifecycle columns speak for
+    themselves."""
+    column = row[REPLY_COLUMNS[key]]
+    read = _reply_column_value(key, raw)
+    if key == "status":
+        read = REPLY_STATUS_ALIASES.get(read, read)
+    if read is not None:
+        return bool(read == column)
+    return key not in REPLY_LIFECYCLE_FIELDS or column is None or _settled_on_import(key, row)
+
+
+def absence_holds(key: str, row: Mapping[str, Any]) -> bool:
+    """Whether the mapped field ``key``, listed in ``extra["$absent"]``, is still one whose
+    column holds only what the importer put there (a default or a fill), so that an export
+    leaves it out as the entry did."""
+    return key not in REPLY_LIFECYCLE_FIELDS or _settled_on_import(key, row)
+
+
+def _settled_on_import(key: str, row: Mapping[str, Any]) -> bool:
+    """Whether ``row``'s ``returned_at`` is the one the importer gives a failure to settle it
+    (``reply_sync``): the service never sets it on a failed request, only on a delivered
+    reply, and clears it when a failure is retried."""
+    return (
+        key == "returnedAt"
+        and row["status"] == ReplyStatus.FAILED
+        and row["returned_at"] is not None
+    )
 
 
 def read_replies_file(path: Path) -> tuple[list[LegacyReply], list[str]]:

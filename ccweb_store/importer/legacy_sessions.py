@@ -13,7 +13,7 @@ Values no column can hold are kept as ``legacy_json`` describes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -187,7 +187,7 @@ def _session_of(
         if key not in ("id", "messages", "title", "agent", "cwd"):
             extra[key] = value
     title = _text_column(document, "title", extra)
-    agent = _text_column(document, "agent", extra, max_length=64)
+    agent = _text_column(document, "agent", extra)
     cwd = _text_column(document, "cwd", extra)
 
     created_at = _time_column(document, "createdAt", extra)
@@ -220,21 +220,56 @@ def _session_of(
     )
 
 
-def _text_column(
-    document: dict[str, Any], key: str, extra: dict[str, Any], max_length: int | None = None
-) -> str | None:
-    """A string column; a value it cannot hold exactly stays in ``extra`` instead (text with
-    U+0000 or a lone surrogate there, the column getting it with U+FFFD in their place)."""
-    if key not in document:
-        return None
-    value = document[key]
+#: The session file's keys a ``sessions`` column holds, and the longest text each takes.
+TEXT_FIELDS: dict[str, int | None] = {"title": None, "agent": 64, "cwd": None}
+#: The session file's times, by column.
+TIME_FIELDS = {"createdAt": "created_at", "updatedAt": "updated_at", "archivedAt": "archived_at"}
+
+
+def kept_values_holding(kept: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+    """The source values ``sessions.extra`` keeps (``kept``) that still stand for what the
+    columns of ``row`` (column name → value) hold, so that an export may write them in their
+    place: those the importer reads as what the column holds now. A time it reads as nothing
+    stands for the one the importer gave the session only while the service cannot have
+    moved it (``createdAt``; ``archivedAt`` beside ``archived: true`` while archived);
+    ``archived: true`` holds while the session is archived. Keys no column holds are the
+    source's alone."""
+    archived = row["archived_at"] is not None
+
+    def holds(key: str, raw: Any) -> bool:
+        if key in TEXT_FIELDS:
+            return bool(_text_value(raw, TEXT_FIELDS[key])[0] == row[key])
+        if key in TIME_FIELDS:
+            read = parse_timestamp(raw)
+            if read is not None:
+                return bool(read == row[TIME_FIELDS[key]])
+            if key == "archivedAt":
+                return archived == (kept.get("archived") is True)
+            return key == "createdAt"
+        return key != "archived" or raw is not True or archived
+
+    return {key: raw for key, raw in kept.items() if holds(key, raw)}
+
+
+def _text_value(value: Any, max_length: int | None) -> tuple[str | None, bool]:
+    """What a string column holds for the source ``value``, and whether it gives it back
+    exactly (text with U+0000 or a lone surrogate gets U+FFFD in their place; a value that is
+    not text, or is longer than ``max_length``, gives NULL)."""
     if isinstance(value, str) and (max_length is None or len(value) <= max_length):
         if clean_text(value):
-            return value
-        extra[key] = value
-        return replace_bad_text(value)
-    extra[key] = value
-    return None
+            return value, True
+        return replace_bad_text(value), False
+    return None, False
+
+
+def _text_column(document: dict[str, Any], key: str, extra: dict[str, Any]) -> str | None:
+    """A string column; a value it cannot hold exactly stays in ``extra`` too."""
+    if key not in document:
+        return None
+    value, exact = _text_value(document[key], TEXT_FIELDS[key])
+    if not exact:
+        extra[key] = document[key]
+    return value
 
 
 def _time_column(document: dict[str, Any], key: str, extra: dict[str, Any]) -> datetime | None:

@@ -5,7 +5,11 @@ The inverse of ``import-json`` (``importer.legacy_sessions``, ``importer.legacy_
 each row is turned back into the entry it came from. A message's ``metadata.legacy``,
 ``metadata.legacyFields`` and ``metadata.contentBlocks``, a session's ``extra`` and a reply's
 ``extra`` (with its ``$absent`` list) hold what the columns do not reproduce, so an imported
-file comes back with every field it had, unknown keys included; values kept as text
+file comes back with every field it had, unknown keys included. A kept value is written in
+place of its column only while it still stands for what the column holds
+(``kept_value_holds``, ``kept_values_holding``): once the service has moved a row (a
+retried request now ``returned``, a session with newer messages), the export writes its
+state now, never the imported one. Values kept as text
 (``{"$ccwebJsonText": …}``) are written back as the values they stand for. Times are written
 as cc-web writes them (``2024-03-01T10:00:00.000Z``), with six digits where a time is finer
 than a millisecond (``domain.timestamps.exact_iso``), so an import reads back the same time.
@@ -40,8 +44,14 @@ import orjson
 
 from ccweb_store.domain.json_values import restored
 from ccweb_store.domain.timestamps import exact_iso
-from ccweb_store.importer.legacy_replies import ABSENT_KEY, REPLIES_FILE, REPLY_COLUMNS
-from ccweb_store.importer.legacy_sessions import SESSIONS_DIR
+from ccweb_store.importer.legacy_replies import (
+    ABSENT_KEY,
+    REPLIES_FILE,
+    REPLY_COLUMNS,
+    absence_holds,
+    kept_value_holds,
+)
+from ccweb_store.importer.legacy_sessions import SESSIONS_DIR, kept_values_holding
 from ccweb_store.store.uow import Store
 from ccweb_store.store.whole_tables import Snapshot, snapshot
 
@@ -172,7 +182,7 @@ def session_fields(row: Row) -> dict[str, Any]:
         document["archivedAt"] = _time(row["archived_at"])
     extra = restored(row["extra"]) if row["extra"] is not None else {}
     if isinstance(extra, dict):
-        document.update(extra)
+        document.update(kept_values_holding(extra, row))
     return document
 
 
@@ -218,9 +228,12 @@ def reply_entry(row: Row) -> dict[str, Any]:
     extra = dict(extra) if isinstance(extra, dict) else {}
     absent = extra.pop(ABSENT_KEY, None) or []
     for key, value in extra.items():
+        if key in REPLY_COLUMNS and not kept_value_holds(key, value, row):
+            continue  # the service has moved the request since: its column says what holds
         entry[key[1:] if key.startswith("$$") else key] = value
     for key in absent:
-        entry.pop(key, None)
+        if key not in REPLY_COLUMNS or absence_holds(key, row):
+            entry.pop(key, None)
     return entry
 
 

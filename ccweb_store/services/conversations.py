@@ -63,11 +63,12 @@ class ConversationListing:
 
 @dataclass(frozen=True, slots=True)
 class MessagesBefore:
-    """A page of ``message.recent``: messages oldest first, and the ``seq`` to ask before
-    for the page before them (None: no older message)."""
+    """A page of ``message.recent``: messages oldest first, the ``seq`` to ask before for the
+    page before them (None: no older message), and the conversation's title."""
 
     messages: list[Message]
     next_before_seq: int | None
+    title: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,13 +176,13 @@ async def recent_messages(store: Store, query: RecentMessages) -> MessagesBefore
         query.role,
     )
     async with store.read_uow() as uow:
-        await uow.sessions.require(session_id)
+        conversation = await uow.sessions.require(session_id)
         rows = await uow.messages.list_before(
             session_id, before_seq=before_seq, limit=limit + 1, role=role
         )
     older = len(rows) > limit
     rows = rows[:limit]
-    return MessagesBefore(rows[::-1], rows[-1].seq if older else None)
+    return MessagesBefore(rows[::-1], rows[-1].seq if older else None, conversation.title)
 
 
 async def list_messages(store: Store, query: ListMessages) -> MessagesAfter:

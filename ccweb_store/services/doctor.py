@@ -4,6 +4,7 @@ each with the command that fixes what it finds.
 - the database answers and its schema is at the newest revision;
 - the operator token suits the bind address (none on a non-loopback bind, a short or
   repetitive one);
+- every ``CCWEB_*`` variable set is one ccweb-store reads (a misspelt setting is ignored);
 - a SQLite database file (and its ``-wal``/``-shm``) is readable by its owner only;
 - no running run's lease has expired (the server's sweeper requeues them; none runs?);
 - no ``waiting`` request is left without a queued or running run naming it: no run will
@@ -16,14 +17,16 @@ needs the operator); the report is ``ok`` when no check needs action. It only re
 
 from __future__ import annotations
 
+import os
 import shlex
 import stat
 from dataclasses import dataclass, field
 
 from ccweb_store import __version__
-from ccweb_store.config import MAKE_TOKEN, Settings
+from ccweb_store.config import MAKE_TOKEN, Settings, misspelt_variables
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.host_calls import NoParams
+from ccweb_store.domain.ids import conversation_label
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.services.json_repair import repair_json
 from ccweb_store.store.db import database_file, head_revision
@@ -75,6 +78,7 @@ def missing_database_report(path: str, settings: Settings) -> Report:
                 "ccweb-store migrate   (or start the server: ccweb-store serve)",
             ),
             token_check(settings),
+            variables_check(),
         ]
     )
 
@@ -84,6 +88,7 @@ async def run_doctor(store: Store, call: NoParams) -> Report:
     checks = [
         await database_check(store),
         token_check(store.settings),
+        variables_check(),
         file_permissions_check(store.settings),
     ]
     if checks[0].status == ACTION:
@@ -146,6 +151,21 @@ def token_check(settings: Settings) -> Check:
     return Check("token", OK, f"CCWEB_TOKEN set ({len(token)} characters) for {host}")
 
 
+def variables_check() -> Check:
+    """``CCWEB_*`` variables of this process that no setting reads (a misspelt one is
+    otherwise ignored without a word), each with the closest real one."""
+    misspelt = misspelt_variables(os.environ)
+    if not misspelt:
+        return Check("variables", OK, "every CCWEB_ variable set is one ccweb-store reads")
+    return Check(
+        "variables",
+        WARNING,
+        f"{len(misspelt)} CCWEB_ variable(s) that ccweb-store does not read: each is ignored",
+        "rename each to the setting it means (docs/operations.md lists them), or unset it",
+        misspelt,
+    )
+
+
 def file_permissions_check(settings: Settings) -> Check:
     """A SQLite database and its ``-wal``/``-shm`` files: readable or writable by their owner
     only (they hold every conversation). Nothing to check on PostgreSQL."""
@@ -192,22 +212,36 @@ async def expired_leases_check(store: Store) -> Check:
 
 
 async def unanswerable_requests_check(store: Store) -> Check:
-    """``waiting`` requests with no queued or running run naming them: nothing will answer."""
+    """``waiting`` requests with no queued or running run naming them: nothing will answer.
+    Each names its source and target alike (``Title (id)``); one that stores no question (no
+    original request, no message that carried it) says a retry needs ``--message``."""
     async with store.read_uow() as uow:
         rows = await uow.monitoring.unanswered_waiting_requests()
     if not rows:
         return Check("waiting requests", OK, "every waiting request has a run that will answer it")
+    retry = "ccweb-store replies retry REQUEST_ID   (asks the target again)"
+    if not all(row.question_stored for row in rows):
+        retry += (
+            "; one that stores no question: ccweb-store replies retry REQUEST_ID "
+            '--message "the question"'
+        )
     return Check(
         "waiting requests",
         ACTION,
         f"{len(rows)} waiting request(s) that no run will ever answer (no queued or running "
         "run in the target names them; imported requests are like this)",
-        "ccweb-store replies retry REQUEST_ID   (asks the target again), "
-        'or: ccweb-store replies fail REQUEST_ID --reason "…"',
+        f'{retry}, or: ccweb-store replies fail REQUEST_ID --reason "…"',
         [
-            f"{row.request_id}: {row.source_conversation_id} → "
-            f"{row.target_title or row.target_conversation_id} ({row.target_conversation_id}), "
+            f"{row.request_id}: "
+            f"{conversation_label(row.source_title, row.source_conversation_id)} → "
+            f"{conversation_label(row.target_title, row.target_conversation_id)}, "
             f"made {iso(row.created_at)}"
+            + (
+                ""
+                if row.question_stored
+                else "; no question stored (no original request, no message that carried "
+                "it): a retry asks nothing unless given --message"
+            )
             for row in rows[:LISTED]
         ],
     )

@@ -9,6 +9,7 @@ target: replies come back through ``replies.py`` when the target's run completes
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 
@@ -25,6 +26,10 @@ from ccweb_store.store.repositories import Party
 from ccweb_store.store.rows import Conversation, ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
 
+log = logging.getLogger(__name__)
+
+#: The tool a send without ``replyMode`` is counted under.
+SEND_TOOL = "ccweb_send_message"
 DEFAULT_TITLE = "New conversation"
 TITLE_FROM_CONTENT_CHARS = 60
 
@@ -62,9 +67,22 @@ class CreatedConversation:
 
 
 async def send_message(store: Store, source: Source, args: SendMessage) -> SendResult:
-    """``ccweb_send_message``."""
+    """``ccweb_send_message``. One without ``replyMode`` is ``one_way`` (SPEC's compatibility
+    rule), and logged and counted (``ccweb_sends_without_reply_mode_total``), so an operator
+    sees which conversations still run on old tool definitions."""
     source_id = require_source(source)
     target_id = args.target_conversation_id
+    if args.reply_mode_left_out:
+        from ccweb_store.metrics import SENDS_WITHOUT_REPLY_MODE  # the server's, loaded then
+
+        SENDS_WITHOUT_REPLY_MODE.labels(tool=SEND_TOOL).inc()
+        log.warning(
+            "ccweb_send_message without replyMode from conversation %s to %s: sent one_way; "
+            "its agent's tool definitions predate replyMode (start a new session there)",
+            source_id,
+            target_id,
+            extra={"fields": {"conversation": source_id, "target": target_id}},
+        )
     if target_id == source_id:
         raise InvalidInput(
             "a conversation cannot send a message to itself; pick another targetConversationId",
@@ -163,16 +181,21 @@ async def get_pending_reply(
     return rows
 
 
+def check_content_length(store: Store, content: str, what: str = "content") -> None:
+    """``invalid_arguments`` when ``content`` is longer than ``CCWEB_MAX_CONTENT_CHARS``."""
+    limit = store.settings.max_content_chars
+    if len(content) > limit:
+        raise InvalidInput(
+            f"{what} is {len(content)} characters; the limit is {limit}. "
+            "Send a shorter message or point to a file instead"
+        )
+
+
 def _validate_send(
     store: Store, source: Source, source_id: str, content: str, mode: ReplyMode
 ) -> _Send:
     """The checks of a send that need the settings: content length, hop limit."""
-    limit = store.settings.max_content_chars
-    if len(content) > limit:
-        raise InvalidInput(
-            f"content is {len(content)} characters; the limit is {limit}. "
-            "Send a shorter message or point to a file instead"
-        )
+    check_content_length(store, content)
     hop_count = max(source.hop_count, 0) + 1
     if hop_count > store.settings.max_hops:
         raise Conflict(

@@ -8,7 +8,10 @@ Retry (``reply.retry``) by state:
   the answer arrived after the request expired): back to ``ready``, then delivered.
 - ``failed`` without reply text, and ``waiting`` whose target run is gone: ask the target
   again, i.e. queue a new ``cross_conversation`` run on it with the same target prompt
-  (``failed`` goes back to ``waiting``, unsettled, so a new failure is notified).
+  (``failed`` goes back to ``waiting``, unsettled, so a new failure is notified). The prompt
+  holds the request's question (``prompts.retried_question``); a request that stores none (a
+  legacy one whose message is gone) is asked with the ``message`` the retry gives, which is
+  refused when the request has its question or the retry asks nothing.
 - ``returned``: nothing to retry (``invalid_state``).
 - In any other state, while a target run for the request is still queued or running (the
   request was failed by hand or expired under it): ``target_busy``, nothing changed. That
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ccweb_store.domain import errors
-from ccweb_store.domain.errors import Conflict, NotFound
+from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
 from ccweb_store.domain.host_calls import (
     ExpireReplies,
     FailReply,
@@ -35,8 +38,14 @@ from ccweb_store.domain.host_calls import (
     RetryReply,
 )
 from ccweb_store.domain.kinds import ReplyStatus, RunKind, RunStatus
-from ccweb_store.domain.prompts import RETURN_AND_CONTINUE, target_prompt
+from ccweb_store.domain.prompts import (
+    RETURN_AND_CONTINUE,
+    retried_question,
+    retry_asks_again,
+    target_prompt,
+)
 from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.services.messaging import check_content_length
 from ccweb_store.services.reply_delivery import conversation_title, deliver_reply
 from ccweb_store.store.rows import ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
@@ -75,6 +84,8 @@ async def get_reply(store: Store, call: GetReply) -> ReplyRequest:
 async def retry_reply(store: Store, call: RetryReply) -> ReplyRequest:
     """``reply.retry``: re-attempt the request (what that means per state: module docstring)."""
     request_id = call.request_id
+    if call.message is not None:
+        check_content_length(store, call.message, "the message")
     async with store.uow() as uow:
         request = await _lock_request(uow, request_id)
         if request.status == ReplyStatus.RETURNED:
@@ -83,6 +94,12 @@ async def retry_reply(store: Store, call: RetryReply) -> ReplyRequest:
                 code=errors.INVALID_STATE,
             )
         await _refuse_while_answering(uow, request)
+        if call.message is not None and not retry_asks_again(request.status, request.reply_text):
+            raise InvalidInput(
+                f"reply request {request_id!r} is {request.status} with its answer: a retry "
+                "delivers it and asks the target nothing, so it takes no message; retry "
+                "without it"
+            )
         if request.status == ReplyStatus.FAILED and request.reply_text is not None:
             request = (
                 await uow.replies.transition(
@@ -98,7 +115,7 @@ async def retry_reply(store: Store, call: RetryReply) -> ReplyRequest:
         if request.status == ReplyStatus.READY:
             request = (await deliver_reply(uow, request)).request
         else:
-            request = await _ask_target_again(uow, request)
+            request = await _ask_target_again(uow, request, call.message)
         await uow.commit()
         return request
 
@@ -139,9 +156,22 @@ async def _refuse_while_answering(uow: UnitOfWork, request: ReplyRequest) -> Non
     )
 
 
-async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> ReplyRequest:
+async def _ask_target_again(
+    uow: UnitOfWork, request: ReplyRequest, message: str | None
+) -> ReplyRequest:
     """Queue a new target run for a ``waiting`` request or an unanswered failed one (the
-    caller made sure no target run for it is open); the request, ``waiting`` again."""
+    caller made sure no target run for it is open), asking its question, else ``message``;
+    the request, ``waiting`` again."""
+    stored = None
+    if request.original_request is None and request.message_id is not None:
+        carried = await uow.messages.get(request.message_id)
+        stored = carried.content if carried is not None else None
+    question = retried_question(request.original_request, stored)
+    if question is not None and message is not None:
+        raise InvalidInput(
+            f"reply request {request.request_id!r} has its question stored; a retry asks it "
+            "again, so it takes no message: retry without it"
+        )
     if await uow.sessions.get(request.target_conversation_id) is None:
         raise NotFound(
             f"the target conversation {request.target_conversation_id!r} no longer exists; "
@@ -164,10 +194,7 @@ async def _ask_target_again(uow: UnitOfWork, request: ReplyRequest) -> ReplyRequ
                 code=errors.INVALID_STATE,
             )
         request = waiting
-    content = request.original_request
-    if content is None and request.message_id is not None:
-        message = await uow.messages.get(request.message_id)
-        content = message.content if message is not None else None
+    content = question if question is not None else message
     await uow.runs.enqueue_id(
         request.target_conversation_id,
         RunKind.CROSS_CONVERSATION,

@@ -15,7 +15,6 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, DatabaseFileMissing, DatabaseUnavailable
 from ccweb_store.domain.kinds import Role, RunKind, RunStatus
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.metrics import LEASE_EXPIRIES
 from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
 from ccweb_store.store.rows import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store, UnitOfWork
@@ -146,6 +145,8 @@ async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[
                 or run.lease_expires_at >= now
             ):
                 continue
+            from ccweb_store.metrics import LEASE_EXPIRIES  # the server's, loaded then
+
             attempts = run.attempts + 1
             queued = await uow.runs.requeue(run_id)
             if queued is None:

@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import database_kind, normalize_database_url
 from ccweb_store.store.failures import connection_problem, driver_words
-from ccweb_store.store.postgres.driver import create_postgres_engine
 from ccweb_store.store.sqlite.driver import create_sqlite_engine, sqlite_url_file
 from ccweb_store.store.sqlite.files import InUse, claiming_unused, holding_in_use
 from ccweb_store.store.urls import UnparsableUrl, masked_url
@@ -39,6 +38,9 @@ def create_engine(url: str, *, busy_timeout_ms: int = 30_000, **kwargs: Any) -> 
     url = normalize_database_url(url)
     if database_kind(url) == "sqlite":
         return create_sqlite_engine(url, busy_timeout_ms, **kwargs)
+    # Loaded when chosen: a command on SQLite never loads asyncpg.
+    from ccweb_store.store.postgres.driver import create_postgres_engine
+
     return create_postgres_engine(url, **kwargs)
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 import socket
 import sqlite3
+import sys
 
-from asyncpg.exceptions import InternalClientError
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -35,9 +35,13 @@ def refusal_reason(error: DatabaseError) -> str:
 def unsent_on_dead_connection(error: BaseException | None) -> bool:
     """Whether asyncpg refused to send a statement because its connection was still taking in
     an error the server sent unasked: the ``FATAL`` with which PostgreSQL ends a connection (a
-    terminated backend, a shutdown). The statement never left, and the connection is dead."""
+    terminated backend, a shutdown). The statement never left, and the connection is dead.
+    Without asyncpg loaded (a command on SQLite) no error can be asyncpg's."""
+    exceptions = sys.modules.get("asyncpg.exceptions")
+    if exceptions is None:
+        return False
     while error is not None:
-        if isinstance(error, InternalClientError) and "another operation" in str(error):
+        if isinstance(error, exceptions.InternalClientError) and "another operation" in str(error):
             return True
         error = error.__cause__
     return False

@@ -21,18 +21,16 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import DatabaseUnavailable
-from ccweb_store.metrics import DATABASE_ERRORS
 from ccweb_store.store.db import create_engine, current_revision
 from ccweb_store.store.event_feed import EventFeed
 from ccweb_store.store.failures import database_failure
-from ccweb_store.store.postgres.driver import PostgresDatabase
 from ccweb_store.store.repositories import (
     CredentialRepository,
     DebuggingRepository,
@@ -54,7 +52,10 @@ from ccweb_store.store.sqlite.driver import SQLiteDatabase
 from ccweb_store.store.statements import Rows
 from ccweb_store.store.transaction import Params, Transaction
 
-Database = SQLiteDatabase | PostgresDatabase
+if TYPE_CHECKING:
+    from ccweb_store.store.postgres.driver import PostgresDatabase
+
+    Database = SQLiteDatabase | PostgresDatabase
 
 
 class UnitOfWork:
@@ -125,7 +126,7 @@ class UnitOfWork:
         if isinstance(exc, Exception) and not isinstance(exc, DatabaseUnavailable):
             failure = database_failure(exc)
             if failure is not None:
-                DATABASE_ERRORS.labels("work").inc()
+                _count_failure("work")
                 raise failure from exc
 
     def _current(self) -> Transaction:
@@ -178,8 +179,16 @@ def _raise_as_database_failure(error: Exception, during: str) -> NoReturn:
     failure = database_failure(error)
     if failure is None:
         raise error
-    DATABASE_ERRORS.labels(during).inc()
+    _count_failure(during)
     raise failure from error
+
+
+def _count_failure(during: str) -> None:
+    """One more ``ccweb_database_errors_total`` (the metrics load with the first failure: a
+    command that meets none never loads them)."""
+    from ccweb_store.metrics import DATABASE_ERRORS
+
+    DATABASE_ERRORS.labels(during).inc()
 
 
 class Store:
@@ -191,9 +200,13 @@ class Store:
         self.settings = settings or Settings()
         #: The database's name ("sqlite", "postgresql"), for what the service reports.
         self.dialect: str = engine.dialect.name
-        self._database: Database = (
-            SQLiteDatabase(engine) if self.dialect == "sqlite" else PostgresDatabase(engine)
-        )
+        self._database: Database
+        if self.dialect == "sqlite":
+            self._database = SQLiteDatabase(engine)
+        else:  # loaded when chosen: a command on SQLite never loads asyncpg
+            from ccweb_store.store.postgres.driver import PostgresDatabase
+
+            self._database = PostgresDatabase(engine)
         #: Until when no run lease can have expired, as last found by ``runs._lease_expired``.
         self.no_lease_expires_before: datetime | None = None
         #: The key that signs conversation credentials, once ``credentials.signing_key``

@@ -45,9 +45,11 @@ class GetReply(CallModel):
 
 
 class RetryReply(CallModel):
-    """``reply.retry``: try a request again (what that means per state: ``services/replies``)."""
+    """``reply.retry``: try a request again (what that means per state: ``services/replies``);
+    ``message``: the question to ask the target, for a request that stores none."""
 
     request_id: Text
+    message: Text | None = None
 
 
 class FailReply(CallModel):

@@ -32,6 +32,7 @@ class MessagesBeforeAnswer(TypedDict):
 
     messages: list[MessageOut]
     nextBeforeSeq: int | None
+    title: str | None
 
 
 @closed
@@ -103,10 +104,11 @@ def session_page_out(page: SessionPage) -> SessionPageAnswer:
 
 
 def messages_before_out(page: MessagesBefore) -> MessagesBeforeAnswer:
-    """``message.recent``'s answer: ``{messages, nextBeforeSeq}``."""
+    """``message.recent``'s answer: ``{messages, nextBeforeSeq, title}``."""
     return {
         "messages": [message_out(row) for row in page.messages],
         "nextBeforeSeq": page.next_before_seq,
+        "title": page.title,
     }
 
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, OPEN_REPLY_STATUSES
 from ccweb_store.domain.kinds import ReplyStatus, RunStatus
-from ccweb_store.store.repositories.base import REPLIES, RUNS, Repository, prebuilt
+from ccweb_store.store.repositories.base import MESSAGES, REPLIES, RUNS, Repository, prebuilt
 
 _RUNS_BY_STATUS = prebuilt(
     sa.select(RUNS.c.status, sa.func.count())
@@ -46,9 +46,12 @@ class UnansweredRequest(NamedTuple):
 
     request_id: str
     source_conversation_id: str
+    source_title: str | None
     target_conversation_id: str
     target_title: str | None
     created_at: datetime
+    #: Its original request, or the message that carried it, is stored: a retry can ask it.
+    question_stored: bool
 
 
 class MonitoringRepository(Repository):
@@ -84,15 +87,20 @@ class MonitoringRepository(Repository):
         open_run = sa.exists().where(
             RUNS.c.reply_request_id == REPLIES.c.request_id, RUNS.c.status.in_(ACTIVE_RUN_STATUSES)
         )
+        carried = sa.exists().where(MESSAGES.c.id == REPLIES.c.message_id)
         stmt = (
             sa.select(
                 REPLIES.c.request_id,
                 REPLIES.c.source_conversation_id,
+                REPLIES.c.source_title,
                 REPLIES.c.target_conversation_id,
                 REPLIES.c.target_title,
                 REPLIES.c.created_at,
+                sa.or_(REPLIES.c.original_request.is_not(None), carried),
             )
             .where(REPLIES.c.status == ReplyStatus.WAITING, ~open_run)
             .order_by(REPLIES.c.created_at, REPLIES.c.request_id)
         )
-        return [UnansweredRequest(*row) for row in await self._execute(stmt)]
+        return [
+            UnansweredRequest._make((*row[:-1], bool(row[-1]))) for row in await self._execute(stmt)
+        ]
