@@ -20,7 +20,7 @@ from ccweb_store.cli.remote import ServerUrl, operator_call
 from ccweb_store.cli.reply_views import pending_table
 from ccweb_store.cli.tables import parse_iso, print_table, runs_json_table, stdout_console
 from ccweb_store.domain.durations import format_duration
-from ccweb_store.domain.kinds import RunStatus
+from ccweb_store.domain.kinds import RunStatus, conversation_state
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -41,8 +41,9 @@ def _counts(open_requests: dict[str, int]) -> str:
 
 def _state(conversation: dict[str, Any]) -> str:
     run = conversation["activeRun"]
-    state = "idle" if run is None else run["status"]
-    return f"{state}, archived" if conversation["archived"] else state
+    return conversation_state(
+        None if run is None else run["status"], archived=conversation["archived"]
+    )
 
 
 def _ago(timestamp: str | None) -> str:

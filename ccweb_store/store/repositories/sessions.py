@@ -267,6 +267,19 @@ class SessionRepository(Repository):
             )
         return await self._page(Conversation, stmt, limit, lambda row: (row.created_at, row.id))
 
+    async def page_by_activity(
+        self, *, limit: int, cursor: str | None = None
+    ) -> tuple[list[Conversation], str | None]:
+        """Newest activity first (archived ones too), keyset-paginated by
+        ``(updated_at, id)``."""
+        stmt = sa.select(SESSIONS).order_by(SESSIONS.c.updated_at.desc(), SESSIONS.c.id.desc())
+        if cursor:
+            updated_at, last_id = decode_cursor(cursor, (datetime, str))
+            stmt = stmt.where(
+                sa.tuple_(SESSIONS.c.updated_at, SESSIONS.c.id) < sa.tuple_(updated_at, last_id)
+            )
+        return await self._page(Conversation, stmt, limit, lambda row: (row.updated_at, row.id))
+
     async def search(
         self, *, limit: int, query: str | None = None, include_archived: bool = False
     ) -> tuple[list[Conversation], bool]:
