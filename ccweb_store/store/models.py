@@ -70,7 +70,13 @@ class SessionRow(Base):
     """A conversation (``conversationId`` = ``sessions.id``)."""
 
     __tablename__ = "sessions"
-    __table_args__ = (sa.Index(None, "updated_at"),)
+    __table_args__ = (
+        # Newest activity first (the operator's and the console's lists), newest created
+        # first (session.list), newest message first (conversation_activity): migration 0013.
+        sa.Index(None, "updated_at", "id"),
+        sa.Index(None, "created_at", "id"),
+        sa.Index(None, "last_message_at"),
+    )
 
     id: Mapped[str] = mapped_column(sa.String(SESSION_ID_MAX_LENGTH), primary_key=True)
     title: Mapped[str | None] = mapped_column(sa.Text)
@@ -83,6 +89,8 @@ class SessionRow(Base):
     #: The agent's own session (a Claude Code session id, a Codex thread id) that the
     #: conversation's next run resumes.
     agent_session_id: Mapped[str | None] = mapped_column(sa.String(AGENT_SESSION_ID_MAX_LENGTH))
+    #: The newest ``created_at`` of its messages, kept by every write of a message.
+    last_message_at: Mapped[datetime | None]
 
 
 class MessageRow(Base):

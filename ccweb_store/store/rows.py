@@ -29,6 +29,7 @@ class Conversation(NamedTuple):
     archived_at: datetime | None
     extra: dict[str, Any] | None
     agent_session_id: str | None
+    last_message_at: datetime | None
 
 
 class Message(NamedTuple):
