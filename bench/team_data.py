@@ -191,18 +191,22 @@ def _runs(
     start: datetime,
     now: datetime,
 ) -> None:
-    """Finished runs at random times over the year, and one queued ``user_turn`` run in each
-    of the first ``size.queued_runs`` conversations."""
+    """Finished runs at random times over the year, each ``cross_conversation`` one naming
+    the request it answered, and one queued ``user_turn`` run in each of the first
+    ``size.queued_runs`` conversations."""
     kinds = ("user_turn", "cross_conversation", "reply_auto_run")
     rows = []
     for n in range(size.finished_runs):
         at = start + YEAR * rng.random()
         status = "failed" if n % 20 == 0 else "completed"
+        kind = kinds[n % 3]
+        answered = f"req-{n // 3 % size.requests:06d}" if kind == "cross_conversation" else None
         rows.append(
             (
                 f"run-{n:06d}",
                 rng.choice(ids),
-                kinds[n % 3],
+                kind,
+                answered,
                 status,
                 "bench-worker",
                 1,
@@ -214,8 +218,9 @@ def _runs(
             )
         )
     db.executemany(
-        "INSERT INTO runs (id, session_id, kind, status, worker_id, attempts, created_at, "
-        "started_at, finished_at, output, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO runs (id, session_id, kind, reply_request_id, status, worker_id, "
+        "attempts, created_at, started_at, finished_at, output, error) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
     db.executemany(

@@ -256,6 +256,9 @@
     return false;
   }
 
-  if (isShell(document)) fill();
-  else if (body.dataset.eventsAfter) connect(body.dataset.eventsAfter);
+  if (isShell(document)) {
+    fill().catch(function () { say("lost", "Could not read the page; reload it to try again"); });
+  } else if (body.dataset.eventsAfter) {
+    connect(body.dataset.eventsAfter);
+  }
 })();
