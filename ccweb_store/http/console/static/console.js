@@ -162,7 +162,6 @@
     for (const name of ["eventsAfter", "conversation"]) {
       if (page.fresh.body.dataset[name] !== undefined) body.dataset[name] = page.fresh.body.dataset[name];
     }
-    lastRefresh = Date.now();
     if (body.dataset.eventsAfter) connect(body.dataset.eventsAfter);
     else say("lost", "Not following: this page has nothing live");
   }
