@@ -165,9 +165,11 @@ async def keep_vacuumed(engine: AsyncEngine, interval: float) -> None:
         except Exception as exc:
             failure = database_failure(exc)
             if failure is None:
-                log.exception("looking after the tables failed; trying again in %gs", interval)
+                log.exception(
+                    "vacuuming and analyzing the tables failed; trying again in %gs", interval
+                )
             else:  # the database down: said once a pass, without a traceback
-                log.warning("looking after the tables failed: %s", failure.message)
+                log.warning("vacuuming and analyzing the tables failed: %s", failure.message)
             continue
         if done.vacuumed or done.analyzed:
             log.debug(
