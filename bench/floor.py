@@ -95,7 +95,11 @@ CONVERSATIONS = (
     " WHERE runs.session_id = ? AND runs.status >= 'queued' AND runs.status <= 'running')"
     " AS anon_2 FROM sessions WHERE sessions.id = ?"
 )
-TOUCH = "UPDATE sessions SET updated_at=? WHERE sessions.id = ?"
+#: The conversation bumped for a message made now, which its ``last_message_at`` keeps.
+TOUCH = (
+    "UPDATE sessions SET updated_at=?, last_message_at=CASE WHEN (last_message_at IS NULL"
+    " OR last_message_at < ?) THEN ? ELSE last_message_at END WHERE sessions.id = ?"
+)
 APPEND_MESSAGE = (
     "INSERT INTO messages (id, session_id, seq, role, content, created_at, metadata)"
     " VALUES (?, ?, (SELECT coalesce(max(messages.seq), 0) + 1 AS anon_1 FROM messages"
@@ -293,7 +297,7 @@ class Floor:
                 reply_mode=RETURN_AND_CONTINUE,
                 request_id=request_id,
             )
-            await db.execute(TOUCH, (now, target))
+            await db.execute(TOUCH, (now, now, now, target))
             await db.execute(
                 APPEND_MESSAGE, (message_id, target, target, "user", content, now, metadata)
             )
@@ -375,7 +379,7 @@ class Floor:
         target = run["session_id"]
         if len(list(await db.execute_fetchall(LOCK_SESSIONS, sorted((source, target))))) != 2:
             raise NotCovered(f"the source {source!r} no longer exists")
-        await db.execute(TOUCH, (now, target))
+        await db.execute(TOUCH, (now, now, now, target))
         metadata = dumps_json({"runId": run_id})
         output_id = new_id("msg")
         appended = await db.execute_fetchall(
@@ -402,7 +406,7 @@ class Floor:
         )
         if not returned:
             raise NotCovered(f"the request {request_id!r} moved meanwhile")
-        await db.execute(TOUCH, (now, source))
+        await db.execute(TOUCH, (now, now, now, source))
         auto_run = bool(request["source_auto_run"])
         reply_metadata = dumps_json(
             {"ccwebDisplayOnly": True, "replyToRequestId": request_id, "processed": True}

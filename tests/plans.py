@@ -10,7 +10,11 @@ from ccweb_store.store.uow import Store
 
 
 async def query_plan(
-    store: Store, statement: sa.Select[Any], params: dict[str, Any], *, only_indexes: bool = True
+    store: Store,
+    statement: sa.Select[Any] | sa.TextClause,
+    params: dict[str, Any],
+    *,
+    only_indexes: bool = True,
 ) -> str:
     """The engine's plan for ``statement`` compiled here with its parameters left bound, as
     the repository runs it (PostgreSQL: the generic plan of a prepared statement, which
@@ -31,7 +35,8 @@ async def query_plan(
             arguments = ", ".join(
                 str(value) if isinstance(value, int) else f"'{value}'" for value in values
             )
-            plan = await connection.exec_driver_sql(f"EXPLAIN EXECUTE planned({arguments})")
+            called = f"planned({arguments})" if arguments else "planned"
+            plan = await connection.exec_driver_sql(f"EXPLAIN EXECUTE {called}")
             return " ".join(str(row) for row in plan)
         finally:
             await connection.exec_driver_sql("DEALLOCATE planned")

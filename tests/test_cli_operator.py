@@ -15,6 +15,8 @@ import sqlalchemy as sa
 from ccweb_store import __version__
 from ccweb_store.config import Settings
 from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.services.doctor import QUICK_JSON_ROWS
+from ccweb_store.store.db import create_engine
 from ccweb_store.store.models import RunRow
 from ccweb_store.store.uow import Store
 from tests import debugging_data as data
@@ -154,6 +156,42 @@ def test_doctor_finds_unanswerable_requests_and_expired_leases_with_their_fixes(
     assert text.returncode == 1
     assert "fix: ccweb-store replies retry" in text.stdout
     assert "2 check(s) need action" in text.stdout
+
+
+async def many_extras_and_a_broken_last_one(database_url: str) -> None:
+    """More conversations than the quick check reads, each with a fine ``extra``, and one
+    more, last by key, whose ``extra`` breaks the stored-value rule (as an older version could
+    write it)."""
+    engine = create_engine(database_url)
+    value = "CAST(:extra AS JSONB)" if engine.dialect.name == "postgresql" else ":extra"
+    insert = sa.text(f"INSERT INTO sessions (id, extra) VALUES (:id, {value})")
+    fine = [{"id": f"c-{n:05d}", "extra": '{"ok": 1}'} for n in range(QUICK_JSON_ROWS + 5)]
+    broken = {"id": "zz-broken", "extra": '{"deep": ' + '{"a": ' * 300 + "1" + "}" * 301}
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(insert, [*fine, broken])
+    finally:
+        await engine.dispose()
+
+
+def test_doctor_reads_a_sample_of_stored_json_and_every_value_with_full(
+    database_url: str,
+) -> None:
+    asyncio.run(many_extras_and_a_broken_last_one(database_url))
+    env = server_env(CCWEB_DATABASE_URL=database_url)
+
+    quick = run_cli("doctor", "--json", env=env)
+    full = run_cli("doctor", "--json", "--full", env=env)
+
+    assert quick.returncode == 0, quick.stderr
+    stored = next(c for c in json.loads(quick.stdout)["checks"] if c["name"] == "stored JSON")
+    assert stored["status"] == "ok"
+    assert f"the first {QUICK_JSON_ROWS} values" in stored["summary"]
+    assert "sessions.extra hold more: `ccweb-store doctor --full`" in stored["summary"]
+    assert full.returncode == 1, full.stderr
+    stored = next(c for c in json.loads(full.stdout)["checks"] if c["name"] == "stored JSON")
+    assert stored["status"] == "action"
+    assert any(item.startswith("sessions.extra zz-broken:") for item in stored["items"])
 
 
 def test_doctor_without_a_database_says_how_to_make_one(tmp_path: Path) -> None:

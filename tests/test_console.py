@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from ccweb_store.http.console import session
-from tests.servers import ROOT, SERVE, Server, server_env, serving, start_server
+from tests.servers import ROOT, SERVE, Server, free_port, server_env, serving, start_server
 
 TOKEN = "console-test-operator-token-0123456789"
 CHROMIUM = "/usr/bin/chromium"
@@ -28,6 +33,10 @@ IMAGES = ROOT / "docs" / "images"
 LAPTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
 HOSTILE = "<script>window.__owned = 1</script><img src=x onerror=alert(1)>"
+#: Conversations created one after another while the overview is open.
+BURST = 60
+#: A browser behaviour, whatever the engine: run on SQLite only.
+on_sqlite = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 
 @pytest.fixture
@@ -132,7 +141,9 @@ def test_a_send_over_mcp_shows_live_and_fail_then_retry_from_the_page_change_its
 
     row.get_by_label(f"Reason to fail request {request_id}").fill("the reviewer is offline")
     row.get_by_role("button", name=f"Fail request {request_id}").click()
-    expect(page.locator("#notice")).to_contain_text(f"request {request_id} failed")
+    expect(page.locator("#notice")).to_have_text(
+        f"Request {request_id} failed; its source is told why."
+    )
     row = page.locator(f'tr[data-request-id="{request_id}"]')
     expect(row.locator('[data-field="status"]')).to_have_text("failed")
     expect(row).to_contain_text("the reviewer is offline")
@@ -140,12 +151,16 @@ def test_a_send_over_mcp_shows_live_and_fail_then_retry_from_the_page_change_its
     assert failed["status"] == "failed"
     assert failed["lastError"] == "the reviewer is offline"
 
-    # The failed request's target run must end before the target is asked again.
-    for run in rpc(server, "run.list", {"sessionId": "reviewer"})["runs"]:
-        if run["status"] in ("queued", "running"):
-            rpc(server, "run.complete", {"runId": run["id"], "status": "failed", "error": "x"})
+    # Its target run still queued, the request offers no Retry until Cancel ends that run.
+    (target_run,) = rpc(server, "run.list", {"sessionId": "reviewer"})["runs"]
+    expect(row.locator('[data-field="answering"]')).to_contain_text(target_run["id"])
+    expect(row.get_by_role("button", name=f"Retry request {request_id}")).to_have_count(0)
+    page.get_by_role("button", name=f"Cancel run {target_run['id']}").click()
+    expect(page.locator("#notice")).to_have_text(f"Run {target_run['id']} cancelled.")
     row.get_by_role("button", name=f"Retry request {request_id}").click()
-    expect(page.locator("#notice")).to_contain_text(f"request {request_id} retried")
+    expect(page.locator("#notice")).to_have_text(
+        f"Request {request_id}: Reviewer is asked again; a new run is queued for it."
+    )
     expect(row.locator('[data-field="status"]')).to_have_text("waiting")
     assert rpc(server, "reply.get", {"requestId": request_id})["status"] == "waiting"
 
@@ -300,10 +315,110 @@ def test_a_run_whose_lease_ran_out_is_requeued_from_the_page(
             page.wait_for_timeout(200)
             page.reload()
         button.click()
-        expect(page.locator("#notice")).to_contain_text(f"run {run['id']} requeued")
+        expect(page.locator("#notice")).to_have_text(
+            f"Run {run['id']} is back in the queue for the next worker."
+        )
         requeued = rpc(quiet, "run.list", {"sessionId": "busy"})["runs"][0]
         assert (requeued["status"], requeued["attempts"]) == ("queued", run["attempts"] + 1)
         assert not [url for url in visited if TOKEN in url]
+
+
+@contextmanager
+def another_local_server() -> Iterator[tuple[str, list[str]]]:
+    """A server on another port of the same host, as an agent's dev server would be: its URL,
+    and the ``Cookie`` headers the browser sent it."""
+    received: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            received.append(self.headers.get("Cookie", ""))
+            body = b"<!doctype html><title>dev server</title><p id='hello'>hello</p>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    port = free_port()
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/", received
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@on_sqlite
+def test_a_server_on_another_port_gets_the_login_cookie_but_reads_and_does_nothing_with_it(
+    server: Server, page: Page
+) -> None:
+    rpc(server, "session.create", {"id": "secret", "title": "Secret plans"})
+    rpc(server, "session.create", {"id": "asker", "title": "Asker"})
+    request_id = send_over_mcp(server, "asker", "secret", "the launch codes")
+    log_in(page, server)
+    expect(page.locator(f'tr[data-request-id="{request_id}"]')).to_contain_text("launch codes")
+
+    with another_local_server() as (url, received):
+        page.goto(url)  # the operator opens it in the same browser
+        expect(page.locator("#hello")).to_have_text("hello")
+    cookie = next(header for header in received if f"{session.COOKIE}=" in header)
+
+    stolen = {"Cookie": cookie, "Accept": "text/html"}
+    with httpx.Client(base_url=server.url, timeout=30) as thief:
+        overview = thief.get("/", headers=stolen)
+        conversation = thief.get("/console/conversations/secret", headers=stolen)
+        with thief.stream("GET", "/events?after=0", headers={"Cookie": cookie}) as events:
+            events_status = events.status_code
+        fail = thief.post(
+            f"/console/replies/{request_id}/fail",
+            data={"reason": "stolen", "next": "/"},
+            headers={**stolen, "Origin": server.url},
+        )
+
+    assert overview.status_code == 200 and conversation.status_code == 200
+    for answer in (overview, conversation):
+        assert "Secret plans" not in answer.text and "launch codes" not in answer.text
+        assert "data-live-shell" in answer.text
+    assert events_status == 401
+    assert fail.status_code == 401
+    assert rpc(server, "reply.get", {"requestId": request_id})["status"] == "waiting"
+
+    # The console's own page still reads everything: its key is in this origin's storage.
+    page.goto(f"{server.url}/console/conversations/secret")
+    expect(page.locator("#conversation-title")).to_have_text("Secret plans")
+
+
+@on_sqlite
+def test_a_burst_of_events_reads_the_page_again_at_most_about_once_a_second(
+    server: Server, page: Page
+) -> None:
+    log_in(page, server)
+    reads: list[str] = []
+    page.on(
+        "request",
+        lambda request: (
+            reads.append(request.url)
+            if request.resource_type == "fetch" and urlsplit(request.url).path == "/"
+            else None
+        ),
+    )
+    started = time.monotonic()
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        for n in range(BURST):
+            body = {"jsonrpc": "2.0", "id": 1, "method": "session.create"}
+            body["params"] = {"id": f"burst-{n:03d}"}
+            answer = client.post("/rpc", json=body, headers={"Authorization": f"Bearer {TOKEN}"})
+            assert "error" not in answer.json()
+            time.sleep(0.02)
+    expect(page.locator(f'tr[data-conversation-id="burst-{BURST - 1:03d}"]')).to_be_visible()
+    seconds = time.monotonic() - started
+
+    assert len(reads) <= seconds + 2, (len(reads), seconds)
 
 
 def test_a_login_cookie_holds_until_it_expires_and_only_for_its_token() -> None:
@@ -312,8 +427,18 @@ def test_a_login_cookie_holds_until_it_expires_and_only_for_its_token() -> None:
     assert session.cookie_valid(TOKEN, value, now=1000.0 + session.LOGIN_SECONDS - 1)
     assert not session.cookie_valid(TOKEN, value, now=1000.0 + session.LOGIN_SECONDS)
     assert not session.cookie_valid(TOKEN + "x", value, now=1001.0)
-    assert not session.cookie_valid(TOKEN, value.replace("v1.", "v2.", 1), now=1001.0)
-    assert not session.cookie_valid(TOKEN, "v1.x.y", now=1001.0)
+    assert not session.cookie_valid(TOKEN, value.replace("v2.", "v1.", 1), now=1001.0)
+    assert not session.cookie_valid(TOKEN, "v2.x.y.z", now=1001.0)
+
+
+def test_each_login_has_a_key_of_its_own_that_the_cookie_does_not_hold() -> None:
+    first, second = session.cookie_value(TOKEN), session.cookie_value(TOKEN)
+    key = session.login_key(TOKEN, first)
+    assert key not in first and key != session.login_key(TOKEN, second)
+    assert session.key_valid(TOKEN, first, key)
+    assert not session.key_valid(TOKEN, second, key)
+    assert not session.key_valid(TOKEN, first, None)
+    assert not session.key_valid(TOKEN + "x", first, key)
 
 
 def test_the_ci_script_installs_chromium_when_it_is_missing() -> None:

@@ -5,9 +5,12 @@ app on both backends; ``same_origin`` is pinned on its own below."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 
 from ccweb_store.config import DEFAULT_ALLOWED_ORIGINS
+from ccweb_store.http.console import session
 from ccweb_store.http.origins import same_origin
 from ccweb_store.store.uow import Store
 from tests.http_client import BASE_URL, app_client
@@ -103,9 +106,15 @@ async def test_an_allowed_origin_with_its_port_takes_console_actions_and_logs_in
             data={"token": TOKEN},
             headers={"Origin": "https://console.example.org:8443"},
         )
-        action = await client.post(
+        key = parse_qs(urlsplit(login.headers["location"]).fragment)[session.KEY_FRAGMENT][0]
+        without_key = await client.post(
             f"/console/replies/{request_id}/fail",
             data={"reason": "x"},
+            headers={"Origin": "https://console.example.org:8443"},
+        )
+        action = await client.post(
+            f"/console/replies/{request_id}/fail",
+            data={"reason": "x", session.KEY_FIELD: key},
             headers={"Origin": "https://console.example.org:8443"},
         )
 
@@ -113,6 +122,8 @@ async def test_an_allowed_origin_with_its_port_takes_console_actions_and_logs_in
     assert "set-cookie" not in other_port.headers
     assert login.status_code == 303, login.text
     assert "ccweb_console=" in login.headers["set-cookie"]
+    assert key not in login.headers["set-cookie"]
+    assert without_key.status_code == 401
     assert action.status_code == 303, action.text
     assert (await reply_row(pair, request_id)).status == "failed"
 

@@ -141,7 +141,7 @@ def test_a_server_process_answers_database_unavailable_until_postgresql_is_back(
     assert "internal error" not in log
     # The background jobs say in one line each pass that the database is away: no traceback.
     assert "sweeping expired run leases failed: the database is unreachable" in log
-    assert "vacuuming the updated tables failed: the database is unreachable" in log
+    assert "vacuuming and analyzing the tables failed: the database is unreachable" in log
     assert "Traceback" not in log
 
 

@@ -51,6 +51,23 @@ def copied_report(source: str, target: str, *flags: str) -> dict[str, Any]:
     return report
 
 
+async def planner_statistics(url: str) -> dict[str, tuple[bool, float]]:
+    """Per table of a PostgreSQL database: whether it was analyzed, and the rows the planner
+    believes it holds (``pg_class.reltuples``; -1 before any ``ANALYZE`` or ``VACUUM``)."""
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                sa.text(
+                    "SELECT s.relname, s.last_analyze IS NOT NULL, c.reltuples "
+                    "FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid"
+                )
+            )
+            return {name: (bool(analyzed), float(believed)) for name, analyzed, believed in rows}
+    finally:
+        await engine.dispose()
+
+
 def test_a_copy_to_postgresql_and_back_keeps_every_row_and_every_api_answer(
     tmp_path: Path, fresh_postgres_url: str
 ) -> None:
@@ -69,6 +86,9 @@ def test_a_copy_to_postgresql_and_back_keeps_every_row_and_every_api_answer(
         assert all(table["ok"] for table in report["tables"])
         assert {t["table"] for t in report["tables"]} == {t.name for t in copied_tables()}
     counts = {t["table"]: t["rows"] for t in there["tables"]}
+    statistics = asyncio.run(planner_statistics(fresh_postgres_url))
+    assert all(statistics[table.name][0] for table in copied_tables()), statistics
+    assert statistics["messages"][1] == counts["messages"]
     assert counts["messages"] > 0 and counts["conversation_credentials"] == 2
     assert counts["server_secrets"] == 1 and counts["reply_requests"] == 5
     assert counts["events"] > 0

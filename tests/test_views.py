@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,18 @@ from sqlalchemy.engine import Connection
 
 from ccweb_store.domain.durations import format_duration, parse_duration
 from ccweb_store.domain.errors import InvalidInput, NotFound
+from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.importer.load import import_state
 from ccweb_store.protocol.shapes import pending_reply_out
 from ccweb_store.services.debugging import list_pending_replies, reply_story
 from ccweb_store.store.db import alembic_config, create_engine, current_revision, downgrade, migrate
+from ccweb_store.store.repositories.sessions import BY_ACTIVITY, BY_CREATION
 from ccweb_store.store.uow import Store
 from tests import debugging_data as data
+from tests import host_calls
 from tests.conftest import migrate_url
+from tests.lifecycle_support import ask, claim, complete, make_conversation
+from tests.plans import query_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES_FILE = ROOT / "ccweb_store" / "debug_queries.sql"
@@ -43,6 +50,9 @@ PENDING_COLUMNS = [
     "target_run_attempts",
     "source_running",
 ]
+#: The operator's "most recently active first", and the index that serves it (migration 0014).
+ACTIVITY_ORDER = "ORDER BY last_message_at DESC LIMIT 20"
+ACTIVITY_INDEX = "ix_sessions_last_message_at"
 ACTIVITY_COLUMNS = [
     "session_id",
     "title",
@@ -315,3 +325,77 @@ def test_ages_print_in_their_two_largest_units() -> None:
         "3d 5h",
         "-",
     ]
+
+
+async def newest_messages(store: Store) -> list[tuple[str, Any, Any]]:
+    """Each conversation's ``conversation_activity.last_message_at`` beside the newest
+    ``created_at`` of its messages, read from the messages themselves."""
+    async with store.engine.connect() as connection:
+        rows = await connection.execute(
+            sa.text(
+                "SELECT a.session_id, a.last_message_at, "
+                "(SELECT MAX(m.created_at) FROM messages m WHERE m.session_id = a.session_id) "
+                "FROM conversation_activity a ORDER BY a.session_id"
+            )
+        )
+        return [tuple(row) for row in rows]
+
+
+def legacy_state(folder: Path, stamps: list[str | None]) -> Path:
+    """A cc-web state of one conversation, ``old``, whose messages carry ``stamps``."""
+    messages = [
+        {"id": f"old-{n}", "role": "user", "content": f"line {n}"}
+        | ({"timestamp": stamp} if stamp is not None else {})
+        for n, stamp in enumerate(stamps)
+    ]
+    (folder / "sessions").mkdir(parents=True, exist_ok=True)
+    document = {"id": "old", "title": "Old", "messages": messages}
+    (folder / "sessions" / "old.json").write_text(json.dumps(document))
+    return folder
+
+
+async def test_last_message_at_is_the_newest_message_however_messages_were_written(
+    store: Store, tmp_path: Path
+) -> None:
+    for name in ("asker", "answerer", "silent"):
+        await make_conversation(store, name)
+    await host_calls.call(
+        store, "message.append", {"sessionId": "asker", "role": "user", "content": "hi"}
+    )
+    await ask(store, "asker", "answerer", "Check it")  # a send: the target's batch
+    run = await claim(store, "w-1")
+    assert run is not None
+    await complete(store, run["id"], "Checked", workerId="w-1")  # output and the reply
+    # An import whose times are out of order, one missing; then one that moves the newest.
+    stamps = ["2025-05-01T09:00:00Z", "2025-05-03T09:00:00Z", None, "2025-05-02T09:00:00Z"]
+    await import_state(store, legacy_state(tmp_path / "first", stamps))
+    moved = [*stamps[:1], "2025-04-01T09:00:00Z", *stamps[2:]]
+    await import_state(store, legacy_state(tmp_path / "second", moved))
+
+    rows = await newest_messages(store)
+    assert [row[0] for row in rows] == ["answerer", "asker", "old", "silent"]
+    assert all(kept == newest for _, kept, newest in rows), rows
+    by_id = {row[0]: row[1] for row in rows}
+    assert by_id["silent"] is None
+    assert str(by_id["old"]).startswith("2025-05-02")
+
+
+@pytest.mark.parametrize(
+    ("statement", "index"),
+    [
+        (sa.text(f"SELECT * FROM conversation_activity {ACTIVITY_ORDER}"), ACTIVITY_INDEX),
+        (BY_CREATION.first, "ix_sessions_created_at_id"),
+        (BY_CREATION.after, "ix_sessions_created_at_id"),
+        (BY_ACTIVITY.after, "ix_sessions_updated_at_id"),
+    ],
+    ids=["conversation_activity", "session.list", "session.list-next", "console"],
+)
+async def test_the_newest_first_orders_are_read_in_order_from_an_index(
+    store: Store, statement: Any, index: str
+) -> None:
+    params = {"limit": 51, "after_at": utcnow(), "after_id": "conv-x"}
+    plan = await query_plan(store, statement, params)
+
+    assert index in plan, plan
+    before = plan.split(index)[0]  # nothing above the index scan sorts what it read
+    assert "Sort" not in before and "TEMP B-TREE" not in before, plan

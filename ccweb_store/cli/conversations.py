@@ -27,7 +27,7 @@ from ccweb_store.cli.tables import (
     runs_json_table,
 )
 from ccweb_store.domain.durations import format_duration
-from ccweb_store.domain.kinds import RunStatus
+from ccweb_store.domain.kinds import RunStatus, conversation_state
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -48,8 +48,9 @@ def _counts(open_requests: dict[str, int]) -> str:
 
 def _state(conversation: dict[str, Any]) -> str:
     run = conversation["activeRun"]
-    state = "idle" if run is None else run["status"]
-    return f"{state}, archived" if conversation["archived"] else state
+    return conversation_state(
+        None if run is None else run["status"], archived=conversation["archived"]
+    )
 
 
 def _ago(timestamp: str | None) -> str:

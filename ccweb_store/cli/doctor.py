@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -17,6 +17,14 @@ MARKS = {"ok": ("  ok", "green"), "warning": ("warn", "yellow"), "action": (" FI
 
 def doctor(
     as_json: AsJson = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Read every stored JSON value, not the first of each column: slower on a "
+            "large database",
+        ),
+    ] = False,
     server: ServerUrl = None,
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -24,16 +32,16 @@ def doctor(
 
     The database (reachable, at the newest schema), the operator token for the bind address,
     CCWEB_ variables that are not settings, expired run leases, waiting reply requests no run
-    will ever answer, and stored JSON values that cannot be read back. Last, the agent CLIs
-    on this machine's PATH (Claude Code, Codex): found or not, their version, and whether it
-    is the one the tests ran.
+    will ever answer, and stored JSON values that cannot be read back (a sample of each
+    column; all of them with --full). Last, the agent CLIs on this machine's PATH (Claude
+    Code, Codex): found or not, their version, and whether it is the one the tests ran.
 
     Exit 0 when nothing needs action (warnings allowed), 1 when something does. With
     --server, the checks run in that server, on its settings and database.
 
     Example: ccweb-store doctor   or   ccweb-store doctor --server http://127.0.0.1:8787 --json
     """
-    from ccweb_store.domain.host_calls import NoParams
+    from ccweb_store.domain.host_calls import OperatorDoctor
     from ccweb_store.protocol.shapes import doctor_report_out
     from ccweb_store.services import doctor as checks
     from ccweb_store.store.db import missing_database
@@ -48,7 +56,7 @@ def doctor(
             result = operator_call(
                 "operator.doctor",
                 checks.run_doctor,
-                NoParams(),
+                OperatorDoctor(full=full),
                 shown=doctor_report_out,
                 server=None,
                 database_url=database_url,
@@ -57,7 +65,7 @@ def doctor(
         result = operator_call(
             "operator.doctor",
             checks.run_doctor,
-            NoParams(),
+            OperatorDoctor(full=full),
             shown=doctor_report_out,
             server=server,
             database_url=database_url,

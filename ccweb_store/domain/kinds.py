@@ -52,3 +52,20 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+
+
+class ConversationState(StrEnum):
+    """What a conversation is doing, one word in every view (the console, the CLI): its
+    active run's status (``queued``, ``running``), else ``idle``; the ``conversation_activity``
+    view's ``active_run_status`` holds the same words (NULL: idle)."""
+
+    IDLE = "idle"
+    QUEUED = "queued"
+    RUNNING = "running"
+
+
+def conversation_state(active_run_status: str | None, *, archived: bool = False) -> str:
+    """A conversation's state as every view shows it: ``idle``, ``queued`` or ``running``,
+    with ``, archived`` for an archived one."""
+    state = ConversationState.IDLE if active_run_status is None else active_run_status
+    return f"{state}, archived" if archived else str(state)

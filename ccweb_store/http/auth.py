@@ -27,7 +27,9 @@ class BearerAuth:
     conversation credential (``credentials.py``, in the header or in ``?credential=``) is let
     through to ``/mcp`` and ``/events`` only, whose endpoints check it; it never opens
     ``/rpc`` nor the console. The console's login cookie (``console/session.py``) stands for
-    the operator token on the console's paths and ``/events``. A refusal is a 401 whose body
+    the operator token on the console's paths, and on ``/events`` with the login's key; on a
+    console page without the key it opens only the page's empty frame
+    (``session.BOUND_SCOPE_KEY`` unset). A refusal is a 401 whose body
     is a JSON-RPC error saying which token to send; a browser asking for a console page
     without a login is sent to the login form instead. Wrong operator tokens are counted per
     client address (``throttle.LoginThrottle``): past the limit, a token is answered 429.
@@ -79,6 +81,7 @@ class BearerAuth:
                 return
         if bearer and hmac.compare_digest(bearer.encode("latin-1"), self.expected):
             scope[OPERATOR_SCOPE_KEY] = True
+            scope[session.BOUND_SCOPE_KEY] = True
             await self.app(scope, receive, send)
             return
         if operator_attempt:
@@ -87,8 +90,20 @@ class BearerAuth:
         if not given and (console or path in self.COOKIE_PATHS):
             cookie = session.cookie_of(headers)
             if cookie is not None and session.cookie_valid(self.token, cookie):
-                scope[OPERATOR_SCOPE_KEY] = True
-                await self.app(scope, receive, send)
+                key = headers.get(session.KEY_HEADER)
+                bound = session.key_valid(self.token, cookie, key)
+                if bound or console:  # a console page without the key shows no data
+                    scope[OPERATOR_SCOPE_KEY] = True
+                    scope[session.BOUND_SCOPE_KEY] = bound
+                    await self.app(scope, receive, send)
+                    return
+                message = (
+                    "the console's login cookie opens /events only with the console's key, "
+                    "which the console's own page sends: open the console (log in again if "
+                    "it asks)"
+                )
+                response = http_error(401, jsonrpc.UNAUTHORIZED, message)
+                await response(scope, receive, send)
                 return
             if console and scope["method"] == "GET" and "text/html" in headers.get("accept", ""):
                 await RedirectResponse(LOGIN_PATH, status_code=303)(scope, receive, send)

@@ -44,6 +44,7 @@ from ccweb_store.domain.host_calls import (
     NoParams,
     OperatorConversation,
     OperatorConversations,
+    OperatorDoctor,
     OperatorPendingReplies,
     OperatorReplyStory,
     RecentMessages,
@@ -184,7 +185,7 @@ METHODS: dict[str, TypedMethod[Any, Any]] = {
         OperatorPendingReplies, operator.pending_replies, shapes.pending_replies_out
     ),
     "operator.replyStory": typed(OperatorReplyStory, operator.reply_story, shapes.reply_story_out),
-    "operator.doctor": typed(NoParams, doctor.run_doctor, shapes.doctor_report_out),
+    "operator.doctor": typed(OperatorDoctor, doctor.run_doctor, shapes.doctor_report_out),
     "tools.list": typed(NoParams, list_tools),
     "tools.dynamic": typed(NoParams, list_dynamic_tools),
     "tools.composerItems": typed(NoParams, list_composer_items),

@@ -76,6 +76,8 @@ async def import_state(
         await import_replies_file(store, replies_path, summary, unmarked, carried, titles)
         if on_file is not None:
             on_file(replies_path, said_of_replies(before, summary))
+    if store is not None and not dry_run:
+        await store.refresh_statistics()  # the planner's view of the tables just filled
     return summary
 
 

@@ -222,6 +222,7 @@ async def copy_database(
         async with target.uow() as uow:
             await uow.identity.finish_copy()
             await uow.commit()
+    await target.refresh_statistics()  # the planner's view of the tables just filled
     return report
 
 

@@ -69,6 +69,8 @@ class ColumnCounts:
     rows_rewritten: int = 0
     #: Rows that changed between the read and the write (left as the service wrote them).
     rows_changed_meanwhile: int = 0
+    #: The scan stopped at its limit of rows before the column's end (``max_rows``).
+    cut: bool = False
 
 
 @dataclass
@@ -89,18 +91,23 @@ async def repair_json(
     *,
     dry_run: bool,
     batch_rows: int = BATCH_ROWS,
+    max_rows: int | None = None,
     on_row: Callable[[RepairedRow], None] | None = None,
     on_batch: Callable[[ColumnCounts], None] | None = None,
 ) -> RepairSummary:
-    """Rewrite (with ``dry_run``: only find) every stored JSON value that breaks the rule;
-    ``on_row`` hears of each such row, ``on_batch`` of each batch read."""
+    """Rewrite (with ``dry_run``: only find) every stored JSON value that breaks the rule,
+    or of each column only its first ``max_rows`` rows by key; ``on_row`` hears of each such
+    row, ``on_batch`` of each batch read."""
     summary = RepairSummary(dry_run=dry_run)
     for column in json_columns():
         counts = ColumnCounts(column)
         summary.columns.append(counts)
         after: str | None = None
         while True:
-            rows, after = await _repair_batch(store, column, counts, after, batch_rows, dry_run)
+            batch = batch_rows
+            if max_rows is not None:
+                batch = min(batch, max_rows - counts.rows_read)
+            rows, after = await _repair_batch(store, column, counts, after, batch, dry_run)
             for row in rows:
                 summary.rows.append(row)
                 if on_row is not None:
@@ -108,6 +115,9 @@ async def repair_json(
             if on_batch is not None:
                 on_batch(counts)
             if after is None:
+                break
+            if max_rows is not None and counts.rows_read >= max_rows:
+                counts.cut = True
                 break
     return summary
 

@@ -70,7 +70,13 @@ class SessionRow(Base):
     """A conversation (``conversationId`` = ``sessions.id``)."""
 
     __tablename__ = "sessions"
-    __table_args__ = (sa.Index(None, "updated_at"),)
+    __table_args__ = (
+        # Newest activity first (the operator's and the console's lists), newest created
+        # first (session.list), newest message first (conversation_activity): migration 0014.
+        sa.Index(None, "updated_at", "id"),
+        sa.Index(None, "created_at", "id"),
+        sa.Index(None, "last_message_at"),
+    )
 
     id: Mapped[str] = mapped_column(sa.String(SESSION_ID_MAX_LENGTH), primary_key=True)
     title: Mapped[str | None] = mapped_column(sa.Text)
@@ -86,6 +92,8 @@ class SessionRow(Base):
     #: The real path this conversation's runs must stay under (None: no box): recorded when an
     #: agent's credential creates it, and checked by the worker when each run starts.
     box: Mapped[str | None] = mapped_column(sa.Text)
+    #: The newest ``created_at`` of its messages, kept by every write of a message.
+    last_message_at: Mapped[datetime | None]
 
 
 class MessageRow(Base):

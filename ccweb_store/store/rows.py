@@ -31,6 +31,7 @@ class Conversation(NamedTuple):
     agent_session_id: str | None
     #: The real path its runs must stay under (``SessionRow.box``), or None.
     box: str | None
+    last_message_at: datetime | None
 
 
 class Message(NamedTuple):

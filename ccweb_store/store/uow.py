@@ -308,13 +308,19 @@ class Store:
         return self._database.watch_commits(poke)
 
     async def vacuum_interval(self, configured: float | None) -> float:
-        """Seconds between the service's own vacuum passes (``store.postgres.vacuum``): 0 for
+        """Seconds between the service's own upkeep passes (``store.postgres.vacuum``): 0 for
         none (SQLite; PostgreSQL whose autovacuum is on, unless ``configured`` says so)."""
         return await self._database.vacuum_interval(configured)
 
     async def keep_vacuumed(self, interval: float) -> None:
-        """Vacuum the tables the service updates every ``interval`` seconds, until cancelled."""
+        """Every ``interval`` seconds, vacuum and analyze the tables whose counters call for
+        it, until cancelled."""
         await self._database.keep_vacuumed(interval)
+
+    async def refresh_statistics(self) -> None:
+        """After a bulk load (``copy``, ``import-json``): ``ANALYZE`` every table on
+        PostgreSQL, ``PRAGMA optimize`` on SQLite, so that the planner knows what they hold."""
+        await self._database.refresh_statistics()
 
     async def health(self) -> str | None:
         """The schema revision of the database, read to show that it answers (``/healthz``).

@@ -31,6 +31,7 @@ from ccweb_store.domain.host_calls.operator import (
     DEFAULT_OPERATOR_PAGE,
     OperatorConversation,
     OperatorConversations,
+    OperatorDoctor,
     OperatorPendingReplies,
     OperatorReplyStory,
 )
@@ -114,6 +115,7 @@ __all__ = [
     "NoParams",
     "OperatorConversation",
     "OperatorConversations",
+    "OperatorDoctor",
     "OperatorPendingReplies",
     "OperatorReplyStory",
     "RecentMessages",

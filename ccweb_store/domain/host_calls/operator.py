@@ -51,3 +51,10 @@ class OperatorReplyStory(CallModel):
     """``operator.replyStory``: one request's story."""
 
     request_id: Text
+
+
+class OperatorDoctor(CallModel):
+    """``operator.doctor``: the checks of ``ccweb-store doctor``; ``full`` reads every stored
+    JSON value, not a sample of each column."""
+
+    full: bool = False

@@ -213,6 +213,10 @@ class PostgresDatabase:
     async def keep_vacuumed(self, interval: float) -> None:
         await vacuum.keep_vacuumed(self.engine, interval)
 
+    async def refresh_statistics(self) -> None:
+        """``ANALYZE`` every table after a bulk load (``vacuum.analyze_tables``)."""
+        await vacuum.analyze_tables(self.engine)
+
     async def close(self) -> None:
         """Give the idle connections back to the pool; those in use go back when released."""
         self._closed = True

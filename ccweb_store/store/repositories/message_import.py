@@ -5,6 +5,7 @@ many message ids, rows inserted and updated by executemany. ``MessageRepository`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -13,6 +14,7 @@ from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import event_types
 from ccweb_store.store.repositories.base import MESSAGES, Repository, column_attributes, prebuilt
+from ccweb_store.store.repositories.sessions import SessionRepository
 from ccweb_store.store.rows import Message
 
 _COLUMNS_BY_ATTRIBUTE = dict(column_attributes(Message))
@@ -74,6 +76,7 @@ class MessageImport(Repository):
         if not rows:
             return
         await self._execute_many(_insert_statement(tuple(sorted(rows[0]))), rows)
+        await self._keep_last_message(rows)
         if noted:
             counts: dict[str, int] = {}
             for row in rows:
@@ -104,3 +107,16 @@ class MessageImport(Repository):
                 .values({columns[key]: bindparam(f"b_{key}") for key in keys})
             )
             await self._execute(stmt, batch)
+        moved = [row["id"] for row in rows if "created_at" in row]
+        if moved:
+            sessions = SessionRepository(self.state)
+            await sessions.recount_last_message((await self.owners(moved)).values())
+
+    async def _keep_last_message(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Each session's ``last_message_at`` after ``rows`` were inserted into it."""
+        newest: dict[str, datetime] = {}
+        for row in rows:
+            at, session_id = row.get("created_at"), row["session_id"]
+            if at is not None and (session_id not in newest or at > newest[session_id]):
+                newest[session_id] = at
+        await SessionRepository(self.state).keep_last_message(newest)

@@ -185,7 +185,7 @@ class MessageRepository(MessageImport):
             raise InvalidInput("content must be a string")
         now = now or utcnow()
         sessions = SessionRepository(self.state)
-        if not await sessions.touch(session_id, now):
+        if not await sessions.touch(session_id, now, message_at=created_at or now):
             raise NotFound(
                 f"conversation {session_id!r} does not exist", code=errors.CONVERSATION_NOT_FOUND
             )

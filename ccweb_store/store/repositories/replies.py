@@ -12,7 +12,7 @@ from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
-from ccweb_store.domain.ids import REPLY_STATUSES, validate_choice
+from ccweb_store.domain.ids import OPEN_REPLY_STATUSES, REPLY_STATUSES, validate_choice
 from ccweb_store.domain.kinds import ReplyStatus, RunStatus
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import reply_to_request_id
@@ -230,9 +230,15 @@ class ReplyRepository(Repository):
         older_than: datetime | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        newest_first: bool = False,
     ) -> tuple[list[ReplyRequest], str | None]:
-        """Oldest first, keyset-paginated by ``(created_at, request_id)``."""
-        stmt = sa.select(REPLIES).order_by(REPLIES.c.created_at, REPLIES.c.request_id)
+        """Oldest first (``newest_first``: newest first), keyset-paginated by
+        ``(created_at, request_id)``."""
+        key = sa.tuple_(REPLIES.c.created_at, REPLIES.c.request_id)
+        order = (REPLIES.c.created_at, REPLIES.c.request_id)
+        stmt = sa.select(REPLIES).order_by(
+            *(column.desc() for column in order) if newest_first else order
+        )
         if statuses:
             for status in statuses:
                 validate_choice(status, REPLY_STATUSES, errors.INVALID_STATUS, "reply status")
@@ -248,13 +254,30 @@ class ReplyRepository(Repository):
             stmt = stmt.where(REPLIES.c.created_at < older_than)
         if cursor:
             created_at, last_id = decode_cursor(cursor, (datetime, str))
-            stmt = stmt.where(
-                sa.tuple_(REPLIES.c.created_at, REPLIES.c.request_id)
-                > sa.tuple_(created_at, last_id)
-            )
+            after = sa.tuple_(created_at, last_id)
+            stmt = stmt.where(key < after if newest_first else key > after)
         return await self._page(
             ReplyRequest, stmt, limit, lambda row: (row.created_at, row.request_id)
         )
+
+    async def open_counts(
+        self, session_ids: Sequence[str]
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """How many open requests (``waiting``, ``ready``, ``failed``) each of ``session_ids``
+        must answer (as target) and made (as source): two grouped index reads."""
+        ids = list(session_ids)
+        counted: list[dict[str, int]] = []
+        for side in (REPLIES.c.target_conversation_id, REPLIES.c.source_conversation_id):
+            if not ids:
+                counted.append({})
+                continue
+            stmt = (
+                sa.select(side, sa.func.count())
+                .where(side.in_(ids), one_of(REPLIES.c.status, OPEN_REPLY_STATUSES))
+                .group_by(side)
+            )
+            counted.append({row[0]: int(row[1]) for row in await self._execute(stmt)})
+        return counted[0], counted[1]
 
     async def deliverable_for_source(self, source_session_id: str) -> list[ReplyRequest]:
         """Replies owed to ``source_session_id``: ``ready`` ones, and ``failed`` ones whose

@@ -26,6 +26,7 @@ from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.repositories.base import (
     RUNS,
     constant,
+    decode_cursor,
     one_of,
     prebuilt,
 )
@@ -252,6 +253,25 @@ class RunRepository(RunLeases):
         )
         return await self._all(Run, stmt)
 
+    async def open_for_requests(self, request_ids: Sequence[str]) -> dict[str, Run]:
+        """For each of ``request_ids`` that has one, a queued or running
+        ``cross_conversation`` run answering it (its running one first)."""
+        ids = list(request_ids)
+        if not ids:
+            return {}
+        stmt = sa.select(RUNS).where(
+            RUNS.c.reply_request_id.in_(ids),
+            RUNS.c.kind == constant(RunKind.CROSS_CONVERSATION),
+            one_of(RUNS.c.status, ACTIVE_RUN_STATUSES),
+        )
+        found: dict[str, Run] = {}
+        for run in await self._all(Run, stmt):
+            assert run.reply_request_id is not None
+            current = found.get(run.reply_request_id)
+            if current is None or run.status == RunStatus.RUNNING:
+                found[run.reply_request_id] = run
+        return found
+
     async def for_request(self, request_id: str) -> list[Run]:
         """Every run naming reply request ``request_id``, oldest first."""
         stmt = (
@@ -286,6 +306,28 @@ class RunRepository(RunLeases):
             ):
                 active[run.session_id] = run
         return active
+
+    async def list_page(
+        self,
+        *,
+        statuses: Sequence[str],
+        session_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[Run], str | None]:
+        """Runs in one of ``statuses``, newest first, keyset-paginated by ``(created_at, id)``."""
+        stmt = (
+            sa.select(RUNS)
+            .where(one_of(RUNS.c.status, statuses))
+            .order_by(RUNS.c.created_at.desc(), RUNS.c.id.desc())
+        )
+        if session_id is not None:
+            stmt = stmt.where(RUNS.c.session_id == session_id)
+        if cursor:
+            created_at, last_id = decode_cursor(cursor, (datetime, str))
+            key = sa.tuple_(RUNS.c.created_at, RUNS.c.id)
+            stmt = stmt.where(key < sa.tuple_(created_at, last_id))
+        return await self._page(Run, stmt, limit, lambda run: (run.created_at, run.id))
 
     async def list_recent(
         self,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -15,11 +15,13 @@ from ccweb_store.domain.errors import Conflict, NotFound
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, new_id, validate_session_id
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.repositories.base import (
+    MESSAGES,
     RUNS,
     SESSIONS,
     Repository,
     constant,
     decode_cursor,
+    encode_cursor,
     prebuilt,
 )
 from ccweb_store.store.repositories.batch_steps import BatchStep
@@ -123,11 +125,21 @@ _HAS_ACTIVE_RUN = prebuilt(sa.select(_has_active_run(bindparam("session_id"))))
 _GET_SESSION = prebuilt(sa.select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id")))
 
 
-#: A session's ``updated_at`` bumped to ``at``, its id returned (none: it does not exist).
+def _newest_message_at() -> sa.ColumnElement[datetime]:
+    """``last_message_at`` once a message made at ``message_at`` is added: the later of the
+    two (a message without a time leaves it as it is)."""
+    column = SESSIONS.c.last_message_at
+    message_at = bindparam("message_at", type_=column.type)
+    later = sa.or_(column.is_(None), column < message_at)
+    return sa.case((sa.and_(message_at.is_not(None), later), message_at), else_=column)
+
+
+#: A session's ``updated_at`` bumped to ``at`` for a message made at ``message_at``, its id
+#: returned (none: it does not exist).
 _TOUCH_SESSION = prebuilt(
     sa.update(SESSIONS)
     .where(SESSIONS.c.id == bindparam("session_id"))
-    .values(updated_at=bindparam("at"))
+    .values(updated_at=bindparam("at"), last_message_at=_newest_message_at())
     .returning(SESSIONS.c.id)
 )
 #: The same for a session this transaction read (and on PostgreSQL locked) already: it exists,
@@ -135,14 +147,60 @@ _TOUCH_SESSION = prebuilt(
 TOUCH_SESSION_UNREAD = prebuilt(
     sa.update(SESSIONS)
     .where(SESSIONS.c.id == bindparam("session_id"))
-    .values(updated_at=bindparam("at"))
+    .values(updated_at=bindparam("at"), last_message_at=_newest_message_at())
+)
+#: The same without bumping ``updated_at``: messages added by an import.
+_KEEP_LAST_MESSAGE = prebuilt(
+    sa.update(SESSIONS)
+    .where(SESSIONS.c.id == bindparam("b_session_id"))
+    .values(last_message_at=_newest_message_at())
+)
+#: The newest message's time of each session named, read again from its messages (after
+#: writes that may have moved it either way: an import's).
+_RECOUNT_LAST_MESSAGE = prebuilt(
+    sa.update(SESSIONS)
+    .where(SESSIONS.c.id == bindparam("b_session_id"))
+    .values(
+        last_message_at=sa.select(sa.func.max(MESSAGES.c.created_at))
+        .where(MESSAGES.c.session_id == bindparam("b_session_id"))
+        .scalar_subquery()
+    )
 )
 
 
 def touch_step(session: str, at: str) -> BatchStep:
     """A ``statements.Batch`` step: the session the values' ``session`` names bumped to their
-    ``at`` (``TOUCH_SESSION_UNREAD``)."""
-    return TOUCH_SESSION_UNREAD, {"session_id": session, "at": at}
+    ``at``, for a message made then (``TOUCH_SESSION_UNREAD``)."""
+    return TOUCH_SESSION_UNREAD, {"session_id": session, "at": at, "message_at": at}
+
+
+class NewestFirst(NamedTuple):
+    """Conversations newest first by ``column`` then id, a page of ``:limit`` rows at a time:
+    the first page, and the page after the row ``(:after_at, :after_id)``. An index on
+    ``(column, id)`` serves both, a page read whatever the table holds."""
+
+    column: str
+    first: sa.Select[Any]
+    after: sa.Select[Any]
+
+
+def _newest_first(name: str) -> NewestFirst:
+    column = SESSIONS.c[name]
+    newest = sa.select(SESSIONS).order_by(column.desc(), SESSIONS.c.id.desc())
+    after = sa.tuple_(column, SESSIONS.c.id) < sa.tuple_(
+        bindparam("after_at", type_=column.type), bindparam("after_id", type_=sa.String())
+    )
+    return NewestFirst(
+        name,
+        prebuilt(newest.limit(bindparam("limit"))),
+        prebuilt(newest.where(after).limit(bindparam("limit"))),
+    )
+
+
+#: ``session.list``'s order (``ix_sessions_created_at_id``).
+BY_CREATION = _newest_first("created_at")
+#: The console's and the operator's order (``ix_sessions_updated_at_id``).
+BY_ACTIVITY = _newest_first("updated_at")
 
 
 class SessionRepository(Repository):
@@ -252,22 +310,56 @@ class SessionRepository(Repository):
             target_busy=busy,
         )
 
-    async def touch(self, session_id: str, at: datetime | None = None) -> bool:
-        """Bump ``updated_at`` (taking the row lock); False when the session does not exist."""
-        params = {"session_id": session_id, "at": at or utcnow()}
+    async def touch(
+        self, session_id: str, at: datetime | None = None, *, message_at: datetime | None = None
+    ) -> bool:
+        """Bump ``updated_at`` (taking the row lock) for a message made at ``message_at``
+        (default: ``at``), which ``last_message_at`` keeps if it is the newest; False when the
+        session does not exist."""
+        at = at or utcnow()
+        params = {"session_id": session_id, "at": at, "message_at": message_at or at}
         return (await self._execute(_TOUCH_SESSION, params)).first() is not None
+
+    async def keep_last_message(self, newest: Mapping[str, datetime]) -> None:
+        """Each session's ``last_message_at`` after messages made up to ``newest[id]`` were
+        added to it (an import's): the later of the two."""
+        params = [{"b_session_id": sid, "message_at": at} for sid, at in sorted(newest.items())]
+        if params:
+            await self._execute(_KEEP_LAST_MESSAGE, params)
+
+    async def recount_last_message(self, session_ids: Iterable[str]) -> None:
+        """Read each session's ``last_message_at`` again from its messages."""
+        params = [{"b_session_id": session_id} for session_id in sorted(set(session_ids))]
+        if params:
+            await self._execute(_RECOUNT_LAST_MESSAGE, params)
 
     async def list_page(
         self, *, limit: int = 50, cursor: str | None = None
     ) -> tuple[list[Conversation], str | None]:
-        """Newest created first (archived ones too), keyset-paginated by ``(created_at, id)``."""
-        stmt = sa.select(SESSIONS).order_by(SESSIONS.c.created_at.desc(), SESSIONS.c.id.desc())
+        """Newest created first (archived ones too), keyset-paginated by ``(created_at, id)``
+        (``BY_CREATION``)."""
+        return await self._newest_first(BY_CREATION, limit, cursor)
+
+    async def page_by_activity(
+        self, *, limit: int, cursor: str | None = None
+    ) -> tuple[list[Conversation], str | None]:
+        """Newest activity first (archived ones too), keyset-paginated by ``(updated_at, id)``
+        (``BY_ACTIVITY``)."""
+        return await self._newest_first(BY_ACTIVITY, limit, cursor)
+
+    async def _newest_first(
+        self, order: NewestFirst, limit: int, cursor: str | None
+    ) -> tuple[list[Conversation], str | None]:
+        params: dict[str, Any] = {"limit": limit + 1}
+        stmt = order.first
         if cursor:
-            created_at, last_id = decode_cursor(cursor, (datetime, str))
-            stmt = stmt.where(
-                sa.tuple_(SESSIONS.c.created_at, SESSIONS.c.id) < sa.tuple_(created_at, last_id)
-            )
-        return await self._page(Conversation, stmt, limit, lambda row: (row.created_at, row.id))
+            params["after_at"], params["after_id"] = decode_cursor(cursor, (datetime, str))
+            stmt = order.after
+        rows = await self._all(Conversation, stmt, params)
+        if len(rows) <= limit:
+            return rows, None
+        last = rows[limit - 1]
+        return rows[:limit], encode_cursor(getattr(last, order.column), last.id)
 
     async def search(
         self, *, limit: int, query: str | None = None, include_archived: bool = False
