@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import shutil
 import statistics
@@ -359,6 +360,14 @@ async def idle_cpu(database_url: str, seconds: float, settle: float) -> float:
 # --- the table ----------------------------------------------------------------------------
 
 
+def _ratio(ours: float, peer: float) -> float:
+    """``ours / peer``; a peer measured as nothing (an idle process in a short run) compares
+    as even when ours is nothing too, and as unbounded otherwise."""
+    if peer > 0:
+        return ours / peer
+    return 1.0 if ours <= 0 else math.inf
+
+
 class Row:
     def __init__(self, name: str, big: str, small: str, ratio: str, goal: str, verdict: str):
         self.cells = (name, big, small, ratio, goal, verdict)
@@ -374,7 +383,7 @@ class Row:
     ) -> Row:
         """A ratio row: ``pairs`` of (measured, peer), one a round; ``sides`` name them when
         they are not the two databases."""
-        ratios = [ours / peer for ours, peer in pairs]
+        ratios = [_ratio(ours, peer) for ours, peer in pairs]
         ratio = statistics.median(ratios)
         ours = statistics.median(ours for ours, _ in pairs)
         peer = statistics.median(peer for _, peer in pairs)
