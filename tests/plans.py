@@ -29,6 +29,7 @@ async def query_plan(
             return " ".join(str(row) for row in plan)
         if only_indexes:
             await connection.execute(sa.text("SET LOCAL enable_seqscan = off"))
+            await connection.execute(sa.text("SET LOCAL enable_bitmapscan = off"))
         await connection.execute(sa.text("SET LOCAL plan_cache_mode = force_generic_plan"))
         await connection.exec_driver_sql(f"PREPARE planned AS {compiled}")
         try:
