@@ -58,10 +58,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.scratch_databases import create_database, drop_database
 from ccweb_store.config import Settings, database_kind, normalize_database_url
+from ccweb_store.contract.runs import ClaimRun, CompleteRun
+from ccweb_store.contract.sessions import CreateSession
 from ccweb_store.domain.context import Source
-from ccweb_store.domain.host_calls import ClaimRun, CompleteRun, CreateSession
 from ccweb_store.domain.kinds import RunKind, RunStatus
-from ccweb_store.protocol import tools
+from ccweb_store.protocol import registry as tools
 from ccweb_store.services import conversations, runs
 from ccweb_store.store.db import create_engine, migrate
 from ccweb_store.store.statements import Batch

@@ -78,7 +78,7 @@ from bench.harness import (
 )
 from bench.hostile import FAMILIES, HostileGenerator, targets
 from ccweb_store.domain import errors
-from ccweb_store.protocol import tools
+from ccweb_store.protocol import registry as tools
 
 CORPUS_DIR = ROOT / "tests" / "fuzz_corpus"
 TOOL_CORPUS = CORPUS_DIR / "tool_arguments.jsonl"

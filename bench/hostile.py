@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.fuzz_checks import parse_raw
-from ccweb_store.http import rpc
-from ccweb_store.protocol import tools
+from ccweb_store.protocol import registry as rpc
+from ccweb_store.protocol import registry as tools
 
 #: Host methods that call a tool: aimed at with each tool in turn.
 TOOL_METHODS = ("tools.call", "tools.callDynamic")
@@ -284,7 +284,7 @@ ENDPOINT_SLOTS = (
 ENDPOINT_TARGETS = (("/rpc", "session.get"), ("/mcp", "ping"))
 
 
-def tool_slots(tool: tools.Tool, arguments: str) -> list[Slot]:
+def tool_slots(tool: tools.Operation, arguments: str) -> list[Slot]:
     """Every place in a tool's ``arguments`` (spelled ``arguments``): the whole object, each
     argument, each field of an array's objects, an unknown one, a twice-written one, a key."""
     base: tuple[str | int, ...] = ("params", arguments)
@@ -378,7 +378,9 @@ def plausible(
     return {}
 
 
-def tool_arguments(tool: tools.Tool, known: Mapping[str, list[str]], target: str) -> dict[str, Any]:
+def tool_arguments(
+    tool: tools.Operation, known: Mapping[str, list[str]], target: str
+) -> dict[str, Any]:
     """A valid ``arguments`` object: every required argument, and every array of objects."""
     properties = tool.input_schema.get("properties", {})
     required = set(tool.input_schema.get("required", []))

@@ -48,8 +48,8 @@ from bench.harness import (
     machine,
     on_each_backend,
 )
-from ccweb_store.http import rpc
-from ccweb_store.protocol import tools
+from ccweb_store.protocol import registry as rpc
+from ccweb_store.protocol import registry as tools
 from ccweb_store.protocol.jsonrpc import UNAUTHORIZED
 
 MARKERS = ("isolation-secret-conversation", "Secret Title 7f3a", "the secret plan is 42")

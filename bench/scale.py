@@ -54,9 +54,9 @@ from bench.legacy_state import generate_state  # noqa: E402
 from bench.scratch_databases import create_database, drop_database  # noqa: E402
 from bench.user_inputs import WORDS  # noqa: E402
 from ccweb_store.config import Settings  # noqa: E402
+from ccweb_store.contract.messages import ListMessages  # noqa: E402
+from ccweb_store.contract.tools import ListUserInputs  # noqa: E402
 from ccweb_store.domain.context import Source  # noqa: E402
-from ccweb_store.domain.host_calls import ListMessages  # noqa: E402
-from ccweb_store.domain.tool_arguments import ListUserInputs  # noqa: E402
 from ccweb_store.mobility.copy import copied_tables, copy_database  # noqa: E402
 from ccweb_store.mobility.export import export_state  # noqa: E402
 from ccweb_store.services.conversations import list_messages  # noqa: E402

@@ -43,10 +43,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench.scratch_databases import create_database, drop_database  # noqa: E402
 from ccweb_store.config import Settings  # noqa: E402
+from ccweb_store.contract.runs import ClaimRun, CompleteRun  # noqa: E402
+from ccweb_store.contract.sessions import CreateSession  # noqa: E402
 from ccweb_store.domain.context import Source  # noqa: E402
-from ccweb_store.domain.host_calls import ClaimRun, CompleteRun, CreateSession  # noqa: E402
 from ccweb_store.domain.kinds import RunKind, RunStatus  # noqa: E402
-from ccweb_store.protocol import tools  # noqa: E402
+from ccweb_store.protocol import registry as tools  # noqa: E402
 from ccweb_store.services import conversations, runs  # noqa: E402
 from ccweb_store.store.db import migrate  # noqa: E402
 from ccweb_store.store.models import SessionRow  # noqa: E402

@@ -53,11 +53,9 @@ from bench import team_data  # noqa: E402
 from bench.harness import ServerProcess, process_cpu_seconds  # noqa: E402
 from bench.scratch_databases import create_database, drop_database  # noqa: E402
 from ccweb_store.config import Settings  # noqa: E402
-from ccweb_store.domain.host_calls import (  # noqa: E402
-    ClaimRun,
-    ListSessions,
-    OperatorConversations,
-)
+from ccweb_store.contract.operator import OperatorConversations  # noqa: E402
+from ccweb_store.contract.runs import ClaimRun  # noqa: E402
+from ccweb_store.contract.sessions import ListSessions  # noqa: E402
 from ccweb_store.http.app import create_app  # noqa: E402
 from ccweb_store.mobility.copy import copy_database  # noqa: E402
 from ccweb_store.services import operator  # noqa: E402

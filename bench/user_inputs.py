@@ -34,14 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.scratch_databases import create_database, drop_database
 from ccweb_store.config import Settings
+from ccweb_store.contract.tools import MAX_CHARS_DEFAULT, USER_INPUTS_DEFAULT, ListUserInputs
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.domain.tool_arguments import (
-    MAX_CHARS_DEFAULT,
-    USER_INPUTS_DEFAULT,
-    ListUserInputs,
-)
 from ccweb_store.services.user_inputs import apply_budget, list_user_inputs
 from ccweb_store.store.db import create_engine, migrate
 from ccweb_store.store.models import MessageRow

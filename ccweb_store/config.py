@@ -12,7 +12,7 @@ import platformdirs
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ccweb_store.domain.host_calls import MAX_LEASE_SECONDS
+from ccweb_store.contract.runs import MAX_LEASE_SECONDS
 
 #: The SQLite file's name inside the data directory.
 DATABASE_FILE_NAME = "ccweb.db"

@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ccweb_store.domain.host_calls import ClaimRun, ExpireReplies
-from ccweb_store.http.rpc import METHODS
-from ccweb_store.protocol import shapes
+from ccweb_store.contract.replies import ExpireReplies
+from ccweb_store.contract.runs import ClaimRun
+from ccweb_store.protocol import registry
 from ccweb_store.protocol.argument_errors import parsed
 from ccweb_store.services import replies, runs
 from ccweb_store.store.uow import Store
@@ -21,7 +21,9 @@ _EXPIRE = TypeAdapter(ExpireReplies)
 
 
 async def call(store: Store, method: str, params: Mapping[str, Any]) -> Any:
-    return await METHODS[method](store, params)
+    operation = registry.get_method(method)
+    assert operation is not None, method
+    return await registry.call_method(store, operation, params)
 
 
 def _method(method: str) -> Callable[[Store, Mapping[str, Any]], Awaitable[Any]]:
@@ -53,14 +55,14 @@ respond = _method("prompt.respond")
 
 async def claim_run(store: Store, params: Mapping[str, Any], *, now: datetime | None = None) -> Any:
     """``run.claim``, at ``now`` when a test sets the clock."""
-    return shapes.claim_out(await runs.claim_run(store, parsed(_CLAIM, params), now=now))
+    return registry.dumped(await runs.claim_run(store, parsed(_CLAIM, params), now=now))
 
 
 async def expire_replies(
     store: Store, params: Mapping[str, Any], *, now: datetime | None = None
 ) -> Any:
     """``reply.expire``, at ``now`` when a test sets the clock."""
-    return shapes.expired_out(await replies.expire_replies(store, parsed(_EXPIRE, params), now=now))
+    return registry.dumped(await replies.expire_replies(store, parsed(_EXPIRE, params), now=now))
 
 
 async def expirable_replies(

@@ -10,8 +10,8 @@ import httpx
 import sqlalchemy as sa
 
 from ccweb_store.domain.context import Source
+from ccweb_store.domain.rows import Message, ReplyRequest, Run
 from ccweb_store.store.models import Base
-from ccweb_store.store.rows import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store
 from tests import host_calls, tool_calls
 from tests.http_client import app_client, call_tool, rpc_result

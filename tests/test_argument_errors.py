@@ -11,7 +11,7 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.kinds import ReplyMode
-from ccweb_store.protocol import tools
+from ccweb_store.protocol import registry as tools
 
 
 async def refusal(name: str, arguments: object) -> DomainError:
@@ -76,7 +76,7 @@ async def test_a_check_with_a_code_of_its_own_keeps_it() -> None:
 
 def test_every_argument_the_schema_lists_is_one_the_model_reads() -> None:
     for tool in tools.TOOLS:
-        aliases = {field.alias for field in tool.arguments.model_fields.values()}
+        aliases = {field.alias for field in tool.input.model_fields.values()}
         assert set(tool.input_schema["properties"]) <= aliases, tool.name
         assert set(tool.input_schema.get("required", ())) <= set(tool.input_schema["properties"])
 

@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from ccweb_store.contract.messages import ListMessages
+from ccweb_store.contract.runs import ClaimRun
+from ccweb_store.contract.sessions import CreateSession
 from ccweb_store.domain import errors
 from ccweb_store.domain.arguments import INT64_MAX, reject_nul
 from ccweb_store.domain.errors import InvalidInput
-from ccweb_store.domain.host_calls import ClaimRun, CreateSession, ListMessages
 from ccweb_store.protocol.argument_errors import parsed
 
 

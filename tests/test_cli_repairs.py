@@ -18,9 +18,9 @@ import sqlalchemy as sa
 
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import Conflict
+from ccweb_store.domain.rows import Message, Run
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import ReplyRequestRow
-from ccweb_store.store.rows import Message, Run
 from ccweb_store.store.uow import Store
 from tests import host_calls
 from tests.cli_support import as_json, ccweb_store, run_cli

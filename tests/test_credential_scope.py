@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ccweb_store.domain import errors
-from ccweb_store.store.rows import Conversation
+from ccweb_store.domain.rows import Conversation
 from ccweb_store.store.uow import Store
 from tests.credential_support import mint, tool, tool_payload
 from tests.http_client import app_client, rpc_result

@@ -32,8 +32,8 @@ from bench.hostile import (
     targets,
     write,
 )
-from ccweb_store.http import rpc
-from ccweb_store.protocol import tools
+from ccweb_store.protocol import registry as rpc
+from ccweb_store.protocol import registry as tools
 
 KNOWN = {
     "session": ["fuzz-a", "fuzz-b", "fuzz-c"],

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ccweb_store.store.rows import ReplyRequest
+from ccweb_store.domain.rows import ReplyRequest
 from ccweb_store.store.uow import Store
 from tests.cli_support import run_cli
 from tests.lifecycle_support import reply_row, runs_of

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from ccweb_store.contract.base import NoParams
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import DomainError
-from ccweb_store.http import rpc
 from ccweb_store.protocol import jsonrpc
+from ccweb_store.protocol import registry as rpc
 from ccweb_store.store.uow import Store
 from tests.http_client import JSON, app_client, rpc_result
 
@@ -147,10 +148,12 @@ async def test_a_domain_error_carries_its_snake_case_code(store: Store) -> None:
 async def test_an_internal_error_leaks_no_traceback_but_logs_it(
     store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def broken(store: Store, params: Mapping[str, Any]) -> Any:
+    async def broken(store: Store, call: NoParams) -> Any:
         raise RuntimeError("secret detail from deep inside")
 
-    monkeypatch.setitem(rpc.METHODS, "test.broken", broken)
+    monkeypatch.setitem(
+        rpc.METHODS, "test.broken", rpc.method("test.broken", NoParams, Any, broken)
+    )
     async with app_client(store) as client:
         with caplog.at_level(logging.ERROR, logger="ccweb_store.protocol.jsonrpc"):
             response = await client.post(
@@ -169,10 +172,11 @@ async def test_an_internal_error_leaks_no_traceback_but_logs_it(
 async def test_a_domain_error_from_a_method_keeps_its_message(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def refuses(store: Store, params: Mapping[str, Any]) -> Any:
+    async def refuses(store: Store, call: NoParams) -> Any:
         raise DomainError("the target is busy; try later", code=errors.TARGET_BUSY)
 
-    monkeypatch.setitem(rpc.METHODS, "test.refuses", refuses)
+    refusing = rpc.method("test.refuses", NoParams, Any, refuses)
+    monkeypatch.setitem(rpc.METHODS, "test.refuses", refusing)
     async with app_client(store) as client:
         response = await client.post(
             "/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "test.refuses"}

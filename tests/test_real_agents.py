@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ccweb_store.protocol.tools import TOOLS
+from ccweb_store.protocol.registry import TOOLS
 from tests.agent_clis import Agents, agent_bin, agents, scripted_agent
 from tests.cli_support import run_cli
 from tests.model_standins import AnthropicStandIn, ResponsesStandIn

@@ -15,7 +15,7 @@ import pytest
 from bench import crash_server, fuzz_http, hostile, isolation, stress_load
 from bench.harness import Answer, ServerProcess
 from ccweb_store.domain import errors
-from ccweb_store.http import rpc
+from ccweb_store.protocol import registry as rpc
 
 BACKEND_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 

@@ -1,25 +1,41 @@
-"""Every ``/rpc`` method and every MCP tool has a model of its answer (a closed ``TypedDict``
-of ``protocol/shapes``, ``METHODS[name].result`` and ``Tool.result``): a real call of each, on
-SQLite and PostgreSQL, answers what its model lists and nothing else."""
+"""Every ``/rpc`` method and every MCP tool publishes the schema of its answer, generated from
+its output model (a tool's ``outputSchema``, a method's result in the OpenRPC document that
+``rpc.discover`` serves): a real call of each, on SQLite and PostgreSQL, answers what its
+published schema allows and nothing else, checked by ``jsonschema`` (an outside validator), and
+its params are what the OpenRPC document publishes."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+import jsonschema
 import pytest
-from pydantic import TypeAdapter, ValidationError
 
+from ccweb_store.contract.objects import Run as RunOut
 from ccweb_store.domain.context import Source
-from ccweb_store.http.rpc import METHODS
-from ccweb_store.protocol import shapes
-from ccweb_store.protocol.shapes.objects import RunOut
-from ccweb_store.protocol.tools import TOOLS, get_tool
-from ccweb_store.store.rows import Run
+from ccweb_store.domain.rows import Run
+from ccweb_store.protocol import openrpc
+from ccweb_store.protocol.registry import METHODS, TOOLS, dumped, get_tool
 from ccweb_store.store.uow import Store
 from tests import host_calls, tool_calls
 
 TOOL_METHODS = ("tools.call", "tools.callDynamic")
+DOCUMENT = {method["name"]: method for method in openrpc.document()["methods"]}
+
+
+def check(schema: dict[str, Any], answer: Any) -> None:
+    jsonschema.validate(answer, schema, cls=jsonschema.Draft202012Validator)
+
+
+def check_params(method: str, params: dict[str, Any]) -> None:
+    """``params`` hold only the document's params of ``method``, each as its schema says."""
+    published = {param["name"]: param for param in DOCUMENT[method]["params"]}
+    for name, value in params.items():
+        assert name in published, (method, name)
+        check(published[name]["schema"], value)
+    for name, param in published.items():
+        assert name in params or not param["required"], (method, name)
 
 
 class CheckedCalls:
@@ -32,17 +48,18 @@ class CheckedCalls:
         self.tools: set[str] = set()
 
     async def rpc(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        check_params(method, params or {})
         answer = await host_calls.call(self.store, method, params or {})
-        TypeAdapter(METHODS[method].result).validate_python(answer)
+        check(DOCUMENT[method]["result"]["schema"], answer)
         if method in TOOL_METHODS:
             assert params is not None
-            TypeAdapter(get_tool(params["tool"]).result).validate_python(answer)
+            check(get_tool(params["tool"]).output_schema, answer)
         self.methods.add(method)
         return answer
 
     async def tool(self, source: str, name: str, args: dict[str, Any]) -> Any:
         answer = await tool_calls.call(self.store, Source(source), name, args)
-        TypeAdapter(get_tool(name).result).validate_python(answer)
+        check(get_tool(name).output_schema, answer)
         self.tools.add(name)
         return answer
 
@@ -167,41 +184,38 @@ def a_run() -> Run:
 
 
 def test_a_key_the_model_does_not_list_is_refused() -> None:
-    """What catches a shaping function that grows an unlisted key: its answer no longer
-    validates against the row's result model."""
-
-    def leaky_run_out(row: Run) -> dict[str, Any]:
-        return {**shapes.run_out(row), "leaseToken": "secret"}
-
-    model = TypeAdapter(METHODS["run.start"].result)
-    model.validate_python(shapes.run_out(a_run()))
-    with pytest.raises(ValidationError, match="leaseToken"):
-        model.validate_python(leaky_run_out(a_run()))
+    """What catches an answer that grows an unlisted key: it no longer validates against the
+    published schema."""
+    schema = METHODS["run.start"].output_schema
+    answer = dumped(RunOut.model_validate(a_run()))
+    check(schema, answer)
+    with pytest.raises(jsonschema.ValidationError, match="leaseToken"):
+        check(schema, {**answer, "leaseToken": "secret"})
 
 
 @pytest.mark.parametrize(
     ("change", "wrong"),
     [
         (lambda answer: answer.pop("status"), "status"),
-        (lambda answer: answer.update(attempts="0"), "attempts"),
-        (lambda answer: answer.update(attempts=0.0), "attempts"),
-        (lambda answer: answer.update(workerId=7), "workerId"),
-        (lambda answer: answer.update(createdAt=None), "createdAt"),
+        (lambda answer: answer.update(attempts="0"), "'0'"),
+        (lambda answer: answer.update(attempts=0.5), "0.5"),
+        (lambda answer: answer.update(workerId=7), "7"),
+        (lambda answer: answer.update(createdAt=None), "None"),
     ],
 )
 def test_a_missing_key_or_another_json_type_is_refused(change: Any, wrong: str) -> None:
-    answer: dict[str, Any] = dict(shapes.run_out(a_run()))
+    answer: dict[str, Any] = dumped(RunOut.model_validate(a_run()))
     change(answer)
-    with pytest.raises(ValidationError, match=wrong):
-        TypeAdapter(RunOut).validate_python(answer)
+    with pytest.raises(jsonschema.ValidationError, match=wrong):
+        check(METHODS["run.start"].output_schema, answer)
 
 
 def open_objects(schema: Any) -> list[str]:
-    """The titles of the objects in a JSON schema that allow properties they do not list."""
+    """The objects in a JSON schema that allow properties they do not list."""
     found = []
     if isinstance(schema, dict):
         if "properties" in schema and schema.get("additionalProperties") is not False:
-            found.append(schema.get("title", "?"))
+            found.append(", ".join(schema["properties"]))
         found += [title for value in schema.values() for title in open_objects(value)]
     elif isinstance(schema, list):
         found += [title for value in schema for title in open_objects(value)]
@@ -209,8 +223,18 @@ def open_objects(schema: Any) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "model",
-    [method.result for method in METHODS.values()] + [tool.result for tool in TOOLS],
+    "operation", [*METHODS.values(), *TOOLS], ids=lambda operation: operation.name
 )
-def test_every_result_model_is_closed(model: Any) -> None:
-    assert open_objects(TypeAdapter(model).json_schema()) == []
+def test_every_published_answer_schema_is_closed_and_valid(operation: Any) -> None:
+    schema = operation.output_schema
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert open_objects(schema) == []
+
+
+def test_every_tool_publishes_its_output_schema_beside_its_input_schema() -> None:
+    from ccweb_store.protocol.registry import public_tools
+
+    for listed in public_tools():
+        tool = get_tool(listed["name"])
+        assert listed["outputSchema"] == tool.output_schema
+        assert listed["outputSchema"]["type"] == "object"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ccweb_store.domain.rows import TABLE_OF, Run
 from ccweb_store.store.models import Base
-from ccweb_store.store.rows import TABLE_OF, Run
 
 
 @pytest.mark.parametrize("value_type", list(TABLE_OF), ids=lambda value_type: value_type.__name__)

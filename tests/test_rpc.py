@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from ccweb_store.domain import errors
-from ccweb_store.protocol import jsonrpc, tools
+from ccweb_store.protocol import jsonrpc
+from ccweb_store.protocol import registry as tools
 from ccweb_store.store.uow import Store
 from tests.http_client import app_client, rpc, rpc_result
 from tests.lifecycle_support import make_conversation, table_row_counts
@@ -177,9 +178,10 @@ async def test_message_list_of_a_missing_session_is_not_found(store: Store) -> N
 async def test_tools_methods_are_derived_from_the_registry(store: Store) -> None:
     async with app_client(store) as client:
         assert await rpc_result(client, "tools.list") == tools.public_tools()
-        assert await rpc_result(client, "tools.dynamic") == tools.dynamic_tools()
+        dynamic = [tools.dumped(tool) for tool in tools.dynamic_tools()]
+        assert await rpc_result(client, "tools.dynamic") == dynamic
         items = await rpc_result(client, "tools.composerItems")
-        assert items == tools.composer_items()
+        assert items == [tools.dumped(item) for item in tools.composer_items()]
         assert "mcp:ccweb/ccweb_send_message" in [item["id"] for item in items]
         mcp_tools = (
             await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from ccweb_store.config import Settings
+from ccweb_store.contract.runs import ClaimRun, CompleteRun
+from ccweb_store.contract.sessions import CreateSession
 from ccweb_store.domain.context import Source
-from ccweb_store.domain.host_calls import ClaimRun, CompleteRun, CreateSession
 from ccweb_store.domain.kinds import RunStatus
-from ccweb_store.protocol import tools
+from ccweb_store.protocol import registry as tools
 from ccweb_store.services import conversations, runs
 from ccweb_store.store.db import migrate
 from ccweb_store.store.sqlite.driver import SQLiteDatabase

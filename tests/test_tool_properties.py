@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 from bench.fuzz_http import DOCUMENTED_CODES, RPC_PARAMS
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
-from ccweb_store.http import rpc
-from ccweb_store.protocol import jsonrpc, tools
+from ccweb_store.http import rpc as http_rpc
+from ccweb_store.protocol import jsonrpc
+from ccweb_store.protocol import registry as rpc
+from ccweb_store.protocol import registry as tools
 from ccweb_store.store.uow import Store
 from tests.lifecycle_support import table_row_counts
 
@@ -88,7 +90,7 @@ QUESTIONS = st.lists(
 )
 
 
-def tool_arguments(tool: tools.Tool) -> st.SearchStrategy[Any]:
+def tool_arguments(tool: tools.Operation) -> st.SearchStrategy[Any]:
     names = list(tool.input_schema.get("properties", {}))
     drawn = arguments(names)
     if tool.name == "ccweb_prompt_user":
@@ -128,7 +130,7 @@ async def test_any_host_method_params_get_a_result_or_a_documented_error_and_ref
     params = data.draw(arguments(list(RPC_PARAMS[method])), label="params")
     before = await table_row_counts(pair)
     try:
-        result = await rpc.dispatcher(pair)(method, params)
+        result = await http_rpc.dispatcher(pair)(method, params)
     except DomainError as exc:
         _assert_documented(exc)
         assert await table_row_counts(pair) == before

@@ -6,15 +6,14 @@ from typing import Any
 
 import pytest
 
+from ccweb_store.contract.tools import SendAnswer, SendMessage
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.kinds import ReplyMode
-from ccweb_store.domain.tool_arguments import SendMessage
-from ccweb_store.protocol import tools
+from ccweb_store.domain.rows import Party
+from ccweb_store.protocol import registry as tools
 from ccweb_store.services import messaging
-from ccweb_store.services.messaging import SendResult
-from ccweb_store.store.repositories import Party
 from ccweb_store.store.uow import Store
 
 PUBLIC = [
@@ -85,9 +84,9 @@ def test_send_message_description_states_the_selection_rule() -> None:
 def test_the_hidden_alias_appears_in_no_list() -> None:
     listed = [
         *(t["name"] for t in tools.public_tools()),
-        *(t["name"] for t in tools.dynamic_tools()),
-        *(item["name"] for item in tools.composer_items()),
-        *(item["id"] for item in tools.composer_items()),
+        *(t["name"] for t in [tools.dumped(t) for t in tools.dynamic_tools()]),
+        *(item["name"] for item in [tools.dumped(i) for i in tools.composer_items()]),
+        *(item["id"] for item in [tools.dumped(i) for i in tools.composer_items()]),
     ]
     assert not any("ccweb_request_reply" in name for name in listed)
     assert tools.get_tool("ccweb_request_reply").public is False
@@ -95,19 +94,21 @@ def test_the_hidden_alias_appears_in_no_list() -> None:
 
 def test_dynamic_tools_are_the_public_communication_tools_plus_namespace() -> None:
     public = {t["name"]: t for t in tools.public_tools()}
-    dynamic = tools.dynamic_tools()
+    dynamic = [tools.dumped(t) for t in tools.dynamic_tools()]
     assert [t["name"] for t in dynamic] == [n for n in PUBLIC if n != "ccweb_prompt_user"]
     for tool in dynamic:
         assert tool["namespace"] == "ccweb"
         original = public[tool["name"]]
         assert {k: v for k, v in tool.items() if k != "namespace"} == original
-        # Derived, not copied: the very same description and schema objects.
-        assert tool["description"] is original["description"]
-        assert tool["inputSchema"] is original["inputSchema"]
+        # Derived, not copied: each from the tool's one row of the registry.
+        row = tools.get_tool(tool["name"])
+        assert tool["description"] == row.description
+        assert tool["inputSchema"] == row.input_schema
+        assert tool["outputSchema"] == row.output_schema
 
 
 def test_composer_items_name_every_public_tool_under_mcp_ccweb() -> None:
-    items = tools.composer_items()
+    items = [tools.dumped(i) for i in tools.composer_items()]
     assert items == [
         {"id": f"mcp:ccweb/{t['name']}", "name": t["name"], "description": t["description"]}
         for t in tools.public_tools()
@@ -156,9 +157,9 @@ async def test_the_hidden_alias_sends_with_return_and_continue(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    async def fake_send(store: Store, source: Source, args: SendMessage) -> SendResult:
+    async def fake_send(store: Store, source: Source, args: SendMessage) -> SendAnswer:
         seen.update(args=args, source=source)
-        return SendResult(args.reply_mode, "msg_1", "run_1", Party("t", None), "req_1")
+        return SendAnswer.of(args.reply_mode, "msg_1", "run_1", Party("t", None), "req_1")
 
     monkeypatch.setattr(messaging, "send_message", fake_send)
     store: Any = None

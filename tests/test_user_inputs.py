@@ -14,7 +14,7 @@ from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.protocol import tools
+from ccweb_store.protocol import registry as tools
 from ccweb_store.services.user_inputs import apply_budget, first_batch
 from ccweb_store.store.models import Base, MessageRow
 from ccweb_store.store.repositories import MessageRepository

@@ -12,11 +12,11 @@ import sqlalchemy as sa
 from alembic import command
 from sqlalchemy.engine import Connection
 
+from ccweb_store.contract.operator import OperatorReplyStory, PendingReply
 from ccweb_store.domain.durations import format_duration, parse_duration
 from ccweb_store.domain.errors import InvalidInput, NotFound
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.importer.load import import_state
-from ccweb_store.protocol.shapes import pending_reply_out
 from ccweb_store.services.debugging import list_pending_replies, reply_story
 from ccweb_store.store.db import alembic_config, create_engine, current_revision, downgrade, migrate
 from ccweb_store.store.repositories.sessions import BY_ACTIVITY, BY_CREATION
@@ -282,7 +282,9 @@ async def test_list_pending_replies_filters_by_status_conversation_and_age(
 
     assert [p.reply.request_id for p in everything] == list(data.OPEN_REQUESTS)
     assert [p.reply.request_id for p in ready] == [data.READY]
-    assert ready[0].source_running and pending_reply_out(ready[0])["sourceRunning"] is True
+    assert (
+        ready[0].source_running and PendingReply.of(ready[0]).model_dump()["sourceRunning"] is True
+    )
     assert [p.reply.request_id for p in for_delta] == [data.LEGACY, data.READY]
     assert [p.reply.request_id for p in old] == [data.LEGACY, data.FAILED]
     with pytest.raises(InvalidInput, match="returned"):
@@ -292,13 +294,13 @@ async def test_list_pending_replies_filters_by_status_conversation_and_age(
 async def test_reply_story_gathers_the_request_its_runs_and_both_messages(store: Store) -> None:
     runs = await data.seed(store.settings.database_url)
 
-    story = await reply_story(store, data.RETURNED)
+    story = await reply_story(store, OperatorReplyStory(request_id=data.RETURNED))
 
     assert [run.id for run in story.runs] == [runs["returned_target"], runs["returned_follow_up"]]
     assert story.request_message is not None and story.request_message.session_id == "alpha"
     assert story.reply_message is not None and story.reply_message.id == data.REPLY_MESSAGE
     with pytest.raises(NotFound) as raised:
-        await reply_story(store, "req_missing")
+        await reply_story(store, OperatorReplyStory(request_id="req_missing"))
     assert raised.value.code == "request_not_found"
 
 

@@ -1,4 +1,4 @@
-"""The tools called as an agent calls them: wire arguments through ``tools.call_tool``, the
+"""The tools called as an agent calls them: wire arguments through ``registry.call_tool``, the
 edge that validates them into the tool's model, so a test pins what an agent sees."""
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccweb_store.domain.context import Source
-from ccweb_store.protocol import tools
+from ccweb_store.protocol import registry
 from ccweb_store.store.uow import Store
 
 
 async def call(store: Store, source: Source, name: str, args: object) -> dict[str, Any]:
-    return await tools.call_tool(store, source, name, args)
+    result: dict[str, Any] = await registry.call_tool(store, source, name, args)
+    return result
 
 
 async def send_message(

@@ -109,15 +109,11 @@ def conversations_create(
 
     Example: ccweb-store conversations create --title Planner --agent claude
     """
-    from ccweb_store.domain.host_calls import CreateSession
-    from ccweb_store.protocol.shapes import session_view_out
-    from ccweb_store.services.conversations import create_session
+    from ccweb_store.contract.sessions import CreateSession
 
     created = operator_call(
         "session.create",
-        create_session,
         model_call(CreateSession, id=conversation_id, title=title, agent=agent, cwd=cwd),
-        shown=session_view_out,
         server=server,
         database_url=database_url,
     )
@@ -153,10 +149,8 @@ def conversations_list(
 
     Example: ccweb-store conversations list --query planner
     """
-    from ccweb_store.domain.host_calls import OperatorConversations
+    from ccweb_store.contract.operator import OperatorConversations
     from ccweb_store.domain.ids import MAX_PAGE
-    from ccweb_store.protocol.shapes import conversations_page_out
-    from ccweb_store.services.operator import list_conversations
 
     search = model_call(
         OperatorConversations,
@@ -166,9 +160,7 @@ def conversations_list(
     )
     result = operator_call(
         "operator.conversations",
-        list_conversations,
         search,
-        shown=conversations_page_out,
         server=server,
         database_url=database_url,
     )
@@ -199,15 +191,11 @@ def conversations_show(
 
     Example: ccweb-store conversations show conv_0123 --json
     """
-    from ccweb_store.domain.host_calls import OperatorConversation
-    from ccweb_store.protocol.shapes import conversation_detail_out
-    from ccweb_store.services.operator import show_conversation
+    from ccweb_store.contract.operator import OperatorConversation
 
     result = operator_call(
         "operator.conversation",
-        show_conversation,
         model_call(OperatorConversation, id=conversation_id),
-        shown=conversation_detail_out,
         server=server,
         database_url=database_url,
         not_found=CONVERSATION_NOT_FOUND,
@@ -258,15 +246,11 @@ def conversations_archive(
 
     Example: ccweb-store conversations archive conv_0123   (undo: --restore)
     """
-    from ccweb_store.domain.host_calls import ArchiveSession
-    from ccweb_store.protocol.shapes import session_view_out
-    from ccweb_store.services.conversations import archive_session
+    from ccweb_store.contract.sessions import ArchiveSession
 
     session = operator_call(
         "session.archive",
-        archive_session,
         model_call(ArchiveSession, id=conversation_id, archived=not restore),
-        shown=session_view_out,
         server=server,
         database_url=database_url,
         not_found=CONVERSATION_NOT_FOUND,
@@ -303,18 +287,14 @@ def conversations_agent_session(
     Example: ccweb-store conversations agent-session conv_0123 --clear
     """
     from ccweb_store.cli.common import fail
-    from ccweb_store.domain.host_calls import GetSession, UpdateSession
-    from ccweb_store.protocol.shapes import session_view_out
-    from ccweb_store.services.conversations import get_session, update_session
+    from ccweb_store.contract.sessions import GetSession, UpdateSession
 
     if clear and agent_session_id is not None:
         fail("give an agent session id to set, or --clear, not both")
     if clear or agent_session_id is not None:
         session = operator_call(
             "session.update",
-            update_session,
             model_call(UpdateSession, id=conversation_id, agent_session_id=agent_session_id),
-            shown=session_view_out,
             server=server,
             database_url=database_url,
             not_found=CONVERSATION_NOT_FOUND,
@@ -322,9 +302,7 @@ def conversations_agent_session(
     else:
         session = operator_call(
             "session.get",
-            get_session,
             model_call(GetSession, id=conversation_id),
-            shown=session_view_out,
             server=server,
             database_url=database_url,
             not_found=CONVERSATION_NOT_FOUND,

@@ -135,9 +135,7 @@ def conversation_url(
 
     from ccweb_store.cli.client_setups import CLIENTS, setup_lines
     from ccweb_store.cli.remote import operator_call
-    from ccweb_store.domain.host_calls import MintCredential
-    from ccweb_store.protocol.shapes import minted_out
-    from ccweb_store.services.credentials import mint_credential
+    from ccweb_store.contract.credentials import MintCredential
 
     if client == "stdio":
         fail("--client stdio: use --client claude --stdio or --client codex --stdio")
@@ -163,9 +161,7 @@ def conversation_url(
     )
     minted = operator_call(
         "credential.mint",
-        mint_credential,
         call,
-        shown=minted_out,
         server=server,
         database_url=database_url,
     )
@@ -238,9 +234,8 @@ def credentials_list(
 
     Example: ccweb-store credentials list --conversation conv_0123 --all
     """
-    from ccweb_store.domain.host_calls import ListCredentials
+    from ccweb_store.contract.credentials import ListCredentials
     from ccweb_store.domain.ids import MAX_PAGE
-    from ccweb_store.protocol.shapes import credentials_out
     from ccweb_store.services.credentials import list_credentials
 
     query = model_call(
@@ -249,7 +244,7 @@ def credentials_list(
         limit=min(limit, MAX_PAGE),
         session_id=conversation,
     )
-    listed = credentials_out(with_store(database_url, lambda store: list_credentials(store, query)))
+    listed = with_store(database_url, lambda store: list_credentials(store, query)).model_dump()
     rows = listed["credentials"]
     if as_json:
         print_json({"credentials": rows, "count": len(rows)})
@@ -269,12 +264,11 @@ def credentials_revoke(
 
     Example: ccweb-store credentials revoke cred_0123
     """
-    from ccweb_store.domain.host_calls import RevokeCredential
-    from ccweb_store.protocol.shapes import credential_out
+    from ccweb_store.contract.credentials import RevokeCredential
     from ccweb_store.services.credentials import revoke_credential
 
     call = model_call(RevokeCredential, credential_id=credential_id)
-    revoked = credential_out(with_store(database_url, lambda store: revoke_credential(store, call)))
+    revoked = with_store(database_url, lambda store: revoke_credential(store, call)).model_dump()
     if as_json:
         print_json(revoked)
     else:

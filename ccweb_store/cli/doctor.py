@@ -41,8 +41,7 @@ def doctor(
 
     Example: ccweb-store doctor   or   ccweb-store doctor --server http://127.0.0.1:8787 --json
     """
-    from ccweb_store.domain.host_calls import OperatorDoctor
-    from ccweb_store.protocol.shapes import doctor_report_out
+    from ccweb_store.contract.operator import OperatorDoctor
     from ccweb_store.services import doctor as checks
     from ccweb_store.store.db import missing_database
 
@@ -51,22 +50,18 @@ def doctor(
         settings = database_settings(database_url, required=False)
         missing = missing_database(settings.database_url)
         if missing is not None:
-            result = doctor_report_out(checks.missing_database_report(str(missing), settings))
+            result = checks.missing_database_report(str(missing), settings).model_dump()
         else:
             result = operator_call(
                 "operator.doctor",
-                checks.run_doctor,
                 OperatorDoctor(full=full),
-                shown=doctor_report_out,
                 server=None,
                 database_url=database_url,
             )
     else:
         result = operator_call(
             "operator.doctor",
-            checks.run_doctor,
             OperatorDoctor(full=full),
-            shown=doctor_report_out,
             server=server,
             database_url=database_url,
         )

@@ -50,18 +50,14 @@ def messages(
 
     Example: ccweb-store messages conv_0123 --limit 5 --role assistant
     """
-    from ccweb_store.domain.host_calls import RecentMessages
-    from ccweb_store.protocol.shapes import messages_before_out
-    from ccweb_store.services.conversations import recent_messages
+    from ccweb_store.contract.messages import RecentMessages
 
     query = model_call(
         RecentMessages, session_id=conversation_id, limit=limit, before_seq=before, role=role
     )
     result = operator_call(
         "message.recent",
-        recent_messages,
         query,
-        shown=messages_before_out,
         server=server,
         database_url=database_url,
         not_found=CONVERSATION_NOT_FOUND,

@@ -8,7 +8,7 @@ the same as on the database: 2 bad input, 3 not found, 1 anything else.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -18,7 +18,6 @@ from ccweb_store.cli.common import NOT_FOUND_CODES, fail, load_settings, with_st
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from ccweb_store.store.uow import Store
 
 ServerUrl = Annotated[
     str | None,
@@ -41,21 +40,24 @@ _Result = TypeVar("_Result")
 
 def operator_call(
     method: str,
-    service: Callable[[Store, _Call], Awaitable[_Result]],
-    call: _Call,
+    call: BaseModel,
     *,
-    shown: Callable[[_Result], Any] | None = None,
     server: str | None,
     database_url: str | None,
     not_found: frozenset[str] = NOT_FOUND_CODES,
 ) -> Any:
-    """``service(store, call)`` on the database, its result shaped by ``shown`` (the shaping
-    function of ``method``'s row in ``http/rpc.py``), or ``method`` on the server's ``/rpc``
-    with ``call`` (a model of ``domain/host_calls``) as its wire params when ``server`` is
+    """``method``'s service on the database (its row of the registry), or ``method`` on the
+    server's ``/rpc`` with ``call`` (its input model) as the wire params when ``server`` is
     given: the same JSON either way. Failures exit as ``with_store``'s do."""
     if server is None:
-        result = with_store(database_url, lambda store: service(store, call), not_found=not_found)
-        return shown(result) if shown is not None else result
+        from ccweb_store.protocol.registry import get_method
+
+        operation = get_method(method)
+        assert operation is not None, method
+        result = with_store(
+            database_url, lambda store: operation.handler(store, call), not_found=not_found
+        )
+        return operation.dump(result)
     if database_url is not None:
         fail("--server and --database-url name two places: give one")
     params = call.model_dump(mode="json", by_alias=True, exclude_none=True)

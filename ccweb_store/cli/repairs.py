@@ -38,7 +38,6 @@ def repair_json(
     Example: ccweb-store repair-json --dry-run && ccweb-store repair-json
     """
     from ccweb_store.importer.reply_titles import repair_reply_titles
-    from ccweb_store.protocol.shapes import repair_summary_out
     from ccweb_store.services.json_repair import repair_json as repair
 
     def progress(counts: ColumnCounts) -> None:
@@ -63,8 +62,7 @@ def repair_json(
 
     summary, titles = with_store(database_url, work)
     if as_json:
-        shown = repair_summary_out(summary)
-        typer.echo(json.dumps({**shown, "titles": titles.as_dict()}, indent=2))
+        typer.echo(json.dumps({**summary.as_dict(), "titles": titles.as_dict()}, indent=2))
         return
     typer.echo(
         f"repair-json: reply_requests titles: {titles.rows_read} rows read, {len(titles.filled)} "

@@ -62,10 +62,8 @@ def replies_list(
 
     Example: ccweb-store replies list --status waiting --older-than 1h
     """
-    from ccweb_store.domain.host_calls import OperatorPendingReplies
+    from ccweb_store.contract.operator import OperatorPendingReplies
     from ccweb_store.domain.ids import MAX_PAGE
-    from ccweb_store.protocol.shapes import pending_replies_out
-    from ccweb_store.services.operator import pending_replies
 
     query = model_call(
         OperatorPendingReplies,
@@ -76,9 +74,7 @@ def replies_list(
     )
     result = operator_call(
         "operator.pendingReplies",
-        pending_replies,
         query,
-        shown=pending_replies_out,
         server=server,
         database_url=database_url,
     )
@@ -105,15 +101,11 @@ def replies_show(
 
     Example: ccweb-store replies show req_0123 --server http://127.0.0.1:8787
     """
-    from ccweb_store.domain.host_calls import OperatorReplyStory
-    from ccweb_store.protocol.shapes import reply_story_out
-    from ccweb_store.services.operator import reply_story
+    from ccweb_store.contract.operator import OperatorReplyStory
 
     story = operator_call(
         "operator.replyStory",
-        reply_story,
         model_call(OperatorReplyStory, request_id=request_id),
-        shown=reply_story_out,
         server=server,
         database_url=database_url,
     )
@@ -150,15 +142,11 @@ def replies_retry(
 
     Example: ccweb-store replies retry req_0123   or   replies retry req_0123 --message "…"
     """
-    from ccweb_store.domain.host_calls import RetryReply
-    from ccweb_store.protocol.shapes import reply_out
-    from ccweb_store.services.replies import retry_reply
+    from ccweb_store.contract.replies import RetryReply
 
     reply = operator_call(
         "reply.retry",
-        retry_reply,
         model_call(RetryReply, request_id=request_id, message=message),
-        shown=reply_out,
         server=server,
         database_url=database_url,
     )
@@ -181,15 +169,11 @@ def replies_fail(
 
     Example: ccweb-store replies fail req_0123 --reason "the target was deleted"
     """
-    from ccweb_store.domain.host_calls import FailReply
-    from ccweb_store.protocol.shapes import reply_out
-    from ccweb_store.services.replies import fail_reply
+    from ccweb_store.contract.replies import FailReply
 
     reply = operator_call(
         "reply.fail",
-        fail_reply,
         model_call(FailReply, request_id=request_id, reason=reason),
-        shown=reply_out,
         server=server,
         database_url=database_url,
     )
@@ -219,9 +203,9 @@ def replies_expire(
 
     Example: ccweb-store replies expire --older-than 7d --dry-run
     """
-    from ccweb_store.domain.host_calls import ExpireReplies
-    from ccweb_store.protocol.shapes import expired_out, reply_out
-    from ccweb_store.services.replies import expirable_replies, expire_replies
+    from ccweb_store.contract.objects import Reply
+    from ccweb_store.contract.replies import ExpireReplies
+    from ccweb_store.services.replies import expirable_replies
 
     params = model_call(
         ExpireReplies, older_than_seconds=float(duration_option(older_than, "--older-than") or 0)
@@ -238,7 +222,7 @@ def replies_expire(
                 {
                     "dryRun": True,
                     "wouldExpire": len(requests),
-                    "replies": [reply_out(request) for request in requests],
+                    "replies": [Reply.model_validate(row).model_dump() for row in requests],
                 }
             )
         elif not requests:
@@ -248,9 +232,7 @@ def replies_expire(
         return
     result = operator_call(
         "reply.expire",
-        expire_replies,
         params,
-        shown=expired_out,
         server=server,
         database_url=database_url,
     )

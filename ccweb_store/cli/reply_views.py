@@ -27,7 +27,7 @@ from ccweb_store.domain.prompts import retried_question, retry_asks_again
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from ccweb_store.store.rows import ReplyRequest
+    from ccweb_store.domain.rows import ReplyRequest
 
 
 def pending_table(pending: list[dict[str, Any]], limit: int | None, title: str) -> Table:

@@ -18,7 +18,7 @@ from ccweb_store.cli.common import (
     print_json,
     with_store,
 )
-from ccweb_store.cli.tables import print_table, runs_table
+from ccweb_store.cli.tables import print_table, runs_json_table
 
 runs_app = typer.Typer(
     help="Inspect the run queue and recover runs.",
@@ -45,9 +45,8 @@ def runs_list(
 
     Example: ccweb-store runs list --status running --older-than 1h
     """
-    from ccweb_store.domain.host_calls import ListRuns
+    from ccweb_store.contract.runs import ListRuns
     from ccweb_store.domain.ids import MAX_PAGE
-    from ccweb_store.protocol.shapes import run_out
     from ccweb_store.services.runs import list_runs
 
     seconds = duration_option(older_than, "--older-than")
@@ -59,16 +58,16 @@ def runs_list(
         older_than_seconds=seconds,
         limit=limit,
     )
-    runs = with_store(database_url, lambda store: list_runs(store, query))
+    runs = with_store(database_url, lambda store: list_runs(store, query)).model_dump()["runs"]
     if as_json:
-        print_json({"runs": [run_out(run) for run in runs], "count": len(runs)})
+        print_json({"runs": runs, "count": len(runs)})
     elif not runs:
         typer.echo("No runs match.")
     else:
         caption = f"{len(runs)} run(s), newest first"
         if len(runs) == limit:
             caption += f"; showing the first {limit} (use --limit for more)"
-        print_table(runs_table(runs, "Runs", caption))
+        print_table(runs_json_table(runs, "Runs", caption))
 
 
 @runs_app.command("requeue")
@@ -83,12 +82,11 @@ def runs_requeue(
 
     Example: ccweb-store runs requeue run_0123
     """
-    from ccweb_store.domain.host_calls import RequeueRun
-    from ccweb_store.protocol.shapes import run_out
+    from ccweb_store.contract.runs import RequeueRun
     from ccweb_store.services.runs import requeue_run
 
     call = model_call(RequeueRun, run_id=run_id)
-    run = run_out(with_store(database_url, lambda store: requeue_run(store, call)))
+    run = with_store(database_url, lambda store: requeue_run(store, call)).model_dump()
     if as_json:
         print_json(run)
     else:
@@ -117,12 +115,11 @@ def runs_cancel(
 
     Example: ccweb-store runs cancel run_0123 --reason "asked the wrong conversation"
     """
-    from ccweb_store.domain.host_calls import CancelRun
-    from ccweb_store.protocol.shapes import completion_out
+    from ccweb_store.contract.runs import CancelRun
     from ccweb_store.services.runs import cancel_run
 
     call = model_call(CancelRun, run_id=run_id, reason=reason, force=force)
-    result = completion_out(with_store(database_url, lambda store: cancel_run(store, call)))
+    result = with_store(database_url, lambda store: cancel_run(store, call)).model_dump()
     if as_json:
         print_json(result)
         return

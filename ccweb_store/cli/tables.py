@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
-    from ccweb_store.store.rows import Run
-
 
 #: A width no table reaches, to measure one at its natural width.
 UNBOUNDED = 100_000
@@ -157,16 +155,10 @@ def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def runs_table(runs: list[Run], title: str, caption: str | None = None) -> Table:
-    from ccweb_store.protocol.shapes import run_out
-
-    return runs_json_table([run_out(run) for run in runs], title, caption)
-
-
 def runs_json_table(
     runs: Sequence[Mapping[str, Any]], title: str, caption: str | None = None
 ) -> Table:
-    """Runs as the host API writes them (``run_out``), one row each."""
+    """Runs as the host API writes them (``Run``), one row each."""
     from ccweb_store.domain.timestamps import utcnow
 
     now = utcnow()

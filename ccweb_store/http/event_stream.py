@@ -37,11 +37,11 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from ccweb_store.config import Settings
+from ccweb_store.contract.events import Event as EventOut
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import DomainError
 from ccweb_store.http.asgi import Answer, Incoming
 from ccweb_store.http.mcp_http import SourceError, presented_token
-from ccweb_store.protocol.shapes import event_out
 from ccweb_store.services import credentials
 from ccweb_store.services.credentials import CredentialRefused
 from ccweb_store.services.event_reads import (
@@ -294,7 +294,8 @@ def _frame(frames: OrderedDict[int, bytes], event: Event) -> bytes:
     event_id = int(event["id"])
     frame = frames.get(event_id)
     if frame is None:
-        frame = _event(event["type"], event_out(event), event_id=event_id).encode()
+        shown = EventOut.of(event).model_dump()
+        frame = _event(event["type"], shown, event_id=event_id).encode()
         frames[event_id] = frame
         if len(frames) > FRAMES_KEPT:
             frames.popitem(last=False)

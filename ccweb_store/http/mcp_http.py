@@ -26,9 +26,10 @@ from ccweb_store.http.asgi import (
     parse_query,
 )
 from ccweb_store.http.auth import OPERATOR_SCOPE_KEY
-from ccweb_store.http.metrics import MCP_METHODS, note_call
+from ccweb_store.http.metrics import note_call
 from ccweb_store.http.payloads import Rejected, http_error, read_payload
 from ccweb_store.protocol import jsonrpc
+from ccweb_store.protocol.call_labels import noting
 from ccweb_store.protocol.mcp import handle_mcp_payload
 from ccweb_store.protocol.mcp_wire import ROUTING_HEADERS
 from ccweb_store.services import credentials
@@ -206,8 +207,9 @@ async def answer_mcp(incoming: Incoming) -> Answer:
     except Rejected as rejected:
         return rejected.response
     headers = routing_headers(incoming.scope["headers"])
-    reply = await handle_mcp_payload(store, source, payload, headers)
-    note_call(incoming.scope, payload, reply.body, MCP_METHODS)
+    with noting() as labels:
+        reply = await handle_mcp_payload(store, source, payload, headers)
+    note_call(incoming.scope, payload, reply.body, labels)
     if reply.body is None:
         return Response(status_code=202)
     if sse and reply.status == 200:

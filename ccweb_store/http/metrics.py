@@ -18,7 +18,7 @@ The scrape shows the library's registry (this process's counters, or with
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from time import perf_counter
 from typing import Any
 
@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import DatabaseFileMissing, DatabaseUnavailable
 from ccweb_store.metrics import REQUEST_SECONDS, REQUESTS
-from ccweb_store.protocol import tools
+from ccweb_store.protocol.call_labels import CallLabels
 from ccweb_store.services.monitoring import Backlog, backlog
 from ccweb_store.store.uow import Store
 
@@ -48,11 +48,6 @@ CALL_KEY = "ccweb.call"
 ENDPOINTS = frozenset({"/mcp", "/rpc", "/healthz", "/metrics", "/events"})
 #: The endpoints that note each call they answer (``note_call``).
 NOTING_ENDPOINTS = frozenset({"/mcp", "/rpc"})
-
-#: The MCP methods counted by name (notifications as ``notifications/*``).
-MCP_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover"})
-TOOL_CALLS = frozenset({"tools/call", "tools.call", "tools.callDynamic"})
-TOOL_NAMES = frozenset(tool.name for tool in tools.TOOLS)
 
 
 class RequestMetrics:
@@ -114,36 +109,23 @@ class RequestMetrics:
         children[1].observe(seconds)
 
 
-def note_call(scope: Scope, payload: Any, answer: Any, known_methods: Collection[str]) -> None:
-    """Note in ``scope`` what a JSON-RPC request asked (its method and tool, each ``other``
-    when unknown; ``batch`` for a batch) and how it went: ``error`` for a JSON-RPC error,
-    ``tool_error`` for a tool's ``isError`` result, else ``ok``."""
+def note_call(scope: Scope, payload: Any, answer: Any, labels: CallLabels) -> None:
+    """Note in ``scope`` what a JSON-RPC request asked, as its dispatch noted it (``labels``:
+    its method, each ``other`` when unknown, and its tool; ``batch`` for a batch) and how it
+    went: ``error`` for a JSON-RPC error, ``tool_error`` for a tool's error result, else
+    ``ok``."""
     if type(payload) is not dict:
         failed = isinstance(answer, list) and any(
             isinstance(item, dict) and "error" in item for item in answer
         )
         scope[CALL_KEY] = ("batch", "", "error" if failed else "ok")
         return
-    method = payload.get("method")
-    tool = ""
-    if type(method) is not str:  # a malformed request (refused): any JSON value may be here
-        method = "other"
-    elif method in TOOL_CALLS:
-        params = payload.get("params")
-        if isinstance(params, dict):
-            name = params.get("name", params.get("tool"))
-            tool = name if type(name) is str and name in TOOL_NAMES else "other"
-    elif method not in known_methods:
-        method = "notifications/*" if method.startswith("notifications/") else "other"
     outcome = "ok"
-    if type(answer) is dict:
-        if "error" in answer:
-            outcome = "error"
-        else:
-            result = answer.get("result")
-            if type(result) is dict and result.get("isError") is True:
-                outcome = "tool_error"
-    scope[CALL_KEY] = (method, tool, outcome)
+    if type(answer) is dict and "error" in answer:
+        outcome = "error"
+    elif labels.tool_error:
+        outcome = "tool_error"
+    scope[CALL_KEY] = (labels.method or "other", labels.tool, outcome)
 
 
 def public_paths(settings: Settings) -> frozenset[str]:

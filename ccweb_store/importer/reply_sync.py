@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ccweb_store.domain.kinds import ReplyStatus
+from ccweb_store.domain.rows import ReplyRequest
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.importer.legacy_json import LegacyFileError
 from ccweb_store.importer.legacy_replies import REPLY_COLUMNS, LegacyReply, read_replies_file
 from ccweb_store.importer.summary import ImportSummary, KeptValue, Skipped
 from ccweb_store.store.failures import DatabaseError
-from ccweb_store.store.rows import ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
 
 #: Reply status → the statuses the importer may move it to.

@@ -28,12 +28,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ccweb_store.domain.rows import CopyMarker
 from ccweb_store.mobility.checksums import TableChecksum
 from ccweb_store.store.db import current_revision, head_revision, known_revisions, migrate
 from ccweb_store.store.failures import DatabaseError, connection_problem, driver_words
 from ccweb_store.store.models import CopyMarkerRow, DatabaseIdentityRow
 from ccweb_store.store.repositories.identity import IN_PROGRESS
-from ccweb_store.store.rows import CopyMarker
 from ccweb_store.store.uow import Store
 from ccweb_store.store.urls import credential_free_url, masked_url, same_sqlite_file
 from ccweb_store.store.whole_tables import (

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
-from ccweb_store.domain.call_models import ARGUMENT, json_type
+from ccweb_store.contract.base import ARGUMENT, json_type
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, InvalidInput
 
 M = TypeVar("M")

@@ -24,7 +24,8 @@ import orjson
 from ccweb_store import __version__
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError
-from ccweb_store.protocol import jsonrpc, tools
+from ccweb_store.protocol import jsonrpc, registry
+from ccweb_store.protocol.call_labels import note_method, note_tool
 from ccweb_store.protocol.mcp_wire import (
     BATCH_VERSION,
     CLIENT_CAPABILITIES_KEY,
@@ -44,6 +45,10 @@ from ccweb_store.protocol.mcp_wire import (
     is_modern,
 )
 from ccweb_store.store.uow import Store
+
+#: The methods each era answers, counted by name in the metrics.
+LEGACY_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call"})
+MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call"})
 
 HEADER_MISMATCH = -32020
 UNSUPPORTED_PROTOCOL_VERSION = -32022
@@ -98,7 +103,13 @@ def legacy_dispatcher(store: Store, source: Source) -> jsonrpc.Dispatch:
 
     async def dispatch(method: str, params: Mapping[str, Any]) -> Any:
         if method == "tools/call":  # the busiest first
+            note_method(method)
             return await answer_tools_call(store, source, params)
+        if method.startswith("notifications/"):
+            note_method("notifications/*")
+            return None  # nothing to do: we keep no per-client state
+        if method in LEGACY_METHODS:
+            note_method(method)
         if method == "initialize":
             return {
                 "protocolVersion": negotiate_version(params.get("protocolVersion")),
@@ -108,8 +119,6 @@ def legacy_dispatcher(store: Store, source: Source) -> jsonrpc.Dispatch:
             }
         if method == "ping":
             return {}
-        if method.startswith("notifications/"):
-            return None  # nothing to do: we keep no per-client state
         if method == "tools/list":
             return list_tools_page(params.get("cursor"))
         raise jsonrpc.RpcError(
@@ -126,6 +135,8 @@ def modern_dispatcher(
     with ``resultType`` and the server's identity."""
 
     async def dispatch(method: str, params: Mapping[str, Any]) -> Any:
+        if method in MODERN_METHODS:
+            note_method(method)
         check_envelope(method, params, headers)
         if method == "server/discover":
             result = discover_result()
@@ -158,7 +169,7 @@ def discover_result() -> dict[str, Any]:
 
 def list_tools_page(cursor: object, page_size: int = 50) -> dict[str, Any]:
     """One page of ``tools/list``; ``nextCursor`` names the next page's offset."""
-    listed = tools.public_tools()
+    listed = registry.public_tools()
     start = 0
     if cursor is not None:
         if not isinstance(cursor, str) or not cursor.isdigit() or int(cursor) > len(listed):
@@ -177,10 +188,11 @@ async def answer_tools_call(
     """``tools/call``: a domain error is a tool error the model can read and correct."""
     name = params.get("name")
     try:
-        payload = await tools.call_tool(store, source, name, params.get("arguments"))
-    except tools.UnknownTool as exc:
+        payload = await registry.call_tool(store, source, name, params.get("arguments"))
+    except registry.UnknownTool as exc:
         raise jsonrpc.RpcError(jsonrpc.INVALID_PARAMS, str(exc), {"tool": name}) from exc
     except DomainError as exc:
+        note_tool(str(name), failed=True)
         return tool_result({"error": exc.to_dict()}, is_error=True)
     return tool_result(payload)
 

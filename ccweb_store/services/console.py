@@ -15,14 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from ccweb_store.contract.tools import ListUserInputs, UserInputs
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, OPEN_REPLY_STATUSES, validate_session_id
-from ccweb_store.domain.tool_arguments import ListUserInputs
+from ccweb_store.domain.rows import Conversation, Message, ReplyRequest, Run
 from ccweb_store.services import user_inputs
-from ccweb_store.services.conversations import SessionView
-from ccweb_store.services.user_inputs import UserInputs
-from ccweb_store.store.rows import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store, UnitOfWork
 
 #: Rows per page of every list (conversations, open requests, runs).
@@ -72,6 +70,15 @@ class ReplyFilter:
 
 
 @dataclass(frozen=True, slots=True)
+class Shown:
+    """A conversation the console shows, with its active run (queued or running; None:
+    neither), which gives its state."""
+
+    row: Conversation
+    active_run: Run | None
+
+
+@dataclass(frozen=True, slots=True)
 class OpenRequests:
     """A page of open requests, newest first, and for each one a target run still answers
     (queued or running), that run: such a request cannot be retried until it ends."""
@@ -88,7 +95,7 @@ class Overview:
     and running runs (newest first) with their conversations' titles."""
 
     latest_event_id: int
-    sessions: Page[SessionView]
+    sessions: Page[Shown]
     replies_in: dict[str, int]
     replies_out: dict[str, int]
     replies: OpenRequests
@@ -103,7 +110,7 @@ class ConversationPage:
     older message), its user inputs, a page of its open requests and of its active runs."""
 
     latest_event_id: int
-    session: SessionView
+    session: Shown
     messages: list[Message]
     older_before: int | None
     inputs: UserInputs
@@ -135,7 +142,7 @@ async def overview(store: Store, chosen: ReplyFilter, at: Cursors) -> Overview:
         titles = await uow.sessions.titles({run.session_id for run in runs})
     return Overview(
         latest_event_id=latest,
-        sessions=Page([SessionView(row, active.get(row.id)) for row in rows], next_sessions),
+        sessions=Page([Shown(row, active.get(row.id)) for row in rows], next_sessions),
         replies_in={sid: replies_in.get(sid, 0) for sid in ids},
         replies_out={sid: replies_out.get(sid, 0) for sid in ids},
         replies=requests,
@@ -169,7 +176,7 @@ async def conversation(
     )
     return ConversationPage(
         latest_event_id=latest,
-        session=SessionView(row, active.get(session_id)),
+        session=Shown(row, active.get(session_id)),
         messages=messages,
         older_before=messages[-1].seq if older and messages else None,
         inputs=inputs,

@@ -1,82 +1,42 @@
 """Conversations and their messages: ``ccweb_list_conversations`` and the host's
 ``session.*`` / ``message.*`` methods (SPEC §2.3, §3).
 
-Each host method is ``async def fn(store, params) -> result`` and owns its transaction.
+Each takes its call's input model, owns its transaction and returns its output model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ccweb_store.domain import json_values
-from ccweb_store.domain.content import text_of
-from ccweb_store.domain.context import Source
-from ccweb_store.domain.host_calls import (
+from ccweb_store.contract.messages import (
     AppendMessage,
+    ListMessages,
+    MessagesAfter,
+    MessagesBefore,
+    RecentMessages,
+)
+from ccweb_store.contract.objects import Message, Session
+from ccweb_store.contract.sessions import (
     ArchiveSession,
     CreateSession,
     GetSession,
-    ListMessages,
     ListSessions,
-    RecentMessages,
+    SessionPage,
     UpdateSession,
 )
+from ccweb_store.contract.tools import (
+    QUERY_MAX_CHARS,
+    ConversationListing,
+    ListConversations,
+    ListedConversation,
+)
+from ccweb_store.domain import json_values
+from ccweb_store.domain.content import text_of
+from ccweb_store.domain.context import Source
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.domain.tool_arguments import QUERY_MAX_CHARS, ListConversations
-from ccweb_store.store.rows import Conversation, Message, Run
 from ccweb_store.store.uow import Store
 
 #: The longest ``query`` of a conversation search (SQLite refuses LIKE patterns over
 #: 50,000 bytes; no title needs a search of more than this).
 MAX_QUERY_CHARS = QUERY_MAX_CHARS
-
-
-@dataclass(frozen=True, slots=True)
-class SessionView:
-    """A conversation and its active run (queued or running; None: neither), as
-    ``session.get`` shows it."""
-
-    row: Conversation
-    active_run: Run | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SessionPage:
-    """A page of ``session.list``: conversations newest created first, and the cursor of the
-    next page (None: the last page)."""
-
-    sessions: list[SessionView]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationListing:
-    """What ``ccweb_list_conversations`` shows its caller (``source_id``): conversations
-    newest-active first, which of them run, their message counts, and whether more match."""
-
-    rows: list[Conversation]
-    running: frozenset[str]
-    message_counts: dict[str, int]
-    has_more: bool
-    source_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class MessagesBefore:
-    """A page of ``message.recent``: messages oldest first, the ``seq`` to ask before for the
-    page before them (None: no older message), and the conversation's title."""
-
-    messages: list[Message]
-    next_before_seq: int | None
-    title: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class MessagesAfter:
-    """A page of ``message.list``: messages in order, and the ``seq`` to ask after next."""
-
-    messages: list[Message]
-    next_after_seq: int
 
 
 async def list_conversations(
@@ -88,28 +48,41 @@ async def list_conversations(
             limit=args.limit, query=args.query, include_archived=args.include_archived
         )
         ids = [row.id for row in rows]
-        running = await uow.runs.running_for_sessions(ids)
+        running = set(await uow.runs.running_for_sessions(ids))
         counts = await uow.messages.count(ids)
-    return ConversationListing(rows, frozenset(running), counts, has_more, source.session_id)
+    listed = [
+        ListedConversation(
+            conversation_id=row.id,
+            title=row.title,
+            agent=row.agent,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            running=row.id in running,
+            message_count=counts.get(row.id, 0),
+            is_source=row.id == source.session_id,
+        )
+        for row in rows
+    ]
+    return ConversationListing(conversations=listed, has_more=has_more)
 
 
-async def create_session(store: Store, call: CreateSession) -> SessionView:
+async def create_session(store: Store, call: CreateSession) -> Session:
     """``session.create``: a new conversation (``conversation_exists`` on a taken id)."""
     async with store.uow() as uow:
         row = await uow.sessions.create(call.id, title=call.title, agent=call.agent, cwd=call.cwd)
         await uow.commit()
-    return SessionView(row)
+    return Session.of(row)
 
 
-async def get_session(store: Store, call: GetSession) -> SessionView:
+async def get_session(store: Store, call: GetSession) -> Session:
     """``session.get``: one conversation with its active run."""
     async with store.read_uow() as uow:
         row = await uow.sessions.require(call.id)
         active = await uow.runs.active_for_sessions([row.id])
-    return SessionView(row, active.get(row.id))
+    return Session.of(row, active.get(row.id))
 
 
-async def archive_session(store: Store, call: ArchiveSession) -> SessionView:
+async def archive_session(store: Store, call: ArchiveSession) -> Session:
     """``session.archive``: hide a conversation from ``ccweb_list_conversations`` and the
     operator's list (``archived: false`` brings it back). Nothing else changes: its messages,
     runs and reply requests stay, and it can still be written to and run."""
@@ -121,10 +94,10 @@ async def archive_session(store: Store, call: ArchiveSession) -> SessionView:
         assert row is not None
         active = await uow.runs.active_for_sessions([row.id])
         await uow.commit()
-    return SessionView(row, active.get(row.id))
+    return Session.of(row, active.get(row.id))
 
 
-async def update_session(store: Store, call: UpdateSession) -> SessionView:
+async def update_session(store: Store, call: UpdateSession) -> Session:
     """``session.update``: set the agent session the conversation's next run resumes, or clear
     it so that the next run starts a new one (a host that runs agents itself keeps it here)."""
     async with store.uow() as uow:
@@ -134,7 +107,7 @@ async def update_session(store: Store, call: UpdateSession) -> SessionView:
         assert row is not None
         active = await uow.runs.active_for_sessions([row.id])
         await uow.commit()
-    return SessionView(row, active.get(row.id))
+    return Session.of(row, active.get(row.id))
 
 
 async def list_sessions(store: Store, query: ListSessions) -> SessionPage:
@@ -142,7 +115,8 @@ async def list_sessions(store: Store, query: ListSessions) -> SessionPage:
     async with store.read_uow() as uow:
         rows, next_cursor = await uow.sessions.list_page(limit=query.limit, cursor=query.cursor)
         active = await uow.runs.active_for_sessions(row.id for row in rows)
-    return SessionPage([SessionView(row, active.get(row.id)) for row in rows], next_cursor)
+    sessions = [Session.of(row, active.get(row.id)) for row in rows]
+    return SessionPage(sessions=sessions, next_cursor=next_cursor)
 
 
 async def append_message(store: Store, call: AppendMessage) -> Message:
@@ -163,7 +137,7 @@ async def append_message(store: Store, call: AppendMessage) -> Message:
             session_id, role, content, metadata=metadata, id=message_id or None
         )
         await uow.commit()
-    return row
+    return Message.model_validate(row)
 
 
 async def recent_messages(store: Store, query: RecentMessages) -> MessagesBefore:
@@ -182,7 +156,11 @@ async def recent_messages(store: Store, query: RecentMessages) -> MessagesBefore
         )
     older = len(rows) > limit
     rows = rows[:limit]
-    return MessagesBefore(rows[::-1], rows[-1].seq if older else None, conversation.title)
+    return MessagesBefore(
+        messages=[Message.model_validate(row) for row in rows[::-1]],
+        next_before_seq=rows[-1].seq if older else None,
+        title=conversation.title,
+    )
 
 
 async def list_messages(store: Store, query: ListMessages) -> MessagesAfter:
@@ -191,4 +169,7 @@ async def list_messages(store: Store, query: ListMessages) -> MessagesAfter:
     async with store.read_uow() as uow:
         await uow.sessions.require(session_id)
         rows = await uow.messages.list_after(session_id, after_seq=after_seq, limit=limit)
-    return MessagesAfter(rows, rows[-1].seq if rows else after_seq)
+    return MessagesAfter(
+        messages=[Message.model_validate(row) for row in rows],
+        next_after_seq=rows[-1].seq if rows else after_seq,
+    )

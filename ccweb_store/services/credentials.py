@@ -25,17 +25,20 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from ccweb_store.domain import errors
-from ccweb_store.domain.errors import Conflict, DomainError, NotFound
-from ccweb_store.domain.host_calls import (
+from ccweb_store.contract.credentials import (
+    CredentialList,
     CredentialTerms,
     ListCredentials,
     MintCredential,
+    Minted,
     RevokeCredential,
 )
+from ccweb_store.contract.objects import Credential
+from ccweb_store.domain import errors
+from ccweb_store.domain.errors import Conflict, DomainError, NotFound
 from ccweb_store.domain.ids import SESSION_ID_PATTERN
+from ccweb_store.domain.rows import ConversationCredential, Run
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.rows import ConversationCredential, Run
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -262,35 +265,17 @@ def mint_options(terms: CredentialTerms) -> MintOptions:
     return MintOptions(expires_at, label)
 
 
-@dataclass(frozen=True, slots=True)
-class MintedCredential:
-    """A credential just minted, its token (shown only now), and the credentials of its label
-    the mint revoked (None: it replaced none by label)."""
-
-    row: ConversationCredential
-    token: str
-    revoked: list[ConversationCredential] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CredentialList:
-    """Credentials, and the time their ``active`` is judged at (when they were read)."""
-
-    rows: list[ConversationCredential]
-    as_of: datetime
-
-
-async def mint_in(uow: UnitOfWork, key: bytes, run: Run, options: MintOptions) -> MintedCredential:
+async def mint_in(uow: UnitOfWork, key: bytes, run: Run, options: MintOptions) -> Minted:
     """A credential of ``run``'s conversation at its hop count, minted in ``uow`` (a claim's),
     its label naming the run."""
     label = f"{options.label}, run {run.id}" if options.label else f"run {run.id}"
     row = await uow.credentials.add(
         run.session_id, label=label, hop_count=run.hop_count, expires_at=options.expires_at
     )
-    return MintedCredential(row, token_of(key, row))
+    return Minted(credential=Credential.of(row), token=token_of(key, row))
 
 
-async def mint_credential(store: Store, call: MintCredential) -> MintedCredential:
+async def mint_credential(store: Store, call: MintCredential) -> Minted:
     """``credential.mint``: a new credential of ``sessionId`` and its token.
 
     ``expiresInSeconds`` (none: it never expires), ``label``, ``hopCount`` (the least hop count
@@ -315,7 +300,10 @@ async def mint_credential(store: Store, call: MintCredential) -> MintedCredentia
             session_id, label=options.label, hop_count=hop_count, expires_at=options.expires_at
         )
         await uow.commit()
-    return MintedCredential(row, token_of(key, row), replaced if replace_label else None)
+    if not replace_label:
+        return Minted(credential=Credential.of(row), token=token_of(key, row))
+    revoked = [Credential.of(old) for old in replaced]
+    return Minted(credential=Credential.of(row), token=token_of(key, row), revoked=revoked)
 
 
 async def list_credentials(store: Store, query: ListCredentials) -> CredentialList:
@@ -326,10 +314,10 @@ async def list_credentials(store: Store, query: ListCredentials) -> CredentialLi
         rows = await uow.credentials.list_recent(
             session_id=session_id, active_at=None if include_inactive else now, limit=limit
         )
-    return CredentialList(rows, now)
+    return CredentialList(credentials=[Credential.of(row, now=now) for row in rows])
 
 
-async def revoke_credential(store: Store, call: RevokeCredential) -> ConversationCredential:
+async def revoke_credential(store: Store, call: RevokeCredential) -> Credential:
     """``credential.revoke``: the credential stops working at once; again changes nothing."""
     credential_id = call.credential_id
     async with store.uow() as uow:
@@ -343,7 +331,7 @@ async def revoke_credential(store: Store, call: RevokeCredential) -> Conversatio
                     code=errors.CREDENTIAL_NOT_FOUND,
                 )
         await uow.commit()
-    return row
+    return Credential.of(row)
 
 
 class RedactCredentials(logging.Filter):

@@ -7,9 +7,10 @@ read by ``repositories.debugging``. Everything in this module only reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ccweb_store.contract.objects import Message, Reply, Run
+from ccweb_store.contract.operator import OperatorReplyStory, ReplyStory
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import InvalidInput, NotFound
 from ccweb_store.domain.ids import (
@@ -17,26 +18,9 @@ from ccweb_store.domain.ids import (
     validate_choice,
     validate_session_id,
 )
+from ccweb_store.domain.rows import ActivityRow, PendingReplyRow
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.repositories.debugging import ActivityRow, PendingReplyRow
-from ccweb_store.store.rows import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store
-
-
-@dataclass(frozen=True)
-class ReplyStory:
-    """Everything stored about one request: its runs and the messages on both sides.
-
-    ``reply_message`` is the delivered reply or failure notice; ``source_messages`` is every
-    message the source received for this request, in order (a notice, then a reply after a
-    retry).
-    """
-
-    reply: ReplyRequest
-    runs: list[Run]
-    request_message: Message | None
-    reply_message: Message | None
-    source_messages: list[Message]
 
 
 async def activity_of(store: Store, session_id: str) -> ActivityRow | None:
@@ -95,12 +79,13 @@ async def list_pending_replies(
         )
 
 
-async def reply_story(store: Store, request_id: str) -> ReplyStory:
+async def reply_story(store: Store, call: OperatorReplyStory) -> ReplyStory:
     """The request, every run naming it (oldest first), and the messages that carried it.
 
     The reply message is the one ``reply_message_id`` names, else the first source message
     whose ``metadata.replyToRequestId`` is this request. Raises ``request_not_found``.
     """
+    request_id = call.request_id
     async with store.read_uow() as uow:
         reply = await uow.replies.get(request_id)
         if reply is None:
@@ -117,4 +102,10 @@ async def reply_story(store: Store, request_id: str) -> ReplyStory:
             reply_message = await uow.messages.get(reply.reply_message_id)
             if reply_message is not None and reply_message not in source_messages:
                 source_messages.append(reply_message)
-    return ReplyStory(reply, runs, request_message, reply_message, source_messages)
+    return ReplyStory(
+        reply=Reply.model_validate(reply),
+        runs=[Run.model_validate(run) for run in runs],
+        request_message=Message.model_validate(request_message) if request_message else None,
+        reply_message=Message.model_validate(reply_message) if reply_message else None,
+        source_messages=[Message.model_validate(message) for message in source_messages],
+    )

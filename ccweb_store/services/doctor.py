@@ -22,12 +22,10 @@ from __future__ import annotations
 import os
 import shlex
 import stat
-from dataclasses import dataclass, field
 
-from ccweb_store import __version__
 from ccweb_store.config import MAKE_TOKEN, Settings, misspelt_variables
+from ccweb_store.contract.operator import Check, DoctorReport, OperatorDoctor
 from ccweb_store.domain.errors import DomainError
-from ccweb_store.domain.host_calls import OperatorDoctor
 from ccweb_store.domain.ids import conversation_label
 from ccweb_store.domain.timestamps import iso, utcnow
 from ccweb_store.services.json_repair import repair_json
@@ -47,35 +45,11 @@ STRONG_TOKEN_CHARS = 32
 MIN_DISTINCT = 10
 
 
-@dataclass
-class Check:
-    """One finding: what was checked, how it stands, and what fixes it."""
-
-    name: str
-    status: str
-    summary: str
-    fix: str | None = None
-    items: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Report:
-    """The checks, and the version of ccweb-store that made them."""
-
-    checks: list[Check]
-    version: str = __version__
-
-    @property
-    def ok(self) -> bool:
-        """No check needs action (warnings allowed)."""
-        return all(check.status != ACTION for check in self.checks)
-
-
-def missing_database_report(path: str, settings: Settings) -> Report:
+def missing_database_report(path: str, settings: Settings) -> DoctorReport:
     """The report when the SQLite file is not there at all (the other checks need it)."""
-    return Report(
+    return DoctorReport.of(
         [
-            Check(
+            Check.of(
                 "database",
                 ACTION,
                 f"no database at {path}",
@@ -87,7 +61,7 @@ def missing_database_report(path: str, settings: Settings) -> Report:
     )
 
 
-async def run_doctor(store: Store, call: OperatorDoctor) -> Report:
+async def run_doctor(store: Store, call: OperatorDoctor) -> DoctorReport:
     """``operator.doctor``: every check, on this store and its settings (``full``: every
     stored JSON value read)."""
     checks = [
@@ -98,13 +72,13 @@ async def run_doctor(store: Store, call: OperatorDoctor) -> Report:
     ]
     if checks[0].status == ACTION:
         checks.append(
-            Check("data", WARNING, "not checked: the database cannot be read", "fix it first")
+            Check.of("data", WARNING, "not checked: the database cannot be read", "fix it first")
         )
-        return Report(checks)
+        return DoctorReport.of(checks)
     checks.append(await expired_leases_check(store))
     checks.append(await unanswerable_requests_check(store))
     checks.append(await unreadable_rows_check(store, full=call.full))
-    return Report(checks)
+    return DoctorReport.of(checks)
 
 
 async def database_check(store: Store) -> Check:
@@ -112,16 +86,16 @@ async def database_check(store: Store) -> Check:
     try:
         revision = await store.health()
     except DomainError as exc:
-        return Check("database", ACTION, exc.message, "check that the database is reachable")
+        return Check.of("database", ACTION, exc.message, "check that the database is reachable")
     head = await head_revision()
     if revision != head:
-        return Check(
+        return Check.of(
             "database",
             ACTION,
             f"{store.dialect} at revision {revision or 'none'}, the newest is {head}",
             "ccweb-store migrate   (serve migrates on start too)",
         )
-    return Check("database", OK, f"{store.dialect} reachable, at the newest revision {head}")
+    return Check.of("database", OK, f"{store.dialect} reachable, at the newest revision {head}")
 
 
 def token_check(settings: Settings) -> Check:
@@ -130,7 +104,7 @@ def token_check(settings: Settings) -> Check:
     make = f"export CCWEB_TOKEN=$({MAKE_TOKEN})"
     if token is None:
         if not settings.host_is_loopback:
-            return Check(
+            return Check.of(
                 "token",
                 ACTION,
                 f"no CCWEB_TOKEN with the non-loopback bind {host!r}: the server refuses to "
@@ -138,7 +112,7 @@ def token_check(settings: Settings) -> Check:
                 "conversation",
                 make,
             )
-        return Check(
+        return Check.of(
             "token",
             WARNING,
             f"no CCWEB_TOKEN: on {host} any local user and any web page the browser opens "
@@ -146,14 +120,14 @@ def token_check(settings: Settings) -> Check:
             make,
         )
     if len(token) < STRONG_TOKEN_CHARS or len(set(token)) < MIN_DISTINCT:
-        return Check(
+        return Check.of(
             "token",
             WARNING,
             f"CCWEB_TOKEN is {len(token)} characters with {len(set(token))} distinct ones: "
             f"use a random one of at least {STRONG_TOKEN_CHARS}",
             make,
         )
-    return Check("token", OK, f"CCWEB_TOKEN set ({len(token)} characters) for {host}")
+    return Check.of("token", OK, f"CCWEB_TOKEN set ({len(token)} characters) for {host}")
 
 
 def variables_check() -> Check:
@@ -161,8 +135,8 @@ def variables_check() -> Check:
     otherwise ignored without a word), each with the closest real one."""
     misspelt = misspelt_variables(os.environ)
     if not misspelt:
-        return Check("variables", OK, "every CCWEB_ variable set is one ccweb-store reads")
-    return Check(
+        return Check.of("variables", OK, "every CCWEB_ variable set is one ccweb-store reads")
+    return Check.of(
         "variables",
         WARNING,
         f"{len(misspelt)} CCWEB_ variable(s) that ccweb-store does not read: each is ignored",
@@ -176,7 +150,7 @@ def file_permissions_check(settings: Settings) -> Check:
     only (they hold every conversation). Nothing to check on PostgreSQL."""
     path = database_file(settings.database_url)
     if path is None:
-        return Check("files", OK, "the database is not a file of this machine")
+        return Check.of("files", OK, "the database is not a file of this machine")
     shared = []
     for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         try:
@@ -186,8 +160,8 @@ def file_permissions_check(settings: Settings) -> Check:
         if mode & 0o077:
             shared.append((candidate, mode))
     if not shared:
-        return Check("files", OK, f"{path} is readable by its owner only")
-    return Check(
+        return Check.of("files", OK, f"{path} is readable by its owner only")
+    return Check.of(
         "files",
         WARNING,
         "the database is readable by other users of this machine",
@@ -201,8 +175,8 @@ async def expired_leases_check(store: Store) -> Check:
     async with store.read_uow() as uow:
         rows = await uow.monitoring.expired_leases(utcnow())
     if not rows:
-        return Check("leases", OK, "no running run has an expired lease")
-    return Check(
+        return Check.of("leases", OK, "no running run has an expired lease")
+    return Check.of(
         "leases",
         ACTION,
         f"{len(rows)} running run(s) whose lease expired: their worker is gone",
@@ -223,14 +197,16 @@ async def unanswerable_requests_check(store: Store) -> Check:
     async with store.read_uow() as uow:
         rows = await uow.monitoring.unanswered_waiting_requests()
     if not rows:
-        return Check("waiting requests", OK, "every waiting request has a run that will answer it")
+        return Check.of(
+            "waiting requests", OK, "every waiting request has a run that will answer it"
+        )
     retry = "ccweb-store replies retry REQUEST_ID   (asks the target again)"
     if not all(row.question_stored for row in rows):
         retry += (
             "; one that stores no question: ccweb-store replies retry REQUEST_ID "
             '--message "the question"'
         )
-    return Check(
+    return Check.of(
         "waiting requests",
         ACTION,
         f"{len(rows)} waiting request(s) that no run will ever answer (no queued or running "
@@ -258,16 +234,16 @@ async def unreadable_rows_check(store: Store, *, full: bool = False) -> Check:
     summary = await repair_json(store, dry_run=True, max_rows=None if full else QUICK_JSON_ROWS)
     cut = [counts.column.name for counts in summary.columns if counts.cut]
     if not summary.rows and not cut:
-        return Check("stored JSON", OK, "every stored JSON value keeps the stored-value rule")
+        return Check.of("stored JSON", OK, "every stored JSON value keeps the stored-value rule")
     if not summary.rows:
-        return Check(
+        return Check.of(
             "stored JSON",
             OK,
             f"the first {QUICK_JSON_ROWS} values of each JSON column keep the stored-value "
             f"rule; {', '.join(cut)} hold more: `ccweb-store doctor --full` reads them all",
         )
     items = [line for row in summary.rows for line in row.lines()]
-    return Check(
+    return Check.of(
         "stored JSON",
         ACTION,
         f"{len(summary.rows)} row(s) hold JSON values that break the stored-value rule "

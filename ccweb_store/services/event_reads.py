@@ -17,12 +17,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from ccweb_store.contract.events import Event, EventPage, ListEvents
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import DomainError, InvalidInput
 from ccweb_store.domain.event_types import EVENT_TYPES
-from ccweb_store.domain.host_calls import ListEvents
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.event_feed import Event
+from ccweb_store.store.event_feed import Event as EventRow
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger("ccweb_store")
@@ -54,7 +54,7 @@ class EventFilter:
     types: frozenset[str] | None = None
     conversation: str | None = None
 
-    def accepts(self, event: Event) -> bool:
+    def accepts(self, event: EventRow) -> bool:
         if self.types is not None and event["type"] not in self.types:
             return False
         if self.conversation is None:
@@ -86,16 +86,6 @@ def event_filter(
     return EventFilter(frozenset(types) if types is not None else None, conversation)
 
 
-@dataclass(frozen=True, slots=True)
-class EventPage:
-    """A page of ``events.list``: the events oldest first, the point to ask after next, and
-    the newest event's id of all."""
-
-    events: list[Event]
-    next_after: int
-    latest_id: int
-
-
 async def list_events(store: Store, query: ListEvents, *, bound_to: str | None = None) -> EventPage:
     """``events.list {after?, limit?, types?, conversation?}``: up to ``limit`` events after
     ``after`` (default: from the oldest kept), oldest first; ``nextAfter`` is the point to ask
@@ -108,10 +98,14 @@ async def list_events(store: Store, query: ListEvents, *, bound_to: str | None =
         rows = await read_after(uow, after or 0, limit, chosen)
         latest = await uow.events.latest_id()
     next_after = int(rows[-1]["id"]) if rows else max(after or 0, 0)
-    return EventPage(rows, next_after, latest)
+    return EventPage(
+        events=[Event.of(row) for row in rows], next_after=next_after, latest_id=latest
+    )
 
 
-async def read_after(uow: UnitOfWork, after: int, limit: int, chosen: EventFilter) -> list[Event]:
+async def read_after(
+    uow: UnitOfWork, after: int, limit: int, chosen: EventFilter
+) -> list[EventRow]:
     types = sorted(chosen.types) if chosen.types is not None else None
     return await uow.events.after(after, limit, types=types, conversation_id=chosen.conversation)
 
@@ -151,7 +145,7 @@ async def follow(
     *,
     heartbeat_s: float,
     still_allowed: StillAllowed | None = None,
-) -> AsyncIterator[list[Event] | Cut | None]:
+) -> AsyncIterator[list[EventRow] | Cut | None]:
     """Batches of events (the outbox's rows) after ``after`` (None: from now on) as they
     commit, a ``None`` after ``heartbeat_s`` without one, and a ``Cut`` before it stops
     early. Raises ``EventsExpired`` first when ``after`` cannot be resumed.

@@ -85,6 +85,32 @@ class RepairSummary:
     def rows_rewritten(self) -> int:
         return sum(counts.rows_rewritten for counts in self.columns)
 
+    def as_dict(self) -> dict[str, object]:
+        """What ``repair-json --json`` prints of it."""
+        return {
+            "dryRun": self.dry_run,
+            "rowsRewritten": self.rows_rewritten,
+            "columns": [
+                {
+                    "table": counts.column.table,
+                    "column": counts.column.column,
+                    "rowsRead": counts.rows_read,
+                    "rowsRewritten": counts.rows_rewritten,
+                    "rowsChangedMeanwhile": counts.rows_changed_meanwhile,
+                }
+                for counts in self.columns
+            ],
+            "rows": [
+                {
+                    "table": row.column.table,
+                    "column": row.column.column,
+                    "id": row.key,
+                    "paths": [{"path": path, "reason": reason} for path, reason in row.places],
+                }
+                for row in self.rows
+            ],
+        }
+
 
 async def repair_json(
     store: Store,

@@ -13,6 +13,16 @@ import logging
 import os
 from dataclasses import dataclass
 
+from ccweb_store.contract.objects import Reply
+from ccweb_store.contract.tools import (
+    CreateConversation,
+    CreatedConversation,
+    GetPendingReply,
+    PendingReplyAnswer,
+    PendingReplyList,
+    SendAnswer,
+    SendMessage,
+)
 from ccweb_store.domain import errors
 from ccweb_store.domain.boxes import within
 from ccweb_store.domain.context import Source, refuse_other_conversation, require_source
@@ -20,10 +30,8 @@ from ccweb_store.domain.errors import Conflict, DomainError, InvalidInput, NotFo
 from ccweb_store.domain.ids import MAX_PAGE, OPEN_REPLY_STATUSES, new_id
 from ccweb_store.domain.kinds import ReplyMode
 from ccweb_store.domain.prompts import target_prompt
+from ccweb_store.domain.rows import Conversation, Party
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.domain.tool_arguments import CreateConversation, GetPendingReply, SendMessage
-from ccweb_store.store.repositories import Party
-from ccweb_store.store.rows import Conversation, ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -44,29 +52,7 @@ class _Send:
     hop_count: int  # of the target's run: the source's hop + 1
 
 
-@dataclass(frozen=True, slots=True)
-class SendResult:
-    """A send written: its mode, the target's new message and queued run, the target, and
-    the waiting reply request (None: a ``one_way`` send asks for none)."""
-
-    reply_mode: ReplyMode
-    message_id: str
-    run_id: str
-    target: Party
-    request_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class CreatedConversation:
-    """A conversation ``ccweb_create_conversation`` made, and its first message's send
-    (None: it was created without one)."""
-
-    conversation_id: str
-    title: str | None
-    sent: SendResult | None
-
-
-async def send_message(store: Store, source: Source, args: SendMessage) -> SendResult:
+async def send_message(store: Store, source: Source, args: SendMessage) -> SendAnswer:
     """``ccweb_send_message``. One without ``replyMode`` is ``one_way`` (SPEC's compatibility
     rule), and logged and counted (``ccweb_sends_without_reply_mode_total``), so an operator
     sees which conversations still run on old tool definitions."""
@@ -144,12 +130,12 @@ async def create_conversation(
                 Party(target.id, target.title),
             )
         await uow.commit()
-    return CreatedConversation(target.id, target.title, sent)
+    return CreatedConversation.of(target.id, target.title, sent)
 
 
 async def get_pending_reply(
     store: Store, source: Source, args: GetPendingReply
-) -> ReplyRequest | list[ReplyRequest]:
+) -> PendingReplyAnswer:
     """``ccweb_get_pending_reply``: one request (seen by its source or target only), or the
     caller's open requests (``waiting``, ``ready``, ``failed``), oldest first.
 
@@ -171,14 +157,14 @@ async def get_pending_reply(
                     f"conversation {source_id!r}",
                     code=errors.REQUEST_NOT_FOUND,
                 )
-            return row
+            return Reply.model_validate(row)
         rows, _ = await uow.replies.list_page(
             statuses=OPEN_REPLY_STATUSES,
             session_id=source_id,
             as_target=False,
             limit=MAX_PAGE,
         )
-    return rows
+    return PendingReplyList(replies=[Reply.model_validate(row) for row in rows], count=len(rows))
 
 
 def check_content_length(store: Store, content: str, what: str = "content") -> None:
@@ -260,7 +246,7 @@ def _not_found(session_id: str, side: str) -> NotFound:
 
 async def _deliver_to_target(
     uow: UnitOfWork, send: _Send, source: Party, target: Party
-) -> SendResult:
+) -> SendAnswer:
     """Write the send: target message, reply request (``return_and_continue``), queued run.
 
     They all carry one time, taken once (``now``).
@@ -296,7 +282,7 @@ async def _deliver_to_target(
         request_id=request_id,
         now=utcnow(),
     )
-    return SendResult(send.reply_mode, message_id, run_id, target, request_id)
+    return SendAnswer.of(send.reply_mode, message_id, run_id, target, request_id)
 
 
 def _title_from(content: str | None) -> str | None:

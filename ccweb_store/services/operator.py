@@ -7,63 +7,26 @@ same thing. Everything here only reads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ccweb_store.domain.host_calls import (
-    ListRuns,
+from ccweb_store.contract.operator import (
+    Activity,
+    ConversationDetail,
+    ConversationsPage,
+    ConversationState,
     OperatorConversation,
     OperatorConversations,
     OperatorPendingReplies,
-    OperatorReplyStory,
+    PendingReplies,
+    PendingReply,
 )
+from ccweb_store.contract.runs import ListRuns
 from ccweb_store.services import debugging
 from ccweb_store.services.runs import list_runs
-from ccweb_store.store.repositories.debugging import ActivityRow, PendingReplyRow
-from ccweb_store.store.rows import Conversation, Run
 from ccweb_store.store.uow import Store
 
 DEFAULT_CONVERSATIONS = 100
 DEFAULT_PENDING = 100
 #: Runs shown with one conversation, newest first.
 CONVERSATION_RUNS = 10
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationState:
-    """A conversation as the operator sees it: its row and its ``conversation_activity`` row
-    (its active run, its messages, its open requests; None: the view has none for it)."""
-
-    row: Conversation
-    activity: ActivityRow | None
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationsPage:
-    """``operator.conversations``: conversations newest activity first, and whether more
-    match."""
-
-    conversations: list[ConversationState]
-    has_more: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationDetail:
-    """``operator.conversation``: one conversation, its open requests on either side (oldest
-    first) and its newest runs."""
-
-    conversation: ConversationState
-    open_requests: list[PendingReplyRow]
-    runs: list[Run]
-
-
-@dataclass(frozen=True, slots=True)
-class PendingReplies:
-    """``operator.pendingReplies``: the open requests, and when one conversation was asked
-    about (``conversation_asked``), its activity (None: it does not exist)."""
-
-    replies: list[PendingReplyRow]
-    conversation_asked: bool
-    activity: ActivityRow | None
 
 
 async def list_conversations(store: Store, query: OperatorConversations) -> ConversationsPage:
@@ -74,9 +37,8 @@ async def list_conversations(store: Store, query: OperatorConversations) -> Conv
             limit=query.limit, query=query.query, include_archived=query.include_archived
         )
     activity = await debugging.activities_of(store, [row.id for row in rows])
-    return ConversationsPage(
-        [ConversationState(row, activity.get(row.id)) for row in rows], has_more
-    )
+    states = [ConversationState.of(row, activity.get(row.id)) for row in rows]
+    return ConversationsPage(conversations=states, count=len(states), has_more=has_more)
 
 
 async def show_conversation(store: Store, call: OperatorConversation) -> ConversationDetail:
@@ -88,7 +50,11 @@ async def show_conversation(store: Store, call: OperatorConversation) -> Convers
     activity = await debugging.activity_of(store, session_id)
     pending = await debugging.list_pending_replies(store, conversation_id=session_id)
     runs = await list_runs(store, ListRuns(session_id=session_id, limit=CONVERSATION_RUNS))
-    return ConversationDetail(ConversationState(row, activity), pending, runs)
+    return ConversationDetail(
+        conversation=ConversationState.of(row, activity),
+        open_requests=[PendingReply.of(item) for item in pending],
+        runs=runs.runs,
+    )
 
 
 async def pending_replies(store: Store, query: OperatorPendingReplies) -> PendingReplies:
@@ -104,13 +70,14 @@ async def pending_replies(store: Store, query: OperatorPendingReplies) -> Pendin
         older_than_seconds=older_than,
         limit=limit,
     )
-    activity = None
-    if session_id is not None:
-        activity = await debugging.activity_of(store, session_id)
-    return PendingReplies(pending, session_id is not None, activity)
+    replies = [PendingReply.of(item) for item in pending]
+    if session_id is None:
+        return PendingReplies(replies=replies, count=len(replies))
+    activity = await debugging.activity_of(store, session_id)
+    conversation = Activity.of(activity) if activity is not None else None
+    return PendingReplies(replies=replies, count=len(replies), conversation=conversation)
 
 
-async def reply_story(store: Store, call: OperatorReplyStory) -> debugging.ReplyStory:
-    """``operator.replyStory``: one request, every run that worked on it and the messages
-    on both sides (``request_not_found``)."""
-    return await debugging.reply_story(store, call.request_id)
+#: ``operator.replyStory``: one request, every run that worked on it and the messages on
+#: both sides (``request_not_found``).
+reply_story = debugging.reply_story

@@ -9,18 +9,17 @@ lists it like anything else the user typed, and it queues a ``user_turn`` run.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ccweb_store.domain import errors
+from ccweb_store.contract.objects import Message, Run
+from ccweb_store.contract.prompts import PromptResponse, RespondToPrompt
+from ccweb_store.contract.tools import PromptCard, PromptUser, Question
+from ccweb_store.domain import errors, rows
 from ccweb_store.domain.context import Source, require_source
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
-from ccweb_store.domain.host_calls import RespondToPrompt
 from ccweb_store.domain.ids import new_id
 from ccweb_store.domain.kinds import Role, RunKind
 from ccweb_store.domain.timestamps import iso, utcnow
-from ccweb_store.domain.tool_arguments import PromptUser, Question
-from ccweb_store.store.rows import Message, Run
 from ccweb_store.store.uow import Store
 
 PROMPT_KEY = "ccwebPrompt"
@@ -111,27 +110,11 @@ def stored_questions(prompt: Mapping[str, Any]) -> list[dict[str, Any]]:
     return questions
 
 
-def _prompt_of(card: Message) -> dict[str, Any]:
+def _prompt_of(card: rows.Message) -> dict[str, Any]:
     prompt = (card.metadata_ or {}).get(PROMPT_KEY)
     if not isinstance(prompt, dict):
         raise NotFound("the prompt card has no form", code=errors.PROMPT_NOT_FOUND)
     return prompt
-
-
-@dataclass(frozen=True, slots=True)
-class PromptCard:
-    """A prompt card shown: its prompt id and the id of the message that holds it."""
-
-    prompt_id: str
-    message_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class PromptAnswer:
-    """A card answered: the user message that carries the answers and the run it queued."""
-
-    message: Message
-    run: Run
 
 
 async def prompt_user(store: Store, source: Source, args: PromptUser) -> PromptCard:
@@ -153,10 +136,10 @@ async def prompt_user(store: Store, source: Source, args: PromptUser) -> PromptC
             session_id, Role.ASSISTANT, card_text(title, questions), metadata=metadata, id=prompt_id
         )
         await uow.commit()
-    return PromptCard(prompt_id, card.id)
+    return PromptCard(ok=True, prompt_id=prompt_id, message_id=card.id)
 
 
-async def respond(store: Store, call: RespondToPrompt) -> PromptAnswer:
+async def respond(store: Store, call: RespondToPrompt) -> PromptResponse:
     """``prompt.respond``: answer the card, append the user message, queue a run, atomically."""
     prompt_id: str = call.prompt_id
     async with store.uow() as uow:
@@ -191,7 +174,7 @@ async def respond(store: Store, call: RespondToPrompt) -> PromptAnswer:
         )
         run = await uow.runs.enqueue(card.session_id, RunKind.USER_TURN, runtime_text=text)
         await uow.commit()
-    return PromptAnswer(message, run)
+    return PromptResponse(message=Message.model_validate(message), run=Run.model_validate(run))
 
 
 def _already_answered(prompt_id: str) -> Conflict:

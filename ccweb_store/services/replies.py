@@ -25,18 +25,20 @@ Expire (``reply.expire``) fails only ``waiting`` requests made before the cutoff
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ccweb_store.domain import errors
-from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
-from ccweb_store.domain.host_calls import (
+from ccweb_store.contract.objects import Reply
+from ccweb_store.contract.replies import (
+    Expired,
     ExpireReplies,
     FailReply,
     GetReply,
     ListReplies,
+    ReplyPage,
     RetryReply,
 )
+from ccweb_store.domain import errors
+from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
 from ccweb_store.domain.kinds import ReplyStatus, RunKind, RunStatus
 from ccweb_store.domain.prompts import (
     RETURN_AND_CONTINUE,
@@ -44,23 +46,14 @@ from ccweb_store.domain.prompts import (
     retry_asks_again,
     target_prompt,
 )
+from ccweb_store.domain.rows import ReplyRequest
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.messaging import check_content_length
 from ccweb_store.services.reply_delivery import conversation_title, deliver_reply
-from ccweb_store.store.rows import ReplyRequest
 from ccweb_store.store.uow import Store, UnitOfWork
 
 EXPIRED = "expired"
 EXPIRE_BATCH = 200
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyPage:
-    """A page of ``reply.list``: requests oldest first, and the cursor of the next page
-    (None: the last page)."""
-
-    replies: list[ReplyRequest]
-    next_cursor: str | None
 
 
 async def list_replies(store: Store, query: ListReplies) -> ReplyPage:
@@ -72,16 +65,16 @@ async def list_replies(store: Store, query: ListReplies) -> ReplyPage:
             limit=query.limit,
             cursor=query.cursor,
         )
-    return ReplyPage(rows, next_cursor)
+    return ReplyPage(replies=[Reply.model_validate(row) for row in rows], next_cursor=next_cursor)
 
 
-async def get_reply(store: Store, call: GetReply) -> ReplyRequest:
+async def get_reply(store: Store, call: GetReply) -> Reply:
     """``reply.get``: one request by id (``request_not_found`` otherwise)."""
     async with store.read_uow() as uow:
-        return await uow.replies.require(call.request_id)
+        return Reply.model_validate(await uow.replies.require(call.request_id))
 
 
-async def retry_reply(store: Store, call: RetryReply) -> ReplyRequest:
+async def retry_reply(store: Store, call: RetryReply) -> Reply:
     """``reply.retry``: re-attempt the request (what that means per state: module docstring)."""
     request_id = call.request_id
     if call.message is not None:
@@ -117,7 +110,7 @@ async def retry_reply(store: Store, call: RetryReply) -> ReplyRequest:
         else:
             request = await _ask_target_again(uow, request, call.message)
         await uow.commit()
-        return request
+        return Reply.model_validate(request)
 
 
 async def _lock_request(uow: UnitOfWork, request_id: str) -> ReplyRequest:
@@ -213,7 +206,7 @@ async def _ask_target_again(
     return request
 
 
-async def fail_reply(store: Store, call: FailReply) -> ReplyRequest:
+async def fail_reply(store: Store, call: FailReply) -> Reply:
     """``reply.fail``: fail a waiting or ready request with ``reason``; the source gets a notice."""
     request_id, reason = call.request_id, call.reason
     async with store.uow() as uow:
@@ -233,7 +226,7 @@ async def fail_reply(store: Store, call: FailReply) -> ReplyRequest:
         if failed is not None:
             request = (await deliver_reply(uow, failed)).request
         await uow.commit()
-        return request
+        return Reply.model_validate(request)
 
 
 def _expiry_cutoff(call: ExpireReplies, now: datetime | None) -> datetime:
@@ -269,7 +262,9 @@ async def expirable_replies(
                 return found
 
 
-async def expire_replies(store: Store, call: ExpireReplies, *, now: datetime | None = None) -> int:
+async def expire_replies(
+    store: Store, call: ExpireReplies, *, now: datetime | None = None
+) -> Expired:
     """``reply.expire``: fail ``waiting`` requests older than ``olderThanSeconds`` ("expired");
     how many it failed.
 
@@ -295,4 +290,4 @@ async def expire_replies(store: Store, call: ExpireReplies, *, now: datetime | N
                     await deliver_reply(uow, failed)
             await uow.commit()
         if cursor is None:
-            return expired
+            return Expired(expired=expired)

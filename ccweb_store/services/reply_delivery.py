@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 from ccweb_store.domain.ids import new_id
 from ccweb_store.domain.kinds import ReplyStatus, RunStatus
 from ccweb_store.domain.prompts import failure_notice, reply_message_text, source_auto_run_prompt
+from ccweb_store.domain.rows import ReplyRequest
 from ccweb_store.domain.timestamps import utcnow
-from ccweb_store.store.rows import ReplyRequest
 from ccweb_store.store.uow import UnitOfWork
 
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 
+from ccweb_store.contract.runs import Completion
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, DatabaseFileMissing, DatabaseUnavailable
 from ccweb_store.domain.kinds import Role, RunKind, RunStatus
+from ccweb_store.domain.rows import Message, ReplyRequest, Run
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services.reply_delivery import deliver_ready_replies, record_target_answer
-from ccweb_store.store.rows import Message, ReplyRequest, Run
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -61,16 +61,6 @@ def lease_lost(run: Run, worker_id: str | None) -> Conflict:
         code=errors.LEASE_LOST,
         data={"runId": run.id, "runStatus": run.status, "heldBy": run.worker_id},
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """The result of ``run.complete`` (and ``run.cancel``): the closed run, its output
-    message (None: it wrote none), the reply requests its end moved."""
-
-    run: Run
-    message: Message | None
-    replies: list[ReplyRequest]
 
 
 async def _answered_request(uow: UnitOfWork, run: Run) -> ReplyRequest | None:
@@ -121,7 +111,7 @@ async def completion_result(uow: UnitOfWork, run: Run) -> Completion:
         request = await uow.replies.get(request_id) if isinstance(request_id, str) else None
         if request is not None:
             replies.append(request)
-    return Completion(run, message, replies)
+    return Completion.of(run, message, replies)
 
 
 async def requeue_expired(store: Store, *, now: datetime | None = None) -> dict[str, int]:

@@ -18,36 +18,39 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ccweb_store.domain import errors
-from ccweb_store.domain.errors import Conflict
-from ccweb_store.domain.event_types import CLAIMABLE_AFTER
-from ccweb_store.domain.host_calls import (
+from ccweb_store.contract import objects
+from ccweb_store.contract.runs import (
     MIN_LEASE_SECONDS,
     CancelRun,
+    Claim,
     ClaimRun,
     CompleteRun,
+    Completion,
     EnqueueRun,
     HeartbeatRun,
     ListRuns,
     RequeueRun,
+    RunList,
     StartRun,
 )
+from ccweb_store.domain import errors
+from ccweb_store.domain.errors import Conflict
+from ccweb_store.domain.event_types import CLAIMABLE_AFTER
 from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
 )
 from ccweb_store.domain.kinds import RunStatus
+from ccweb_store.domain.rows import Run
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.services import credentials
 from ccweb_store.services.run_endings import (
-    Completion,
     after_close,
     completion_result,
     lease_lost,
     requeue_expired,
 )
 from ccweb_store.store.repositories.run_leases import ClaimRace
-from ccweb_store.store.rows import Conversation, Run
 from ccweb_store.store.uow import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -59,7 +62,7 @@ CLAIM_ATTEMPTS = 5
 RECLAIM_EVERY_S = 5.0
 
 
-async def start_run(store: Store, call: StartRun) -> Run:
+async def start_run(store: Store, call: StartRun) -> objects.Run:
     """``run.start``: a run the host drives itself, already ``running`` (``conversation_busy``)."""
     async with store.uow() as uow:
         await uow.sessions.require(call.session_id)
@@ -67,34 +70,23 @@ async def start_run(store: Store, call: StartRun) -> Run:
             call.session_id, call.kind, runtime_text=call.runtime_text, worker_id=call.worker_id
         )
         await uow.commit()
-    return run
+    return objects.Run.model_validate(run)
 
 
-async def enqueue_run(store: Store, call: EnqueueRun) -> Run:
+async def enqueue_run(store: Store, call: EnqueueRun) -> objects.Run:
     """``run.enqueue``: a ``queued`` run for a worker to claim (what a host does when a person
     writes in a conversation that a worker drives, ``ccweb-store worker``)."""
     async with store.uow() as uow:
         await uow.sessions.require(call.session_id)
         run = await uow.runs.enqueue(call.session_id, call.kind, runtime_text=call.runtime_text)
         await uow.commit()
-    return run
+    return objects.Run.model_validate(run)
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimResult:
-    """What ``run.claim`` hands a worker: the run it leased (None: nothing to claim), and
-    what the claim was asked to add, made in the claim's own unit of work: the run's
-    conversation (``withConversation``) and a credential for it (``mintCredential``)."""
-
-    run: Run | None
-    conversation: Conversation | None = None
-    credential: credentials.MintedCredential | None = None
+NOTHING_CLAIMED = Claim(run=None)
 
 
-NOTHING_CLAIMED = ClaimResult(None)
-
-
-async def claim_run(store: Store, call: ClaimRun, *, now: datetime | None = None) -> ClaimResult:
+async def claim_run(store: Store, call: ClaimRun, *, now: datetime | None = None) -> Claim:
     """``run.claim``: lease the oldest queued run of an idle conversation, or no run.
 
     Expired leases are requeued (or failed) first, so a dead worker's run is claimable again.
@@ -137,7 +129,7 @@ def _claimable(event: dict[str, Any]) -> bool:
 
 
 #: What a claim adds to the run it took, in its own unit of work: ``(uow, run) -> result``.
-ClaimExtras = Callable[[UnitOfWork, Run], Awaitable[ClaimResult]]
+ClaimExtras = Callable[[UnitOfWork, Run], Awaitable[Claim]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,15 +156,18 @@ async def _claim_extras(store: Store, call: ClaimRun) -> ClaimExtras | None:
         mint = credentials.mint_options(minting)
         key = await credentials.signing_key(store)
 
-    async def extras(uow: UnitOfWork, run: Run) -> ClaimResult:
-        conversation = await uow.sessions.require(run.session_id) if with_conversation else None
-        credential = await credentials.mint_in(uow, key, run, mint) if mint is not None else None
-        return ClaimResult(run, conversation, credential)
+    async def extras(uow: UnitOfWork, run: Run) -> Claim:
+        added: dict[str, Any] = {}
+        if with_conversation:
+            added["conversation"] = objects.Session.of(await uow.sessions.require(run.session_id))
+        if mint is not None:
+            added["credential"] = await credentials.mint_in(uow, key, run, mint)
+        return Claim(run=objects.Run.model_validate(run), **added)
 
     return extras
 
 
-async def _claim_now(store: Store, wanted: _Wanted) -> ClaimResult:
+async def _claim_now(store: Store, wanted: _Wanted) -> Claim:
     """A claim, taken again (up to ``CLAIM_ATTEMPTS`` times) when it loses a race."""
     for _ in range(CLAIM_ATTEMPTS):
         try:
@@ -183,7 +178,7 @@ async def _claim_now(store: Store, wanted: _Wanted) -> ClaimResult:
     return NOTHING_CLAIMED  # lost every race: the runs there were went to other workers
 
 
-async def _claim(store: Store, wanted: _Wanted) -> ClaimResult | None:
+async def _claim(store: Store, wanted: _Wanted) -> Claim | None:
     """One claim (None: no run to claim), in the unit of work it needs:
 
     - nothing to add and no lease to probe for: ``_claim_alone``, one statement;
@@ -203,7 +198,7 @@ async def _claim(store: Store, wanted: _Wanted) -> ClaimResult | None:
     return await _claim_in_transaction(store, wanted)
 
 
-async def _claim_alone(store: Store, wanted: _Wanted) -> ClaimResult | None:
+async def _claim_alone(store: Store, wanted: _Wanted) -> Claim | None:
     """The claim by itself, outside a transaction: ``RunLeases.claim`` is one statement that
     writes the run's event too where the database can, so on PostgreSQL it commits by
     itself, without ``BEGIN`` and ``COMMIT`` (``Store.uow(autocommit=True)``); on SQLite it
@@ -212,20 +207,24 @@ async def _claim_alone(store: Store, wanted: _Wanted) -> ClaimResult | None:
         return await _claim_in(uow, wanted)
 
 
-async def _claim_in_transaction(store: Store, wanted: _Wanted) -> ClaimResult | None:
+async def _claim_in_transaction(store: Store, wanted: _Wanted) -> Claim | None:
     """The claim and its ``extras`` in one transaction: they commit together, or not at all."""
     async with store.uow() as uow:
         return await _claim_in(uow, wanted)
 
 
-async def _claim_in(uow: UnitOfWork, wanted: _Wanted) -> ClaimResult | None:
+async def _claim_in(uow: UnitOfWork, wanted: _Wanted) -> Claim | None:
     """Claim in ``uow``, add the ``extras`` to a run it took, and commit."""
     run = await uow.runs.claim(
         wanted.worker_id, lease_seconds=wanted.lease, kinds=wanted.kinds, now=wanted.now
     )
     claimed = None
     if run is not None:
-        claimed = await wanted.extras(uow, run) if wanted.extras is not None else ClaimResult(run)
+        claimed = (
+            await wanted.extras(uow, run)
+            if wanted.extras is not None
+            else Claim(run=objects.Run.model_validate(run))
+        )
     await uow.commit()
     return claimed
 
@@ -261,7 +260,7 @@ def _lease_probe_due(store: Store, now: datetime | None) -> bool:
     return horizon is None or utcnow() >= horizon
 
 
-async def heartbeat_run(store: Store, call: HeartbeatRun) -> Run:
+async def heartbeat_run(store: Store, call: HeartbeatRun) -> objects.Run:
     """``run.heartbeat``: extend the lease of a run this worker holds (``lease_lost`` otherwise)."""
     run_id, worker_id = call.run_id, call.worker_id
     lease = call.lease_seconds or store.settings.lease_seconds
@@ -271,7 +270,7 @@ async def heartbeat_run(store: Store, call: HeartbeatRun) -> Run:
         if beat is None:
             raise lease_lost(run, worker_id)
         await uow.commit()
-    return beat
+    return objects.Run.model_validate(beat)
 
 
 async def complete_run(store: Store, call: CompleteRun) -> Completion:
@@ -300,25 +299,26 @@ async def complete_run(store: Store, call: CompleteRun) -> Completion:
         if call.agent_session_id is not None:
             await uow.sessions.set_agent_session(run.session_id, call.agent_session_id)
         await uow.commit()
-    return Completion(run, message, replies)
+    return Completion.of(run, message, replies)
 
 
-async def list_runs(store: Store, query: ListRuns, *, now: datetime | None = None) -> list[Run]:
+async def list_runs(store: Store, query: ListRuns, *, now: datetime | None = None) -> RunList:
     """``run.list`` (and the operator's listings): runs newest first, by conversation, status
     and age."""
     cutoff = None
     if query.older_than_seconds is not None:
         cutoff = (now or utcnow()) - timedelta(seconds=query.older_than_seconds)
     async with store.read_uow() as uow:
-        return await uow.runs.list_recent(
+        rows = await uow.runs.list_recent(
             session_id=query.session_id,
             statuses=query.status,
             created_before=cutoff,
             limit=query.limit,
         )
+    return RunList(runs=[objects.Run.model_validate(row) for row in rows])
 
 
-async def requeue_run(store: Store, call: RequeueRun) -> Run:
+async def requeue_run(store: Store, call: RequeueRun) -> objects.Run:
     """Put a running run back in the queue (its worker died); counts as an attempt.
 
     With ``workerId`` (a worker giving back a run it cannot finish), only while that worker
@@ -336,7 +336,7 @@ async def requeue_run(store: Store, call: RequeueRun) -> Run:
                 code=errors.INVALID_STATE,
             )
         await uow.commit()
-    return requeued
+    return objects.Run.model_validate(requeued)
 
 
 async def cancel_run(store: Store, call: CancelRun) -> Completion:
@@ -370,4 +370,4 @@ async def cancel_run(store: Store, call: CancelRun) -> Completion:
             raise Conflict(f"run {run_id!r} changed while cancelling it; try again")
         message, replies = await after_close(uow, run, RunStatus.FAILED, output=None, error=reason)
         await uow.commit()
-    return Completion(run, message, replies)
+    return Completion.of(run, message, replies)

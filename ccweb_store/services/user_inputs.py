@@ -16,16 +16,15 @@ O(limit + blank rows among the newest inputs).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
+from ccweb_store.contract.tools import ListUserInputs, UserInput, UserInputs
 from ccweb_store.domain import errors
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source, refuse_other_conversation
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.domain.ids import validate_session_id
 from ccweb_store.domain.kinds import Role
-from ccweb_store.domain.tool_arguments import ListUserInputs
 from ccweb_store.store.uow import Store, UnitOfWork
 
 
@@ -107,30 +106,6 @@ def first_batch(max_chars: int) -> int:
     return -(-max_chars // TYPICAL_INPUT_CHARS)
 
 
-@dataclass(frozen=True, slots=True)
-class UserInput:
-    """One input as returned: its message, when it was written (the API's ISO text), what of
-    its text the budget kept, and how long that text was."""
-
-    message_id: str
-    created_at: str | None
-    content: str
-    original_chars: int
-
-
-@dataclass(frozen=True, slots=True)
-class UserInputs:
-    """What ``ccweb_list_user_inputs`` found: the conversation, the limits it was read with,
-    the characters returned, whether older inputs exist, and the inputs, oldest first."""
-
-    conversation_id: str
-    limit: int
-    max_chars: int
-    total_chars: int
-    has_more: bool
-    inputs: list[UserInput]
-
-
 async def list_user_inputs(store: Store, source: Source, args: ListUserInputs) -> UserInputs:
     """``ccweb_list_user_inputs``: the conversation's newest user inputs within a budget."""
     limit, max_chars = args.limit, args.max_chars
@@ -141,7 +116,15 @@ async def list_user_inputs(store: Store, source: Source, args: ListUserInputs) -
         if not inputs and not older:  # an input proves the conversation exists; none, nothing
             await uow.sessions.require(session_id)
     inputs.reverse()
-    return UserInputs(session_id, limit, max_chars, max_chars - budget.remaining, older, inputs)
+    return UserInputs(
+        conversation_id=session_id,
+        limit=limit,
+        max_chars=max_chars,
+        total_chars=max_chars - budget.remaining,
+        returned=len(inputs),
+        has_more=older,
+        inputs=inputs,
+    )
 
 
 async def newest_inputs(
@@ -170,7 +153,7 @@ async def newest_inputs(
                 return inputs, True
             kept = budget.spend(text)
             if kept is not None:
-                inputs.append(UserInput(message_id, created_at, kept, len(text)))
+                inputs.append(UserInput.of(message_id, created_at, kept, len(text)))
             if budget.cut:
                 return inputs, True
         if len(batch) < wanted:

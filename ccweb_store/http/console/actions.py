@@ -18,8 +18,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ccweb_store.config import Settings
+from ccweb_store.contract.objects import Reply
+from ccweb_store.contract.replies import FailReply, RetryReply
+from ccweb_store.contract.runs import CancelRun, RequeueRun
 from ccweb_store.domain.errors import DomainError, InvalidInput
-from ccweb_store.domain.host_calls import CancelRun, FailReply, RequeueRun, RetryReply
 from ccweb_store.domain.kinds import ReplyStatus
 from ccweb_store.http.console import HOME, session
 from ccweb_store.http.console.rendering import domain_refusal, refusal
@@ -27,7 +29,6 @@ from ccweb_store.http.headers import SECURITY_HEADERS
 from ccweb_store.http.origins import same_origin
 from ccweb_store.protocol.argument_errors import built
 from ccweb_store.services import replies, runs
-from ccweb_store.store.rows import ReplyRequest
 from ccweb_store.store.uow import Store
 
 #: The most a login or action form may hold, in bytes.
@@ -102,7 +103,7 @@ async def retry_reply(request: Request) -> Response:
     return await _action(request, act)
 
 
-def retried_notice(reply: ReplyRequest) -> str:
+def retried_notice(reply: Reply) -> str:
     """What a retry did, by where it left the request."""
     request_id, target = reply.request_id, reply.target_title or reply.target_conversation_id
     if reply.status == ReplyStatus.RETURNED:

@@ -9,10 +9,9 @@ from urllib.parse import urlencode
 
 from starlette.requests import Request
 
+from ccweb_store.contract.objects import Message, Reply, Run, Session
 from ccweb_store.domain.kinds import conversation_state
-from ccweb_store.protocol import shapes
 from ccweb_store.services import console
-from ccweb_store.services.conversations import SessionView
 
 #: The query parameter that holds where each list of a page starts (its keyset cursor).
 LIST_PARAMS = {
@@ -34,7 +33,7 @@ def overview_shown(view: console.Overview) -> dict[str, Any]:
     with its ``state`` and ``repliesIn`` / ``repliesOut``, each run with its conversation's
     ``sessionTitle``; each list as ``{rows, next}`` (``next``: its next page's cursor)."""
     sessions = [
-        shapes.session_view_out(session)
+        _session(session)
         | {
             "state": _state(session),
             "repliesIn": view.replies_in[session.row.id],
@@ -43,7 +42,7 @@ def overview_shown(view: console.Overview) -> dict[str, Any]:
         for session in view.sessions.rows
     ]
     runs = [
-        shapes.run_out(run) | {"sessionTitle": view.titles.get(run.session_id)}
+        Run.model_validate(run).model_dump() | {"sessionTitle": view.titles.get(run.session_id)}
         for run in view.runs.rows
     ]
     return {
@@ -57,20 +56,26 @@ def overview_shown(view: console.Overview) -> dict[str, Any]:
 def conversation_shown(page: console.ConversationPage) -> dict[str, Any]:
     """One conversation as its template reads it, its lists as the overview's."""
     title = page.session.row.title
-    runs = [shapes.run_out(run) | {"sessionTitle": title} for run in page.runs.rows]
+    runs = [
+        Run.model_validate(run).model_dump() | {"sessionTitle": title} for run in page.runs.rows
+    ]
     return {
         "latestEventId": page.latest_event_id,
-        "session": shapes.session_view_out(page.session) | {"state": _state(page.session)},
-        "messages": [shapes.message_out(row) for row in page.messages],
+        "session": _session(page.session) | {"state": _state(page.session)},
+        "messages": [Message.model_validate(row).model_dump() for row in page.messages],
         "olderBefore": page.older_before,
-        "inputs": shapes.user_inputs_out(page.inputs),
+        "inputs": page.inputs.model_dump(),
         "replies": _requests(page.replies),
         "runs": {"rows": runs, "next": page.runs.next_cursor},
     }
 
 
-def _state(view: SessionView) -> str:
-    active = view.active_run
+def _session(shown: console.Shown) -> dict[str, Any]:
+    return Session.of(shown.row, shown.active_run).model_dump()
+
+
+def _state(shown: console.Shown) -> str:
+    active = shown.active_run
     return conversation_state(None if active is None else active.status)
 
 
@@ -81,7 +86,7 @@ def _requests(requests: console.OpenRequests) -> dict[str, Any]:
     for reply in requests.page.rows:
         run = requests.answering.get(reply.request_id)
         answering = None if run is None else {"id": run.id, "status": run.status}
-        rows.append(shapes.reply_out(reply) | {"answeringRun": answering})
+        rows.append(Reply.model_validate(reply).model_dump() | {"answeringRun": answering})
     return {"rows": rows, "next": requests.page.next_cursor}
 
 

@@ -20,7 +20,7 @@ from ccweb_store.store.repositories.monitoring import MonitoringRepository
 from ccweb_store.store.repositories.replies import ReplyRepository
 from ccweb_store.store.repositories.runs import RunRepository
 from ccweb_store.store.repositories.sends import SendRepository
-from ccweb_store.store.repositories.sessions import Party, SendParties, SessionRepository
+from ccweb_store.store.repositories.sessions import SendParties, SessionRepository
 from ccweb_store.store.repositories.whole_tables import WholeTableRepository
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "MessageRepository",
     "MessageText",
     "MonitoringRepository",
-    "Party",
     "ReplyRepository",
     "RunRepository",
     "SecretRepository",

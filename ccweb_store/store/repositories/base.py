@@ -1,6 +1,6 @@
 """What every repository shares: validation at the boundary, keyset cursors, and the
 one-row INSERT/UPDATE … RETURNING helpers the hot path is built on. Rows come back as the
-values of ``store.rows``."""
+values of ``domain.rows``."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ from sqlalchemy.exc import IntegrityError
 
 from ccweb_store.domain import errors, json_values
 from ccweb_store.domain.errors import DomainError, InvalidInput
+from ccweb_store.domain.rows import TABLE_OF
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Base
-from ccweb_store.store.rows import TABLE_OF
 from ccweb_store.store.statements import Batch, Rows
 from ccweb_store.store.statements import prebuilt as prebuilt
 from ccweb_store.store.transaction import Transaction
 
-#: A row value of ``store.rows`` (a ``NamedTuple``; ``_make`` is its public constructor).
+#: A row value of ``domain.rows`` (a ``NamedTuple``; ``_make`` is its public constructor).
 _V = TypeVar("_V", bound=tuple[Any, ...])
 
 
@@ -168,7 +168,7 @@ class Repository:
     """SQL on one table, inside the unit of work's transaction.
 
     Every change is a Core statement. Rows come back as the immutable values of
-    ``store.rows``, each built by its type from the row the driver returned (``_load``): a
+    ``domain.rows``, each built by its type from the row the driver returned (``_load``): a
     value never changes after it is read, so a method that changes a row returns the changed
     row (``UPDATE … RETURNING``) for the caller to use.
     """

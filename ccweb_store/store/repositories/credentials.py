@@ -11,10 +11,10 @@ from sqlalchemy.sql.expression import bindparam
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict
 from ccweb_store.domain.ids import new_id
+from ccweb_store.domain.rows import ConversationCredential
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Base
 from ccweb_store.store.repositories.base import Repository, prebuilt
-from ccweb_store.store.rows import ConversationCredential
 
 CREDENTIALS = Base.metadata.tables["conversation_credentials"]
 SECRETS = Base.metadata.tables["server_secrets"]

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import sqlalchemy as sa
 
 from ccweb_store.domain.ids import OPEN_REPLY_STATUSES
+from ccweb_store.domain.rows import ActivityRow, PendingReplyRow, ReplyRequest
 from ccweb_store.store.column_types import UTCDateTime
 from ccweb_store.store.repositories.base import REPLIES, Repository
-from ccweb_store.store.rows import ReplyRequest
 
 pending_replies = sa.table(
     "pending_replies",
@@ -67,39 +67,6 @@ conversation_activity = sa.table(
         for status in OPEN_REPLY_STATUSES
     ),
 )
-
-
-class PendingReplyRow(NamedTuple):
-    """One row of ``pending_replies`` with the full request it describes."""
-
-    reply: ReplyRequest
-    age_seconds: int
-    #: The conversations' current titles, else the ones stored with the request.
-    source_title: str | None
-    target_title: str | None
-    original_request_known: bool
-    source_running: bool
-    target_run_id: str | None
-    target_run_status: str | None
-    target_run_worker_id: str | None
-    target_run_lease_expires_at: datetime | None
-    target_run_attempts: int | None
-
-
-class ActivityRow(NamedTuple):
-    """One row of ``conversation_activity``."""
-
-    session_id: str
-    title: str | None
-    message_count: int
-    last_message_at: datetime | None
-    active_run_id: str | None
-    active_run_kind: str | None
-    active_run_status: str | None
-    #: Open reply requests by status (every one of ``OPEN_REPLY_STATUSES``) that the
-    #: conversation sent, and that it was asked.
-    open_as_source: dict[str, int]
-    open_as_target: dict[str, int]
 
 
 class DebuggingRepository(Repository):

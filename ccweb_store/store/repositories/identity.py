@@ -7,10 +7,10 @@ import uuid
 
 import sqlalchemy as sa
 
+from ccweb_store.domain.rows import CopyMarker
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Base
 from ccweb_store.store.repositories.base import Repository
-from ccweb_store.store.rows import CopyMarker
 
 IDENTITY = Base.metadata.tables["database_identity"]
 MARKER = Base.metadata.tables["copy_marker"]

@@ -13,9 +13,9 @@ import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import event_types
+from ccweb_store.domain.rows import Message
 from ccweb_store.store.repositories.base import MESSAGES, Repository, column_attributes, prebuilt
 from ccweb_store.store.repositories.sessions import SessionRepository
-from ccweb_store.store.rows import Message
 
 _COLUMNS_BY_ATTRIBUTE = dict(column_attributes(Message))
 

@@ -16,6 +16,7 @@ from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
 from ccweb_store.domain.ids import ROLES, new_id, validate_choice
 from ccweb_store.domain.kinds import Role
+from ccweb_store.domain.rows import Message
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.column_types import IsoText
 from ccweb_store.store.models import reply_to_request_id
@@ -26,7 +27,6 @@ from ccweb_store.store.repositories.base import (
 from ccweb_store.store.repositories.batch_steps import BatchStep
 from ccweb_store.store.repositories.message_import import MessageImport
 from ccweb_store.store.repositories.sessions import SessionRepository
-from ccweb_store.store.rows import Message
 
 #: A message appended with its session's next ``seq``, computed inside the INSERT; only the
 #: session's write lock (``SessionRepository.touch``, taken first) keeps seqs gap-free.

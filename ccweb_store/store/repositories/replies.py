@@ -14,6 +14,7 @@ from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
 from ccweb_store.domain.ids import OPEN_REPLY_STATUSES, REPLY_STATUSES, validate_choice
 from ccweb_store.domain.kinds import ReplyStatus, RunStatus
+from ccweb_store.domain.rows import ReplyRequest
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import reply_to_request_id
 from ccweb_store.store.repositories.base import (
@@ -28,7 +29,6 @@ from ccweb_store.store.repositories.base import (
     prebuilt,
 )
 from ccweb_store.store.repositories.batch_steps import BatchStep
-from ccweb_store.store.rows import ReplyRequest
 
 _GET_REPLY = prebuilt(sa.select(REPLIES).where(REPLIES.c.request_id == bindparam("request_id")))
 _LOCK_REPLY = prebuilt(_GET_REPLY.with_for_update())

@@ -20,10 +20,10 @@ from ccweb_store.domain.ids import (
     validate_choice,
 )
 from ccweb_store.domain.kinds import RunStatus
+from ccweb_store.domain.rows import Run
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.repositories.base import RUNS, Repository, constant, one_of, prebuilt
 from ccweb_store.store.repositories.events import EVENTS, ordered_insert
-from ccweb_store.store.rows import Run
 
 _EARLIEST_LEASE_EXPIRY = prebuilt(
     sa.select(sa.func.min(RUNS.c.lease_expires_at)).where(

@@ -22,6 +22,7 @@ from ccweb_store.domain.ids import (
     validate_choice,
 )
 from ccweb_store.domain.kinds import RunKind, RunStatus
+from ccweb_store.domain.rows import Run
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.repositories.base import (
     RUNS,
@@ -32,7 +33,6 @@ from ccweb_store.store.repositories.base import (
 )
 from ccweb_store.store.repositories.batch_steps import BatchStep
 from ccweb_store.store.repositories.run_leases import RunLeases
-from ccweb_store.store.rows import Run
 
 _GET_RUN = prebuilt(sa.select(RUNS).where(RUNS.c.id == bindparam("run_id")))
 _LOCK_RUN = prebuilt(_GET_RUN.with_for_update())

@@ -22,13 +22,13 @@ from typing import Any
 from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.ids import ROLES, new_id, validate_choice
 from ccweb_store.domain.kinds import ReplyStatus, Role, RunKind
+from ccweb_store.domain.rows import Message
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.repositories.base import MESSAGES, Repository
 from ccweb_store.store.repositories.messages import append_step
 from ccweb_store.store.repositories.replies import waiting_request_step
 from ccweb_store.store.repositories.runs import enqueue_step
 from ccweb_store.store.repositories.sessions import touch_step
-from ccweb_store.store.rows import Message
 from ccweb_store.store.statements import Batch
 
 #: A ``one_way`` send: no reply request.

@@ -13,6 +13,7 @@ from sqlalchemy.sql.expression import bindparam
 from ccweb_store.domain import errors, event_types
 from ccweb_store.domain.errors import Conflict, NotFound
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, new_id, validate_session_id
+from ccweb_store.domain.rows import Conversation, Party
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.repositories.base import (
     MESSAGES,
@@ -25,7 +26,6 @@ from ccweb_store.store.repositories.base import (
     prebuilt,
 )
 from ccweb_store.store.repositories.batch_steps import BatchStep
-from ccweb_store.store.rows import Conversation
 
 
 @lru_cache(maxsize=32)
@@ -39,13 +39,6 @@ def _lock_sessions_statement(count: int) -> sa.Select[Any]:
     return prebuilt(
         sa.select(SESSIONS).where(SESSIONS.c.id.in_(ids)).order_by(SESSIONS.c.id).with_for_update()
     )
-
-
-class Party(NamedTuple):
-    """A conversation as a send names it: what the rows the send writes copy of it."""
-
-    id: str
-    title: str | None
 
 
 class SendParties(NamedTuple):

@@ -7,20 +7,24 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from ccweb_store.domain.call_models import (
+from ccweb_store.contract.base import (
     AgentSessionId,
     AgeSeconds,
-    CallModel,
     ConversationId,
+    Input,
+    Output,
     PageSize,
     Text,
     between,
     listed,
     number,
+    omitted,
     one_of,
 )
+from ccweb_store.contract.credentials import CredentialTerms, Minted
+from ccweb_store.contract.objects import Message, Reply, Run, Session
+from ccweb_store.domain import rows
 from ccweb_store.domain.errors import INVALID_KIND, INVALID_STATUS
-from ccweb_store.domain.host_calls.credentials import CredentialTerms
 from ccweb_store.domain.ids import ID_MAX_LENGTH
 from ccweb_store.domain.kinds import RunKind, RunStatus
 
@@ -47,7 +51,7 @@ LeaseSeconds = Annotated[
 ]
 
 
-class StartRun(CallModel):
+class StartRun(Input):
     """``run.start``: a run the host drives itself, already ``running``."""
 
     session_id: ConversationId
@@ -56,7 +60,7 @@ class StartRun(CallModel):
     worker_id: WorkerId | None = None
 
 
-class EnqueueRun(CallModel):
+class EnqueueRun(Input):
     """``run.enqueue``: a ``queued`` run for a worker to claim."""
 
     session_id: ConversationId
@@ -64,7 +68,7 @@ class EnqueueRun(CallModel):
     runtime_text: str | None = None
 
 
-class ClaimRun(CallModel):
+class ClaimRun(Input):
     """``run.claim``: lease the oldest queued run of an idle conversation."""
 
     worker_id: Annotated[Text, Field(max_length=ID_MAX_LENGTH)]
@@ -79,7 +83,7 @@ class ClaimRun(CallModel):
     mint_credential: CredentialTerms | None = None
 
 
-class HeartbeatRun(CallModel):
+class HeartbeatRun(Input):
     """``run.heartbeat``: extend the lease of a run this worker holds."""
 
     run_id: Text
@@ -87,7 +91,7 @@ class HeartbeatRun(CallModel):
     lease_seconds: LeaseSeconds | None = None
 
 
-class CompleteRun(CallModel):
+class CompleteRun(Input):
     """``run.complete``: close a run with its output or error."""
 
     run_id: Text
@@ -104,7 +108,7 @@ class CompleteRun(CallModel):
     agent_session_id: AgentSessionId | None = None
 
 
-class ListRuns(CallModel):
+class ListRuns(Input):
     """``run.list``: runs newest first, by conversation, status and age."""
 
     session_id: ConversationId | None = None
@@ -122,16 +126,50 @@ class ListRuns(CallModel):
     limit: PageSize = DEFAULT_RUN_PAGE
 
 
-class RequeueRun(CallModel):
+class RequeueRun(Input):
     """``run.requeue``: put a running run back in the queue."""
 
     run_id: Text
     worker_id: WorkerId | None = None
 
 
-class CancelRun(CallModel):
+class CancelRun(Input):
     """``run.cancel``: end a queued run, or a running one with ``force``."""
 
     run_id: Text
     reason: str | None = None
     force: bool = False
+
+
+class RunList(Output):
+    """``run.list``'s answer: runs newest first."""
+
+    runs: list[Run]
+
+
+class Completion(Output):
+    """``run.complete``'s and ``run.cancel``'s answer: the closed run, its output message
+    (None: it wrote none) and the reply requests its end moved."""
+
+    run: Run
+    message: Message | None
+    replies: list[Reply]
+
+    @classmethod
+    def of(
+        cls, run: rows.Run, message: rows.Message | None, replies: list[rows.ReplyRequest]
+    ) -> Completion:
+        return cls(
+            run=Run.model_validate(run),
+            message=Message.model_validate(message) if message is not None else None,
+            replies=[Reply.model_validate(reply) for reply in replies],
+        )
+
+
+class Claim(Output):
+    """``run.claim``'s answer: the run leased (None: nothing to claim) and, when the claim was
+    asked for them and took a run, its conversation and a credential for it."""
+
+    run: Run | None
+    conversation: Session = omitted()
+    credential: Minted = omitted()

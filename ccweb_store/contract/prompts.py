@@ -1,4 +1,5 @@
-"""The ``prompt.respond`` call: the user's answers to a form card."""
+"""The ``prompt.respond`` call: the user's answers to a form card (the card itself is the
+``ccweb_prompt_user`` tool's: ``tools``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from ccweb_store.domain.call_models import CallModel, coded
+from ccweb_store.contract.base import Input, Output, coded
+from ccweb_store.contract.objects import Message, Run
 from ccweb_store.domain.errors import INVALID_ARGUMENTS
 
 
@@ -18,7 +20,7 @@ def _prompt_id(value: Any) -> Any:
     return value
 
 
-class RespondToPrompt(CallModel):
+class RespondToPrompt(Input):
     """``prompt.respond``: answer a form card; the answers are checked against its questions
     (which only the stored card knows)."""
 
@@ -26,3 +28,10 @@ class RespondToPrompt(CallModel):
         default=None, validate_default=True
     )
     answers: Any = None
+
+
+class PromptResponse(Output):
+    """``prompt.respond``'s answer: the user message with the answers and the run it queued."""
+
+    message: Message
+    run: Run

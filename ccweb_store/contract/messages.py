@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from ccweb_store.domain.call_models import CallModel, ConversationId, PageSize, Text, coded
+from ccweb_store.contract.base import ConversationId, Input, Output, PageSize, Text, coded
+from ccweb_store.contract.objects import Message
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, INVALID_ROLE
 from ccweb_store.domain.ids import ID_MAX_LENGTH
 from ccweb_store.domain.kinds import Role
@@ -33,7 +34,7 @@ def _role(value: Any) -> Any:
     return Role(value)
 
 
-class AppendMessage(CallModel):
+class AppendMessage(Input):
     """``message.append``: a message at the conversation's next ``seq``; ``content`` is text or
     cc-web's list of ``{type: "text", text}`` blocks."""
 
@@ -46,7 +47,7 @@ class AppendMessage(CallModel):
     id: Annotated[str, Field(max_length=ID_MAX_LENGTH)] | None = None
 
 
-class RecentMessages(CallModel):
+class RecentMessages(Input):
     """``message.recent``: the newest messages before ``beforeSeq``, of ``role`` if given."""
 
     session_id: Text
@@ -55,9 +56,25 @@ class RecentMessages(CallModel):
     role: Annotated[Role, BeforeValidator(_role)] | None = None
 
 
-class ListMessages(CallModel):
+class ListMessages(Input):
     """``message.list``: messages after ``afterSeq``, in order."""
 
     session_id: Text
     after_seq: Annotated[int, Field(ge=0)] = 0
     limit: PageSize = DEFAULT_MESSAGE_PAGE
+
+
+class MessagesBefore(Output):
+    """``message.recent``'s answer: messages oldest first, the ``seq`` to ask before for the
+    page before them (None: no older message), and the conversation's title."""
+
+    messages: list[Message]
+    next_before_seq: int | None
+    title: str | None
+
+
+class MessagesAfter(Output):
+    """``message.list``'s answer: messages in order, and the ``seq`` to ask after next."""
+
+    messages: list[Message]
+    next_after_seq: int

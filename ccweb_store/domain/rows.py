@@ -1,4 +1,4 @@
-"""The rows the repositories return: one immutable value per table row.
+"""The rows the store's repositories return: one immutable value per table row.
 
 Each is a ``NamedTuple`` whose fields are its table's columns, snake_case, in the table's
 column order (the order of ``SELECT *`` and of ``RETURNING *``), so a repository builds one
@@ -8,7 +8,8 @@ that changes a row returns the row as changed. ``models.py`` declares the tables
 ``RunRow`` and so on, are for the schema and Alembic only); ``tests/test_rows.py`` holds each
 value's fields to its table's columns.
 
-No SQLAlchemy here: services, the protocol's shapes, the console and the CLI read these.
+No SQLAlchemy here: the services, the contract's answers (built from these by their
+attributes), the console and the CLI read these.
 """
 
 from __future__ import annotations
@@ -113,6 +114,46 @@ class CopyMarker(NamedTuple):
 
 
 #: Every value type, each with the name of the table whose rows it holds.
+class PendingReplyRow(NamedTuple):
+    """One row of ``pending_replies`` with the full request it describes."""
+
+    reply: ReplyRequest
+    age_seconds: int
+    #: The conversations' current titles, else the ones stored with the request.
+    source_title: str | None
+    target_title: str | None
+    original_request_known: bool
+    source_running: bool
+    target_run_id: str | None
+    target_run_status: str | None
+    target_run_worker_id: str | None
+    target_run_lease_expires_at: datetime | None
+    target_run_attempts: int | None
+
+
+class ActivityRow(NamedTuple):
+    """One row of ``conversation_activity``."""
+
+    session_id: str
+    title: str | None
+    message_count: int
+    last_message_at: datetime | None
+    active_run_id: str | None
+    active_run_kind: str | None
+    active_run_status: str | None
+    #: Open reply requests by status (every one of ``OPEN_REPLY_STATUSES``) that the
+    #: conversation sent, and that it was asked.
+    open_as_source: dict[str, int]
+    open_as_target: dict[str, int]
+
+
+class Party(NamedTuple):
+    """A conversation as a send names it: what the rows the send writes copy of it."""
+
+    id: str
+    title: str | None
+
+
 TABLE_OF: dict[type[tuple[Any, ...]], str] = {
     Conversation: "sessions",
     Message: "messages",

@@ -7,13 +7,22 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
+from ccweb_store.contract.base import (
+    ConversationId,
+    Input,
+    Output,
+    PageSize,
+    Text,
+    between,
+    omitted,
+)
+from ccweb_store.contract.objects import Credential
 from ccweb_store.domain.arguments import CENTURY_SECONDS, INT32_MAX
-from ccweb_store.domain.call_models import CallModel, ConversationId, PageSize, Text, between
 
 CenturySeconds = Annotated[int, AfterValidator(between(1, CENTURY_SECONDS, " (100 years)"))]
 
 
-class CredentialTerms(CallModel):
+class CredentialTerms(Input):
     """A credential to mint: its lifetime (none: it never expires) and its label; also
     ``run.claim``'s ``mintCredential``."""
 
@@ -32,7 +41,7 @@ class MintCredential(CredentialTerms):
     replace_label: bool = False
 
 
-class ListCredentials(CallModel):
+class ListCredentials(Input):
     """``credential.list``: newest first, active ones only unless ``includeInactive``."""
 
     session_id: ConversationId | None = None
@@ -40,7 +49,22 @@ class ListCredentials(CallModel):
     limit: PageSize = 50
 
 
-class RevokeCredential(CallModel):
+class RevokeCredential(Input):
     """``credential.revoke``: the credential stops working at once."""
 
     credential_id: Text
+
+
+class Minted(Output):
+    """``credential.mint``'s answer (and a claim's ``credential``): the credential, its token
+    (shown only here) and, when the mint replaced a label's credentials, those it revoked."""
+
+    credential: Credential
+    token: str
+    revoked: list[Credential] = omitted()
+
+
+class CredentialList(Output):
+    """``credential.list``'s answer: each credential active or not as of its reading."""
+
+    credentials: list[Credential]

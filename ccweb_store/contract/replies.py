@@ -6,10 +6,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
 
-from ccweb_store.domain.arguments import CENTURY_SECONDS
-from ccweb_store.domain.call_models import (
-    CallModel,
+from ccweb_store.contract.base import (
     ConversationId,
+    Input,
+    Output,
     PageSize,
     Text,
     between,
@@ -17,6 +17,8 @@ from ccweb_store.domain.call_models import (
     number,
     one_of,
 )
+from ccweb_store.contract.objects import Reply
+from ccweb_store.domain.arguments import CENTURY_SECONDS
 from ccweb_store.domain.errors import INVALID_STATUS
 from ccweb_store.domain.kinds import ReplyStatus
 
@@ -29,7 +31,7 @@ ReplyStatusName = Annotated[
 DEFAULT_REPLY_PAGE = 50
 
 
-class ListReplies(CallModel):
+class ListReplies(Input):
     """``reply.list``: requests oldest first, by status and conversation (either side)."""
 
     status: Annotated[list[ReplyStatusName] | None, BeforeValidator(listed)] = None
@@ -38,13 +40,13 @@ class ListReplies(CallModel):
     cursor: str | None = None
 
 
-class GetReply(CallModel):
+class GetReply(Input):
     """``reply.get``: one request by id."""
 
     request_id: Text
 
 
-class RetryReply(CallModel):
+class RetryReply(Input):
     """``reply.retry``: try a request again (what that means per state: ``services/replies``);
     ``message``: the question to ask the target, for a request that stores none."""
 
@@ -52,14 +54,14 @@ class RetryReply(CallModel):
     message: Text | None = None
 
 
-class FailReply(CallModel):
+class FailReply(Input):
     """``reply.fail``: fail a waiting or ready request, telling its source ``reason``."""
 
     request_id: Text
     reason: Text
 
 
-class ExpireReplies(CallModel):
+class ExpireReplies(Input):
     """``reply.expire``: fail ``waiting`` requests made more than ``olderThanSeconds`` ago."""
 
     older_than_seconds: Annotated[
@@ -67,3 +69,17 @@ class ExpireReplies(CallModel):
         BeforeValidator(number),
         AfterValidator(between(0, CENTURY_SECONDS, " (100 years)")),
     ]
+
+
+class ReplyPage(Output):
+    """``reply.list``'s answer: requests oldest first, and the cursor of the next page (None:
+    the last page)."""
+
+    replies: list[Reply]
+    next_cursor: str | None
+
+
+class Expired(Output):
+    """``reply.expire``'s answer: how many ``waiting`` requests it failed."""
+
+    expired: int

@@ -1,17 +1,26 @@
-"""What every call's model shares: the base class (camelCase on the wire, JSON types exactly,
-unknown keys ignored, immutable), the model of a call without parameters (``NoParams``), the
-types of common arguments, and the checks that raise validation errors the edge turns into
-``invalid_arguments`` sentences (``protocol.argument_errors``).
+"""What every call's two models share.
 
-A check that fails raises ``PydanticCustomError``: type ``"argument"`` carries the end of a
-sentence that starts with the argument's place (``questions[0].id must be …``); any other
-type is an error code (``invalid_conversation_id``) with its whole message.
+``Input``, what comes in: camelCase on the wire, JSON types exactly, unknown keys ignored,
+immutable; the model of a call without parameters (``NoParams``), the types of common
+arguments, and the checks that raise validation errors the edge turns into
+``invalid_arguments`` sentences (``protocol.argument_errors``). A check that fails raises
+``PydanticCustomError``: type ``"argument"`` carries the end of a sentence that starts with
+the argument's place (``questions[0].id must be …``); any other type is an error code
+(``invalid_conversation_id``) with its whole message.
+
+``Output``, what goes out: camelCase by alias, immutable, read from a row's attributes of the
+same snake_case names (a repository's row values), time as ``Timestamp`` (ISO 8601 with
+milliseconds and a ``Z``). A key the wire leaves out when it has nothing to say is declared
+``= omitted()``: it is written only when it holds something (``omitted(absent=…)`` names what
+stands for nothing when null is a value of its own), and the published schema does not list it
+as required.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -21,6 +30,8 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    PlainSerializer,
+    WithJsonSchema,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -30,6 +41,7 @@ from pydantic_core import PydanticCustomError, core_schema
 from ccweb_store.domain.arguments import CENTURY_SECONDS, INT64_MAX
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, DomainError
 from ccweb_store.domain.ids import AGENT_SESSION_ID_MAX_LENGTH, MAX_PAGE, validate_session_id
+from ccweb_store.domain.timestamps import iso
 
 #: The error type of a check whose message continues the argument's place.
 ARGUMENT = "argument"
@@ -161,7 +173,7 @@ PageSize = Annotated[int, Clamped(1, MAX_PAGE)]
 AgeSeconds = Annotated[int, AfterValidator(between(0, CENTURY_SECONDS, " (100 years)"))]
 
 
-class CallModel(BaseModel):
+class Input(BaseModel):
     """What every call's model shares: camelCase on the wire, JSON types exactly (``1.0``
     is no integer, ``"true"`` no boolean), unknown keys ignored, immutable once parsed, and
     no integer beyond 64 bits (the database's columns)."""
@@ -191,5 +203,38 @@ class CallModel(BaseModel):
         return data
 
 
-class NoParams(CallModel):
+class NoParams(Input):
     """A method that takes no parameters (any given are ignored)."""
+
+
+#: A time on the wire: ISO 8601 UTC with milliseconds and a ``Z`` (``domain.timestamps.iso``).
+Timestamp = Annotated[
+    datetime,
+    PlainSerializer(iso, return_type=str),
+    WithJsonSchema({"type": "string", "format": "date-time"}, mode="serialization"),
+]
+
+
+#: What an omitted key holds when its answer says nothing there, where null is a value.
+ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
+
+
+def omitted(absent: Any = None) -> Any:
+    """The declaration of an answer's key that is left out of the wire while it holds
+    ``absent`` (its default)."""
+    return Field(default=absent, exclude_if=lambda value: value is absent)
+
+
+class Output(BaseModel):
+    """What every answer's model shares: camelCase by alias, immutable, built from a row's
+    attributes of the same names or from keyword arguments."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        serialize_by_alias=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+        from_attributes=True,
+        frozen=True,
+        extra="forbid",
+    )
