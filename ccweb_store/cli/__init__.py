@@ -29,6 +29,7 @@ from ccweb_store.cli.repairs import repair_json
 from ccweb_store.cli.replies import replies_app
 from ccweb_store.cli.restore import restore
 from ccweb_store.cli.runs import runs_app
+from ccweb_store.cli.schemas import schema
 
 app = typer.Typer(
     rich_markup_mode="markdown",
@@ -230,6 +231,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None], str], ...] = (
     ("migrate", migrate, SETUP),
     ("doctor", doctor, SETUP),
     ("conversation-url", conversation_url, SETUP),
+    ("schema", schema, SETUP),
     ("messages", messages, CONVERSATIONS),
     ("worker", worker, RUNS),
     ("mcp-stdio", mcp_stdio, RUNS),

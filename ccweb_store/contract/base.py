@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     AfterValidator,
@@ -186,6 +186,11 @@ class Input(BaseModel):
         frozen=True,
         strict=True,
     )
+
+    #: Arguments the published schema lists as required although the model has a default
+    #: for them: one it fills for old callers (``replyMode``), or one whose absence it refuses
+    #: in words of its own.
+    published_required: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="before")
     @classmethod

@@ -3,11 +3,19 @@ its newest ones."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, Field
 
-from ccweb_store.contract.base import ConversationId, Input, Output, PageSize, Text, coded
+from ccweb_store.contract.base import (
+    ConversationId,
+    Input,
+    Output,
+    PageSize,
+    Text,
+    coded,
+    one_of,
+)
 from ccweb_store.contract.objects import Message
 from ccweb_store.domain.errors import INVALID_ARGUMENTS, INVALID_ROLE
 from ccweb_store.domain.ids import ID_MAX_LENGTH
@@ -39,12 +47,15 @@ class AppendMessage(Input):
     cc-web's list of ``{type: "text", text}`` blocks."""
 
     session_id: ConversationId
-    content: Annotated[Any, BeforeValidator(_message_content)] = Field(
+    content: Annotated[str | list[dict[str, Any] | str], BeforeValidator(_message_content)] = Field(
         default=None, validate_default=True
     )
-    role: str = ""
+    role: Annotated[Role, BeforeValidator(one_of(tuple(Role), INVALID_ROLE, "role", Role))] = Field(
+        default="", validate_default=True
+    )
     metadata: dict[str, Any] | None = None
     id: Annotated[str, Field(max_length=ID_MAX_LENGTH)] | None = None
+    published_required: ClassVar[tuple[str, ...]] = ("role", "content")
 
 
 class RecentMessages(Input):

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, Field
 
@@ -20,14 +20,26 @@ def _prompt_id(value: Any) -> Any:
     return value
 
 
+def _answers(value: Any) -> Any:
+    if value is not None and not isinstance(value, dict):
+        raise coded(INVALID_ARGUMENTS, ANSWERS_RULE)
+    return value
+
+
+#: What ``prompt.respond``'s ``answers`` must be, said when it is anything else.
+ANSWERS_RULE = "answers must be an object mapping each question id to its answer text"
+
+
 class RespondToPrompt(Input):
     """``prompt.respond``: answer a form card; the answers are checked against its questions
     (which only the stored card knows)."""
 
-    prompt_id: Annotated[Any, BeforeValidator(_prompt_id)] = Field(
+    prompt_id: Annotated[str, BeforeValidator(_prompt_id)] = Field(
         default=None, validate_default=True
     )
-    answers: Any = None
+    #: Each question's id and its answer, checked against the stored card's questions.
+    answers: Annotated[dict[str, Any] | None, BeforeValidator(_answers)] = None
+    published_required: ClassVar[tuple[str, ...]] = ("promptId", "answers")
 
 
 class PromptResponse(Output):

@@ -63,14 +63,7 @@ def _reply_mode(value: Any) -> Any:
     return ReplyMode(value)
 
 
-class ToolArguments(Input):
-    """What every tool's arguments share (``Input``), and the arguments the published
-    schema lists as required although the model has a default for them."""
-
-    published_required: ClassVar[tuple[str, ...]] = ()
-
-
-class SendMessage(ToolArguments):
+class SendMessage(Input):
     """``ccweb_send_message``."""
 
     target_conversation_id: ConversationId = Field(
@@ -96,14 +89,14 @@ class SendMessage(ToolArguments):
         return "reply_mode" not in self.model_fields_set
 
 
-class RequestReply(ToolArguments):
+class RequestReply(Input):
     """``ccweb_request_reply``, the hidden alias: a send fixed to ``return_and_continue``."""
 
     target_conversation_id: ConversationId
     content: Text
 
 
-class CreateConversation(ToolArguments):
+class CreateConversation(Input):
     """``ccweb_create_conversation``."""
 
     title: str | None = Field(default=None, description="Title of the new conversation.")
@@ -135,7 +128,7 @@ class CreateConversation(ToolArguments):
         return bool(self.request_reply or self.wait_for_reply)
 
 
-class ListConversations(ToolArguments):
+class ListConversations(Input):
     """``ccweb_list_conversations``."""
 
     limit: Annotated[int, Clamped(1, LIST_CONVERSATIONS_MAX)] = Field(
@@ -149,7 +142,7 @@ class ListConversations(ToolArguments):
     include_archived: bool = Field(default=False, description="Include archived conversations.")
 
 
-class GetPendingReply(ToolArguments):
+class GetPendingReply(Input):
     """``ccweb_get_pending_reply``."""
 
     request_id: str | None = Field(
@@ -158,10 +151,10 @@ class GetPendingReply(ToolArguments):
     )
     #: Not an argument of the tool: kept so that a credential's caller naming another
     #: conversation is refused rather than quietly shown its own requests.
-    conversation_id: SkipJsonSchema[Any] = None
+    conversation_id: SkipJsonSchema[str | None] = None
 
 
-class ListUserInputs(ToolArguments):
+class ListUserInputs(Input):
     """``ccweb_list_user_inputs``."""
 
     conversation_id: ConversationId | None = Field(
@@ -183,7 +176,7 @@ def _options(value: list[str]) -> list[str]:
     return [option.strip() for option in value]
 
 
-class Question(ToolArguments):
+class Question(Input):
     """One question of a ``ccweb_prompt_user`` form."""
 
     id: Text = Field(description="Key of this answer.")
@@ -215,7 +208,7 @@ def _unique_ids(questions: list[Question]) -> list[Question]:
     return questions
 
 
-class PromptUser(ToolArguments):
+class PromptUser(Input):
     """``ccweb_prompt_user``."""
 
     title: Annotated[str | None, AfterValidator(stripped_or_none)] = Field(
@@ -226,33 +219,56 @@ class PromptUser(ToolArguments):
     )
 
 
+#: What ``tools.call``'s ``tool`` (or ``name``) must be, said when it is anything else.
+TOOL_NAME_RULE = "tool (or name) is required: the name of the tool to call"
+
+
+def _tool_name(value: Any) -> Any:
+    if value is not None and not isinstance(value, str):
+        raise coded(INVALID_ARGUMENTS, TOOL_NAME_RULE)
+    return value
+
+
 class ToolsCall(Input):
     """``tools.call`` / ``tools.callDynamic``: a tool run for a source conversation; ``tool``
     or ``name``, ``args`` or ``arguments``, ``sourceSessionId`` or ``sourceConversationId``
     (the tool's own model validates the arguments)."""
 
-    tool: Any = None
-    name: Any = None
-    args: Any = None
-    arguments: Any = None
+    tool: Annotated[str | None, BeforeValidator(_tool_name)] = None
+    name: Annotated[str | None, BeforeValidator(_tool_name)] = None
+    args: dict[str, Any] | None = None
+    arguments: dict[str, Any] | None = None
     source_session_id: str | None = None
     source_conversation_id: str | None = None
     source_hop_count: Annotated[int, Field(ge=0)] | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _arguments_are_an_object(cls, data: Any) -> Any:
+        """The tool's arguments, where given, are an object (said as the tool says it)."""
+        if isinstance(data, dict):
+            named = data.get("tool", data.get("name"))
+            for key in ("args", "arguments"):
+                given = data.get(key)
+                if given is not None and not isinstance(given, dict):
+                    raise coded(
+                        INVALID_ARGUMENTS,
+                        f"{named}: arguments must be a JSON object, got {type(given).__name__}",
+                    )
+        return data
+
     @model_validator(mode="after")
     def _named(self) -> ToolsCall:
-        if not isinstance(self.tool_name, str) or not self.tool_name:
-            raise coded(
-                INVALID_ARGUMENTS, "tool (or name) is required: the name of the tool to call"
-            )
+        if not self.tool_name:
+            raise coded(INVALID_ARGUMENTS, TOOL_NAME_RULE)
         return self
 
     @property
-    def tool_name(self) -> Any:
-        return self.tool if self.tool is not None else self.name
+    def tool_name(self) -> str:
+        return self.tool or self.name or ""
 
     @property
-    def tool_arguments(self) -> Any:
+    def tool_arguments(self) -> dict[str, Any] | None:
         return self.args if self.args is not None else self.arguments
 
     @property

@@ -6,6 +6,7 @@ client generator) reads it."""
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from ccweb_store import __version__
@@ -23,10 +24,11 @@ def _method(operation: Operation) -> dict[str, Any]:
         {"name": name, "required": name in required, "schema": property_schema}
         for name, property_schema in schema.get("properties", {}).items()
     ]
-    summary = (operation.input.__doc__ or "").strip().split("\n\n", 1)[0]
+    summary = " ".join((operation.input.__doc__ or "").strip().split("\n\n", 1)[0].split())
+    summary = re.sub(r"^``[^`]+``: ", "", summary).replace("``", "`")
     return {
         "name": operation.name,
-        "summary": " ".join(summary.split()),
+        "summary": summary[:1].upper() + summary[1:],
         "paramStructure": "by-name",
         "params": params,
         "result": {"name": "result", "schema": operation.output_schema},

@@ -103,15 +103,12 @@ class Operation:
     read_only: bool = False
     #: A tool of the host's dynamic-tool whitelist (``tools.dynamic``).
     communication: bool = False
-    #: Arguments the published schema lists as required although the model has a default.
-    published_required: tuple[str, ...] = ()
-
     # Made on first use, so that a command that runs one call builds only its own.
 
     @functools.cached_property
     def input_schema(self) -> dict[str, Any]:
         """The published schema of the input (a tool's ``inputSchema``)."""
-        return input_schema(self.input, self.published_required)
+        return input_schema(self.input, self.input.published_required)
 
     @functools.cached_property
     def output_schema(self) -> dict[str, Any]:
@@ -216,7 +213,7 @@ async def _request_reply(store: Store, source: Source, args: agent.RequestReply)
 TOOLS: tuple[Operation, ...] = (
     tool("ccweb_send_message", "Send a message to another conversation",
          SEND_MESSAGE_DESCRIPTION, agent.SendMessage, agent.SendAnswer,
-         messaging.send_message, communication=True, published_required=("replyMode",)),
+         messaging.send_message, communication=True),
     tool("ccweb_create_conversation", "Create a conversation",
          "Create a new cc-web conversation, optionally sending it a first message. With "
          "content, requestReply=true returns its result to you automatically "

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ccweb_store.contract.objects import Message, Run
-from ccweb_store.contract.prompts import PromptResponse, RespondToPrompt
+from ccweb_store.contract.prompts import ANSWERS_RULE, PromptResponse, RespondToPrompt
 from ccweb_store.contract.tools import PromptCard, PromptUser, Question
 from ccweb_store.domain import errors, rows
 from ccweb_store.domain.context import Source, require_source
@@ -63,7 +63,7 @@ def response_text(
 def check_answers(questions: list[dict[str, Any]], raw: object) -> dict[str, str]:
     """Answers keyed by question id, in question order; every problem named at once."""
     if not isinstance(raw, Mapping):
-        raise InvalidInput("answers must be an object mapping each question id to its answer text")
+        raise InvalidInput(ANSWERS_RULE)
     known = {question["id"] for question in questions}
     problems: list[str] = []
     unknown = sorted(str(key) for key in raw if key not in known)
