@@ -34,7 +34,7 @@ NOT_FOR_HELP = (
     "starlette",
     "alembic",
     "ccweb_store.config",
-    "ccweb_store.domain.host_calls",
+    "ccweb_store.contract",
     "ccweb_store.store",
     "ccweb_store.services",
     "ccweb_store.protocol",

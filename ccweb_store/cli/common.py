@@ -162,7 +162,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def model_call(model: type[_Call], **fields: Any) -> _Call:
-    """A command's call as its model (``domain/host_calls``); a value the model refuses is
+    """A command's call as its model (``contract/``); a value the model refuses is
     one line and exit 2, in the words the host API answers it with."""
     from ccweb_store.domain.errors import DomainError
     from ccweb_store.protocol.argument_errors import built

@@ -1,4 +1,4 @@
-"""What every call's arguments are held to beyond their model (``call_models``): an object
+"""What every call's arguments are held to beyond their model (``contract/``): an object
 at all (``require_mapping``), no text holding U+0000 (``reject_nul``), and the bounds the
 models share (64-bit integers, a century of seconds).
 """

@@ -1,11 +1,11 @@
 """A tool call's failed validation as the one ``invalid_arguments`` sentence a model reads.
 
 Of everything pydantic found wrong, the first problem (in argument order, an argument given
-wrong before one left out) is named, at its
-place in the arguments (``questions[1].id``), in the words the tools have always used: a
-wrong JSON type says which type it got, a missing or null required argument is "required",
-a text over its limit says both lengths. A check of the models' own (``tool_arguments``)
-brings its sentence, or its error code and whole message.
+wrong before one left out) is named, at its place in the arguments (``questions[1].id``),
+in the words the tools have always used: a wrong JSON type says which type it got, a
+missing or null required argument is "required", a text over its limit says both lengths.
+A check of the models' own (a validator in ``contract/``) brings its sentence, or its
+error code and whole message.
 """
 
 from __future__ import annotations
