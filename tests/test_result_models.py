@@ -10,12 +10,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import jsonschema
+import orjson
 import pytest
 
 from ccweb_store.contract.objects import Run as RunOut
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.rows import Run
-from ccweb_store.protocol import openrpc
+from ccweb_store.protocol import mcp, openrpc
 from ccweb_store.protocol.registry import METHODS, TOOLS, dumped, get_tool
 from ccweb_store.store.uow import Store
 from tests import host_calls, tool_calls
@@ -210,11 +211,19 @@ def test_a_missing_key_or_another_json_type_is_refused(change: Any, wrong: str) 
         check(METHODS["run.start"].output_schema, answer)
 
 
+#: The one open object: a tool failure's ``error``, which carries what its error adds.
+ERROR_DETAIL = "code, message"
+
+
 def open_objects(schema: Any) -> list[str]:
     """The objects in a JSON schema that allow properties they do not list."""
     found = []
     if isinstance(schema, dict):
-        if "properties" in schema and schema.get("additionalProperties") is not False:
+        if (
+            "properties" in schema
+            and schema.get("additionalProperties") is not False
+            and ", ".join(schema["properties"]) != ERROR_DETAIL
+        ):
             found.append(", ".join(schema["properties"]))
         found += [title for value in schema.values() for title in open_objects(value)]
     elif isinstance(schema, list):
@@ -238,3 +247,41 @@ def test_every_tool_publishes_its_output_schema_beside_its_input_schema() -> Non
         tool = get_tool(listed["name"])
         assert listed["outputSchema"] == tool.output_schema
         assert listed["outputSchema"]["type"] == "object"
+
+
+async def test_a_tool_failure_is_what_the_tool_publishes_too(store: Store) -> None:
+    """MCP holds every result's ``structuredContent`` to the tool's ``outputSchema``, a
+    failure's (``isError: true``) too, as the TypeScript SDK's client checks it."""
+    await host_calls.call(store, "session.create", {"id": "alone"})
+    failures = {
+        "ccweb_send_message": {
+            "targetConversationId": "alone",
+            "content": "hi",
+            "replyMode": "one_way",
+        },
+        "ccweb_create_conversation": {"title": 7},
+        "ccweb_list_conversations": {"limit": "many"},
+        "ccweb_get_pending_reply": {"requestId": "rr-none"},
+        "ccweb_list_user_inputs": {"conversationId": "nobody"},
+        "ccweb_prompt_user": {"questions": []},
+        "ccweb_request_reply": {"targetConversationId": "nobody", "content": "hi"},
+    }
+    assert set(failures) == {tool.name for tool in TOOLS}
+    for name, args in failures.items():
+        result = await failed(store, name, args)
+        check(get_tool(name).output_schema, result)
+    too_long = {"targetConversationId": "x" * 300, "content": "hi", "replyMode": "one_way"}
+    result = await failed(store, "ccweb_send_message", too_long)
+    assert result["error"]["code"] == "invalid_conversation_id"
+    check(get_tool("ccweb_send_message").output_schema, result)
+
+
+async def failed(store: Store, name: str, args: dict[str, Any]) -> Any:
+    """The ``structuredContent`` of a ``tools/call`` that fails, as the wire carries it."""
+    result = orjson.loads(
+        orjson.dumps(
+            await mcp.answer_tools_call(store, Source("alone"), {"name": name, "arguments": args})
+        )
+    )
+    assert result["isError"] is True, (name, result)
+    return result["structuredContent"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from ccweb_store.contract.base import (
@@ -433,6 +433,21 @@ class PromptCard(Output):
     ok: Literal[True]
     prompt_id: str
     message_id: str
+
+
+class ToolErrorDetail(Output):
+    """What went wrong: the error's code, its message, and what the error adds (``limit``, …)."""
+
+    model_config = ConfigDict(extra="allow")
+    code: str
+    message: str
+
+
+class ToolError(Output):
+    """A tool's failure (``isError: true``): every tool's ``outputSchema`` admits it beside the
+    tool's answer, since MCP holds the ``structuredContent`` of every result to that schema."""
+
+    error: ToolErrorDetail
 
 
 class ToolAnnotations(Output):

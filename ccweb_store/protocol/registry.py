@@ -112,7 +112,10 @@ class Operation:
 
     @functools.cached_property
     def output_schema(self) -> dict[str, Any]:
-        """The published schema of the output (a tool's ``outputSchema``)."""
+        """The published schema of the output; a tool's (its ``outputSchema``) admits its
+        failure, ``agent.ToolError``, too."""
+        if self.is_tool:
+            return output_schema(self.output | agent.ToolError)
         return output_schema(self.output)
 
     @functools.cached_property
