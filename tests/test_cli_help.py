@@ -108,6 +108,7 @@ def test_help_lists_the_commands_in_four_groups_in_a_clear_order() -> None:
         "migrate",
         "doctor",
         "conversation-url",
+        "schema",
         "credentials",
     ]
     assert groups["Conversations and replies"] == ["messages", "conversations", "replies"]

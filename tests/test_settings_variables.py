@@ -67,7 +67,7 @@ def test_every_ccweb_variable_the_project_names_is_a_setting_or_one_it_reads_oth
         path = ROOT / source
         files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
         for file in files:
-            if "__pycache__" in file.parts or file.suffix in (".png", ".pyc"):
+            if {"__pycache__", "node_modules"} & set(file.parts) or file.suffix in (".png", ".pyc"):
                 continue
             if file == Path(__file__):  # it names misspelt ones on purpose
                 continue
