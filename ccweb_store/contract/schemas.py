@@ -33,12 +33,7 @@ class _Published(GenerateJsonSchema):
 def input_schema(model: type[BaseModel], required: tuple[str, ...] = ()) -> dict[str, Any]:
     """The schema of a call's input model; ``required`` adds arguments that have a default."""
     schema = model.model_json_schema(by_alias=True, schema_generator=_Published)
-    definitions = schema.pop("$defs", {})
-    for definition in definitions.values():
-        definition.pop("description", None)
-    schema.pop("description", None)
-    plain = _inlined(schema, definitions, drop_null=True)
-    assert isinstance(plain, dict)
+    plain = _plain(schema, drop_null=True)
     for name in required:
         plain["properties"][name].pop("default", None)
     listed = set(plain.get("required", ())) | set(required)
@@ -53,15 +48,22 @@ def output_schema(answer: Any) -> dict[str, Any]:
     schema = TypeAdapter(answer).json_schema(
         by_alias=True, mode="serialization", schema_generator=_Published
     )
+    plain = _plain(schema, drop_null=False)
+    _drop_defaults(plain)
+    if "anyOf" in plain and all(part.get("type") == "object" for part in plain["anyOf"]):
+        plain = {"type": "object", **plain}
+    return plain
+
+
+def _plain(schema: dict[str, Any], *, drop_null: bool) -> dict[str, Any]:
+    """A generated schema with its ``$defs`` inlined and no models' descriptions (a model's
+    docstring is for this code's readers; a field's description stays)."""
     definitions = schema.pop("$defs", {})
     for definition in definitions.values():
         definition.pop("description", None)
     schema.pop("description", None)
-    plain = _inlined(schema, definitions, drop_null=False)
+    plain = _inlined(schema, definitions, drop_null=drop_null)
     assert isinstance(plain, dict)
-    _drop_defaults(plain)
-    if "anyOf" in plain and all(part.get("type") == "object" for part in plain["anyOf"]):
-        plain = {"type": "object", **plain}
     return plain
 
 
