@@ -24,28 +24,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ccweb_store.store.event_rows import EVENT_COLUMNS, EVENTS
 from ccweb_store.store.models import Base
 from ccweb_store.store.postgres.listen import CHANNEL
 from ccweb_store.store.repositories.base import Repository, prebuilt
 from ccweb_store.store.statements import Rows
 
-EVENTS = Base.metadata.tables["events"]
 INBOX = Base.metadata.tables["event_inbox"]
 #: The key of the transaction-scoped advisory lock under which events get their ids on
 #: PostgreSQL, held by one short autocommit statement at a time.
 ORDER_LOCK_KEY = 0x63637765_76656E74
-
-#: The columns an event is written with, in the order ``UnitState.note`` keeps them.
-EVENT_COLUMNS = (
-    "type",
-    "conversation_id",
-    "peer_conversation_id",
-    "message_id",
-    "run_id",
-    "request_id",
-    "created_at",
-    "payload",
-)
 
 _PLAIN_INSERT = prebuilt(sa.insert(EVENTS))
 _INBOX_INSERT = prebuilt(sa.insert(INBOX))

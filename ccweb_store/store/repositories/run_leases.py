@@ -3,7 +3,7 @@ whose worker is gone. ``RunRepository`` (``runs``) adds the queue and its reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -21,8 +21,9 @@ from ccweb_store.domain.ids import (
 )
 from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.event_rows import EVENTS, run_started_event
 from ccweb_store.store.repositories.base import RUNS, Repository, constant, one_of, prebuilt
-from ccweb_store.store.repositories.events import EVENTS, ordered_insert
+from ccweb_store.store.repositories.events import ordered_insert
 from ccweb_store.store.rows import Run
 
 _EARLIEST_LEASE_EXPIRY = prebuilt(
@@ -77,31 +78,6 @@ def _claim_oldest_with_event_statement(kinds: tuple[str, ...]) -> sa.Select[Any]
         sa.func.jsonb_build_object,
     )
     return prebuilt(sa.select(claimed).add_cte(ordered_insert(started).cte("started")))
-
-
-def run_started_event(
-    run: Any, at: sa.ColumnElement[Any], json_object: Callable[..., sa.ColumnElement[Any]]
-) -> sa.Select[Any]:
-    """The ``run.started`` event of a claimed run as a row of the ``events`` columns, selected
-    from ``run``'s columns by name (``run.id``, ``run.kind``, …): the claim's CTE on
-    PostgreSQL, the ``NEW`` row of SQLite's trigger (``store.sqlite.one_statement``). Its
-    payload is what ``RunLeases.claim`` notes, ``{kind, workerId}``, built by the database's
-    ``json_object``; ``at`` its time."""
-    return sa.select(
-        sa.literal(event_types.RUN_STARTED, EVENTS.c.type.type).label("type"),
-        run.session_id.label("conversation_id"),
-        sa.cast(sa.null(), EVENTS.c.peer_conversation_id.type).label("peer_conversation_id"),
-        sa.cast(sa.null(), EVENTS.c.message_id.type).label("message_id"),
-        run.id.label("run_id"),
-        run.reply_request_id.label("request_id"),
-        at.label("created_at"),
-        json_object(
-            sa.literal("kind", sa.Text()),
-            run.kind,
-            sa.literal("workerId", sa.Text()),
-            run.worker_id,
-        ).label("payload"),
-    )
 
 
 def oldest_claimable(kinds: tuple[str, ...]) -> sa.Select[Any]:

@@ -19,7 +19,7 @@ scalar subquery per column of the row the batch inserted, by its primary key.
 
 The claim's trigger (``run_started_trigger``) fires when a run goes from ``queued`` to
 ``running``, which only a claim does, and writes the event PostgreSQL's claim writes in its
-own statement (``run_leases.run_started_event``, the one definition of both).
+own statement (``event_rows.run_started_event``, the one definition of both).
 """
 
 from __future__ import annotations
@@ -36,12 +36,10 @@ from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.visitors import replacement_traverse
 
 from ccweb_store.domain.kinds import RunStatus
+from ccweb_store.store.event_rows import EVENT_COLUMNS, EVENTS, run_started_event
 from ccweb_store.store.models import Base
-from ccweb_store.store.repositories.events import EVENT_COLUMNS
-from ccweb_store.store.repositories.run_leases import run_started_event
 from ccweb_store.store.statements import Batch, Compiled, prebuilt
 
-EVENTS = Base.metadata.tables["events"]
 RUNS = Base.metadata.tables["runs"]
 #: The view column that carries the unit of work's events (NULL: none).
 EVENTS_COLUMN = "ccweb_events"
