@@ -20,7 +20,7 @@ from typing import Any
 
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict
-from ccweb_store.domain.event_types import CLAIMABLE_AFTER
+from ccweb_store.domain.events import CLAIMABLE_AFTER
 from ccweb_store.domain.host_calls import (
     MIN_LEASE_SECONDS,
     CancelRun,

@@ -24,7 +24,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ccweb_store.store.event_rows import EVENT_COLUMNS, EVENTS
+from ccweb_store.store.event_rows import EVENT_COLUMNS, EVENTS, event_row
 from ccweb_store.store.models import Base
 from ccweb_store.store.postgres.listen import CHANNEL
 from ccweb_store.store.repositories.base import Repository, prebuilt
@@ -125,12 +125,13 @@ class EventRepository(Repository):
                 "write with them; make such changes in a unit of work with a transaction"
             )
         self.state.events = []
+        rows = [event_row(event) for event in pending]
         if self.transaction.orders_events:
-            await self._execute_many(_INBOX_INSERT, pending)
+            await self._execute_many(_INBOX_INSERT, rows)
             self.transaction.after_commit(_MOVE, {"origin": self.transaction.event_origin})
         else:
-            await self._execute_many(_PLAIN_INSERT, pending)
-        return len(pending)
+            await self._execute_many(_PLAIN_INSERT, rows)
+        return len(rows)
 
     async def inbox_holds_any(self) -> bool:
         return (await self._execute(_INBOX_ANY)).first() is not None

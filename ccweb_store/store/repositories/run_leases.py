@@ -12,7 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors, event_types
+from ccweb_store.domain import errors
+from ccweb_store.domain.events import RunFinished, RunRequeued, RunStarted
 from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
@@ -171,29 +172,16 @@ class RunLeases(Repository):
         except IntegrityError as exc:
             raise ClaimRace(f"worker {worker_id!r} lost a claim race") from exc
         if run is not None:
-            payload = {"kind": run.kind, "workerId": worker_id}
-            written = in_statement or by_trigger
-            self._note(event_types.RUN_STARTED, run, payload, at=event_at, written=written)
+            started = RunStarted(
+                conversation_id=run.session_id,
+                run_id=run.id,
+                request_id=run.reply_request_id,
+                kind=run.kind,
+                worker_id=worker_id,
+                at=event_at or utcnow(),
+            )
+            self.state.note(started, written=in_statement or by_trigger)
         return run
-
-    def _note(
-        self,
-        event_type: str,
-        run: Run,
-        payload: dict[str, Any],
-        *,
-        at: datetime | None = None,
-        written: bool = False,
-    ) -> None:
-        self.state.note(
-            event_type,
-            run.session_id,
-            run_id=run.id,
-            request_id=run.reply_request_id,
-            payload=payload,
-            at=at,
-            written=written,
-        )
 
     @staticmethod
     def _lease_params(worker_id: str, lease_seconds: int, now: datetime) -> dict[str, Any]:
@@ -245,7 +233,15 @@ class RunLeases(Repository):
         }
         run = await self._first(Run, _FINISH_RUN, params)
         if run is not None:
-            self._note(event_types.RUN_FINISHED, run, {"kind": run.kind, "status": status})
+            self.state.note(
+                RunFinished(
+                    conversation_id=run.session_id,
+                    run_id=run.id,
+                    request_id=run.reply_request_id,
+                    kind=run.kind,
+                    status=status,
+                )
+            )
         return run
 
     async def earliest_lease_expiry(self) -> datetime | None:
@@ -279,5 +275,13 @@ class RunLeases(Repository):
         )
         run = await self._update_returning(Run, stmt)
         if run is not None:
-            self._note(event_types.RUN_REQUEUED, run, {"kind": run.kind, "attempts": run.attempts})
+            self.state.note(
+                RunRequeued(
+                    conversation_id=run.session_id,
+                    run_id=run.id,
+                    request_id=run.reply_request_id,
+                    kind=run.kind,
+                    attempts=run.attempts,
+                )
+            )
         return run

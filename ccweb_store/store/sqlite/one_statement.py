@@ -25,6 +25,7 @@ own statement (``event_rows.run_started_event``, the one definition of both).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -35,8 +36,9 @@ from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.visitors import replacement_traverse
 
+from ccweb_store.domain.events import Event
 from ccweb_store.domain.kinds import RunStatus
-from ccweb_store.store.event_rows import EVENT_COLUMNS, EVENTS, run_started_event
+from ccweb_store.store.event_rows import EVENT_COLUMNS, EVENTS, event_row, run_started_event
 from ccweb_store.store.models import Base
 from ccweb_store.store.statements import Batch, Compiled, prebuilt
 
@@ -115,12 +117,13 @@ def install_script(dialect: Dialect) -> tuple[str, dict[Batch, InstalledBatch]]:
 _scripts: dict[tuple[Any, ...], tuple[str, dict[Batch, InstalledBatch]]] = {}
 
 
-def events_json(events: list[dict[str, Any]], dialect_events: Compiled) -> str | None:
+def events_json(events: Sequence[Event], dialect_events: Compiled) -> str | None:
     """The events noted so far as the ``ccweb_events`` value: a JSON array of each event's
-    values as the ``events`` INSERT binds them, in its parameters' order; None for none."""
+    row (``event_row``) as the ``events`` INSERT binds it, in its parameters' order; None for
+    none."""
     if not events:
         return None
-    rows = dialect_events.many(events)
+    rows = dialect_events.many([event_row(event) for event in events])
     try:
         return orjson.dumps(rows).decode()
     except (orjson.JSONEncodeError, TypeError):

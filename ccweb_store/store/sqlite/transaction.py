@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ccweb_store.domain.events import Event
 from ccweb_store.store.bulk import id_counter_column
 from ccweb_store.store.sqlite import bulk
 from ccweb_store.store.sqlite.file_watch import SQLiteFileWatch
@@ -133,14 +134,14 @@ class SQLiteTransaction(Transaction):
             raise driver_error(error, sql, values) from error
 
     async def execute_batch(
-        self, batch: Batch, values: dict[str, Any], events: list[dict[str, Any]] | None = None
+        self, batch: Batch, values: dict[str, Any], events: Sequence[Event] = ()
     ) -> tuple[Rows, bool]:
         """The writer runs ``batch`` as one INSERT into its view (``one_statement``), which writes
         ``events`` too; a reader, or a batch made after the writer connected, step by step."""
         installed = self.database.batches.get(batch) if self.writer else None
         if installed is None:
             return await super().execute_batch(batch, values, events)
-        params = {**values, EVENTS_COLUMN: events_json(events or [], self.database.event_insert)}
+        params = {**values, EVENTS_COLUMN: events_json(events, self.database.event_insert)}
         compiled = self.statements.get(installed.insert, ())
         raw, count = await self.fetch(compiled.sql, compiled.values(params), compiled.returns_rows)
         return Rows(compiled.rows(raw), count, compiled.keys), bool(events)
