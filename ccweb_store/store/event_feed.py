@@ -144,8 +144,10 @@ class EventFeed:
         """Whether a subscriber may take one of ``written``: one that follows a conversation
         they concern (counted by conversation: no call per subscriber), or one that takes
         it by its own test (of the event as the outbox holds it)."""
-        rows = [event_row(event) for event in written]
         following = self._following
+        if not following and not self._unbound:
+            return False
+        rows = [event_row(event) for event in written]
         for row in rows:
             if row["conversation_id"] in following:
                 return True
