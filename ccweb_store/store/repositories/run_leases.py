@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
 from ccweb_store.domain import errors
-from ccweb_store.domain.events import RunFinished, RunRequeued, RunStarted
+from ccweb_store.domain.events import RunEvent, RunFinished, RunRequeued, RunStarted
 from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
@@ -33,6 +33,7 @@ _EARLIEST_LEASE_EXPIRY = prebuilt(
     )
 )
 _running = RUNS.alias("running")
+_E = TypeVar("_E", bound=RunEvent)
 
 
 def _claimable_runs(runs: sa.FromClause, kinds: tuple[str, ...]) -> sa.Select[Any]:
@@ -86,6 +87,18 @@ def oldest_claimable(kinds: tuple[str, ...]) -> sa.Select[Any]:
     it (``FOR UPDATE SKIP LOCKED``, which SQLite leaves out)."""
     return (
         _claimable_runs(RUNS.alias("candidate"), kinds).limit(1).with_for_update(skip_locked=True)
+    )
+
+
+def run_event(event: type[_E], run: Run, **fields: Any) -> _E:
+    """The ``event`` of ``run``: its conversation, id, reply request and kind, and
+    ``fields``."""
+    return event(
+        conversation_id=run.session_id,
+        run_id=run.id,
+        request_id=run.reply_request_id,
+        kind=run.kind,
+        **fields,
     )
 
 
@@ -172,14 +185,7 @@ class RunLeases(Repository):
         except IntegrityError as exc:
             raise ClaimRace(f"worker {worker_id!r} lost a claim race") from exc
         if run is not None:
-            started = RunStarted(
-                conversation_id=run.session_id,
-                run_id=run.id,
-                request_id=run.reply_request_id,
-                kind=run.kind,
-                worker_id=worker_id,
-                at=event_at or utcnow(),
-            )
+            started = run_event(RunStarted, run, worker_id=worker_id, at=event_at or utcnow())
             self.state.note(started, written=in_statement or by_trigger)
         return run
 
@@ -233,15 +239,7 @@ class RunLeases(Repository):
         }
         run = await self._first(Run, _FINISH_RUN, params)
         if run is not None:
-            self.state.note(
-                RunFinished(
-                    conversation_id=run.session_id,
-                    run_id=run.id,
-                    request_id=run.reply_request_id,
-                    kind=run.kind,
-                    status=status,
-                )
-            )
+            self.state.note(run_event(RunFinished, run, status=status))
         return run
 
     async def earliest_lease_expiry(self) -> datetime | None:
@@ -275,13 +273,5 @@ class RunLeases(Repository):
         )
         run = await self._update_returning(Run, stmt)
         if run is not None:
-            self.state.note(
-                RunRequeued(
-                    conversation_id=run.session_id,
-                    run_id=run.id,
-                    request_id=run.reply_request_id,
-                    kind=run.kind,
-                    attempts=run.attempts,
-                )
-            )
+            self.state.note(run_event(RunRequeued, run, attempts=run.attempts))
         return run

@@ -32,7 +32,7 @@ from ccweb_store.store.repositories.base import (
     prebuilt,
 )
 from ccweb_store.store.repositories.batch_steps import BatchStep
-from ccweb_store.store.repositories.run_leases import RunLeases
+from ccweb_store.store.repositories.run_leases import RunLeases, run_event
 from ccweb_store.store.rows import Run
 
 _GET_RUN = prebuilt(sa.select(RUNS).where(RUNS.c.id == bindparam("run_id")))
@@ -144,11 +144,7 @@ class RunRepository(RunLeases):
         run = await self._add(
             session_id, kind, RunStatus.QUEUED, runtime_text, hop_count, reply_request_id
         )
-        self.state.note(
-            RunQueued(
-                conversation_id=session_id, run_id=run.id, request_id=reply_request_id, kind=kind
-            )
-        )
+        self.state.note(run_event(RunQueued, run))
         return run
 
     async def enqueue_id(
@@ -205,15 +201,7 @@ class RunRepository(RunLeases):
             reply_request_id,
             worker_id,
         )
-        self.state.note(
-            RunStarted(
-                conversation_id=session_id,
-                run_id=run.id,
-                request_id=reply_request_id,
-                kind=kind,
-                worker_id=worker_id,
-            )
-        )
+        self.state.note(run_event(RunStarted, run, worker_id=worker_id))
         return run
 
     async def _add(
