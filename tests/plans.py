@@ -6,6 +6,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ccweb_store.store.compiled_parts import compile_parts
 from ccweb_store.store.uow import Store
 
 
@@ -20,9 +21,10 @@ async def query_plan(
     the repository runs it (PostgreSQL: the generic plan of a prepared statement, which
     cannot depend on the values), as one string. ``only_indexes`` forbids PostgreSQL a
     sequential scan, so that the plan names the index that can answer."""
-    compiled = statement.compile(dialect=store.engine.dialect)
-    bound = compiled.construct_params(params)
-    values = [bound[name] for name in compiled.positiontup or ()]
+    parts = compile_parts(statement, store.engine.dialect, ())
+    compiled = parts.sql
+    bound = parts.compiled.construct_params(params)
+    values = [bound[name] for name in parts.names]
     async with store.engine.connect() as connection:
         if store.dialect == "sqlite":
             plan = await connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", tuple(values))

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 import uvicorn
 
 from ccweb_store.config import Settings
-from ccweb_store.domain import event_types as types
+from ccweb_store.domain import events as types
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.http import event_stream as events_endpoint
 from ccweb_store.http.app import create_app
@@ -214,7 +214,7 @@ async def test_a_claim_writes_its_started_event_once_and_tells_the_feed(
 
     sent = await ask(pair, "conv-a", "conv-b", "hi")
     before = (await host_calls.list_events(pair, {}))["latestId"]
-    told: list[list[dict[str, Any]]] = []
+    told: list[list[types.Event]] = []
     monkeypatch.setattr(pair.feed, "poke", lambda written=None: told.append(list(written or [])))
     begun: list[object] = []
     begin = PostgresTransaction._begin
@@ -235,10 +235,10 @@ async def test_a_claim_writes_its_started_event_once_and_tells_the_feed(
     ] == [(types.RUN_STARTED, "conv-b", sent["runId"], sent["requestId"])]
     assert listed[0]["payload"] == {"kind": "cross_conversation", "workerId": "w1"}
     assert "peerConversationId" not in listed[0] and "messageId" not in listed[0]
-    assert [[(e["type"], e["run_id"]) for e in written] for written in told] == [
-        [(types.RUN_STARTED, sent["runId"])]
-    ]
-    assert told[0][0]["payload"] == listed[0]["payload"]
+    (started,) = (event for written in told for event in written)
+    assert isinstance(started, types.RunStarted)
+    assert (started.run_id, started.worker_id) == (sent["runId"], "w1")
+    assert len(told) == 1 and started.payload() == listed[0]["payload"]
 
 
 async def test_a_claim_with_extras_still_commits_its_run_event_and_credential_together(

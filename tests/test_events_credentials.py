@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from ccweb_store.config import Settings
-from ccweb_store.domain import event_types as types
+from ccweb_store.domain import events as types
 from tests.http_client import rpc_result
 from tests.servers import serving
 

@@ -170,9 +170,8 @@ def test_only_the_store_runs_statements_in_a_unit_of_work() -> None:
 
 
 def test_services_take_typed_calls_never_wire_params() -> None:
-    """A call is parsed once, at the edge, into its model (``domain/host_calls``,
-    ``domain/tool_arguments.py``): no service function takes the wire's ``params`` or
-    ``args`` mapping."""
+    """A call is parsed once, at the edge, into its input model (``contract/``): no service
+    function takes the wire's ``params`` or ``args`` mapping."""
     wire = []
     for path in sorted((PACKAGE / "services").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -19,6 +19,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError, InvalidRequestError
 
+from ccweb_store.store.compiled_parts import compile_parts
 from ccweb_store.store.db import create_engine
 from ccweb_store.store.repositories.base import MESSAGES, SESSIONS
 from ccweb_store.store.statements import Batch, Compiled, prebuilt
@@ -366,12 +367,12 @@ async def test_a_failing_step_raises_sqlalchemys_error_and_the_unit_of_work_leav
 
 
 def test_on_postgresql_a_batch_is_one_statement_of_ctes_binding_the_values_names() -> None:
-    compiled = _TOUCH_AND_APPEND.as_one_statement().compile(dialect=PGDialect_asyncpg())
-    sql = " ".join(str(compiled).split())
+    compiled = compile_parts(_TOUCH_AND_APPEND.as_one_statement(), PGDialect_asyncpg(), ())
+    sql = " ".join(compiled.sql.split())
     assert sql.startswith("WITH step_0 AS (UPDATE sessions SET updated_at=")
     assert ") INSERT INTO messages " in sql and "RETURNING messages.id, messages.session_id" in sql
     names = ("conversation", "doc", "message", "now", "text", "who")
-    assert set(compiled.positiontup or ()) - {"coalesce_1", "coalesce_2"} == set(names)
+    assert set(compiled.names) - {"coalesce_1", "coalesce_2"} == set(names)
     assert _TOUCH_AND_APPEND.names == names
 
 

@@ -20,7 +20,7 @@ from datetime import timedelta
 from ccweb_store.contract.events import Event, EventPage, ListEvents
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import DomainError, InvalidInput
-from ccweb_store.domain.event_types import EVENT_TYPES
+from ccweb_store.domain.events import EVENT_TYPES
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.event_feed import Event as EventRow
 from ccweb_store.store.uow import Store, UnitOfWork

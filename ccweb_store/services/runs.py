@@ -35,7 +35,7 @@ from ccweb_store.contract.runs import (
 )
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict
-from ccweb_store.domain.event_types import CLAIMABLE_AFTER
+from ccweb_store.domain.events import CLAIMABLE_AFTER
 from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,

@@ -25,6 +25,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
+from ccweb_store.domain import events
+from ccweb_store.store.event_rows import event_row
+
 log = logging.getLogger("ccweb_store")
 
 #: Events read at once; the feed reads again at once after a full page.
@@ -127,7 +130,7 @@ class EventFeed:
         self._task: asyncio.Task[None] | None = None
         self._start_lock = asyncio.Lock()
 
-    def poke(self, written: Sequence[Event] | None = None) -> None:
+    def poke(self, written: Sequence[events.Event] | None = None) -> None:
         """Wake the feed: a commit of this process wrote the events ``written`` (their ids not
         known yet), or another process committed (None: what is unknown). Events no
         subscriber takes wake nobody: they are read with the next ones some subscriber does
@@ -137,17 +140,20 @@ class EventFeed:
             return
         self._wakeup.poke()
 
-    def _wanted(self, written: Sequence[Event]) -> bool:
+    def _wanted(self, written: Sequence[events.Event]) -> bool:
         """Whether a subscriber may take one of ``written``: one that follows a conversation
         they concern (counted by conversation: no call per subscriber), or one that takes
-        it by its own test."""
+        it by its own test (of the event as the outbox holds it)."""
         following = self._following
-        for event in written:
-            if event["conversation_id"] in following:
+        if not following and not self._unbound:
+            return False
+        rows = [event_row(event) for event in written]
+        for row in rows:
+            if row["conversation_id"] in following:
                 return True
-            if event["peer_conversation_id"] in following:
+            if row["peer_conversation_id"] in following:
                 return True
-        return any(subscriber.accepts(event) for event in written for subscriber in self._unbound)
+        return any(subscriber.accepts(row) for row in rows for subscriber in self._unbound)
 
     @asynccontextmanager
     async def subscribe(

@@ -3,7 +3,8 @@
 A unit of work runs every statement itself, on one driver connection in a transaction it owns
 (``store.sqlite.driver``, ``store.postgres.driver``): SQLAlchemy builds and compiles the SQL
 and supplies each type's conversions through its public API (``compile``,
-``bind_processor``, ``result_processor``); the driver runs the SQL and the values. A statement
+``bind_processor``, ``result_processor``), and the order of its parameters through compiler
+attributes read in ``compiled_parts`` alone; the driver runs the SQL and the values. A statement
 marked ``prebuilt`` (built once, at import) is compiled once per database and kept; any other
 statement is compiled each time it runs.
 """
@@ -18,10 +19,11 @@ from typing import Any, ClassVar, TypeVar, cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import InvalidRequestError, MultipleResultsFound, NoResultFound
-from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.visitors import replacement_traverse
+
+from ccweb_store.store.compiled_parts import compile_parts, expanded, parameters_by_name
 
 Processor = Callable[[Any], Any]
 _S = TypeVar("_S", bound=sa.Executable)
@@ -45,13 +47,13 @@ class Compiled:
     of the values bound and returned."""
 
     __slots__ = (
-        "compiled",
         "converters",
         "defaults",
         "expanding",
         "keys",
         "names",
         "ordered",
+        "parts",
         "processors",
         "results",
         "returns_rows",
@@ -60,32 +62,25 @@ class Compiled:
     )
 
     def __init__(self, stmt: sa.Executable, dialect: Dialect, keys: Sequence[str]) -> None:
-        compiled = stmt.compile(dialect=dialect, column_keys=sorted(keys))  # type: ignore[attr-defined]
-        if not isinstance(compiled, SQLCompiler):
-            raise InvalidRequestError(f"cannot run {type(stmt).__name__} on the driver")
-        if compiled.insert_prefetch or compiled.update_prefetch:
-            raise InvalidRequestError("a column default computed in Python: give its value")
-        self.compiled = compiled
+        parts = self.parts = compile_parts(stmt, dialect, keys)
         #: Whether a parameter stands for a list (``IN``), whose SQL depends on its length:
-        #: rendered per call (``SQLCompiler.construct_expanded_state``).
-        self.expanding = bool(compiled.post_compile_params or compiled.literal_execute_params)
-        self.sql = str(compiled)
-        positions = compiled.positiontup or ()
-        binds = [compiled.binds[name] for name in positions]
+        #: rendered per call (``compiled_parts.expanded``).
+        self.expanding = parts.expanding
+        self.sql = parts.sql
         #: The parameters' names, in the order the SQL binds them.
-        self.names = tuple(positions)
+        self.names = parts.names
         #: The values the statement gives its parameters itself (``status == 'queued'`` bound),
         #: for those a caller leaves out.
         self.defaults = {
             name: bind.effective_value
-            for name, bind in zip(positions, binds, strict=True)
+            for name, bind in zip(parts.names, parts.binds, strict=True)
             if not bind.required
         }
         #: The values of ``names`` from a mapping, in order, as a tuple.
         self.ordered = _getter(self.names)
         #: The bind processor of each parameter by position (None: none).
         self.converters: tuple[Processor | None, ...] = tuple(
-            bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds
+            bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in parts.binds
         )
         #: Only the parameters whose values need converting: position, converter.
         self.processors = tuple(
@@ -135,14 +130,16 @@ class Compiled:
         return values
 
     def _expanded(self, params: Mapping[str, Any] | None) -> tuple[str, Sequence[Any]]:
-        state = self.compiled.construct_expanded_state(dict(params or {}))
-        processors = {**dict(zip(self.names, self.converters, strict=True)), **state.processors}
-        names = state.positiontup or ()
+        rendered = expanded(self.parts, params or {})
+        processors = {
+            **dict(zip(self.names, self.converters, strict=True)),
+            **rendered.processors,
+        }
         values = [
             value if value is None or (convert := processors.get(name)) is None else convert(value)
-            for name, value in zip(names, state.positional_parameters, strict=True)
+            for name, value in zip(rendered.names, rendered.values, strict=True)
         ]
-        return state.statement, values
+        return rendered.sql, values
 
     def many(self, rows: Sequence[Mapping[str, Any]]) -> list[Sequence[Any]]:
         """The values of several parameter sets; every value passes its type's converter, None
@@ -280,7 +277,7 @@ class Batch:
         #: The type each value is bound as (the first step's that binds it).
         self.types: dict[str, Any] = {}
         for stmt in self.unread:
-            for name, bind in stmt.compile().binds.items():
+            for name, bind in parameters_by_name(stmt).items():
                 if name in self.names:
                     self.types.setdefault(name, bind.type)
         self._combined: sa.Executable | None = None

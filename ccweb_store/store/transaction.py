@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
+from ccweb_store.domain.events import Event
 from ccweb_store.store.bulk import copy_insert
 from ccweb_store.store.statements import Batch, Compiled, Rows, is_prebuilt, prebuilt
 
@@ -116,7 +117,7 @@ class Transaction:
         await self.fetch_many(compiled.sql, compiled.many(rows))
 
     async def execute_batch(
-        self, batch: Batch, values: dict[str, Any], events: list[dict[str, Any]] | None = None
+        self, batch: Batch, values: dict[str, Any], events: Sequence[Event] = ()
     ) -> tuple[Rows, bool]:
         """Run the steps of ``batch`` with ``values``: what the last step returned, and whether
         the batch wrote ``events`` (the unit of work's events noted so far) too. Here it does

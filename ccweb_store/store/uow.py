@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ccweb_store.config import Settings
 from ccweb_store.domain.errors import DatabaseUnavailable
+from ccweb_store.domain.events import Event
 from ccweb_store.store.db import create_engine, current_revision
 from ccweb_store.store.event_feed import EventFeed
 from ccweb_store.store.failures import database_failure
@@ -81,7 +82,7 @@ class UnitOfWork:
         *,
         write: bool,
         autocommit: bool = False,
-        on_events: Callable[[list[dict[str, Any]]], None] | None = None,
+        on_events: Callable[[list[Event]], None] | None = None,
     ) -> None:
         self._database = database
         self._write = write

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 import sqlalchemy as sa
@@ -17,10 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ccweb_store.store.bulk import id_counter_column, is_json
 from ccweb_store.store.failures import unsent_on_dead_connection
 from ccweb_store.store.postgres import bulk
-from ccweb_store.store.transaction import Transaction
-
-if TYPE_CHECKING:
-    from ccweb_store.store.postgres.driver import PostgresDatabase
+from ccweb_store.store.transaction import CompiledStatements, Transaction
 
 _T = TypeVar("_T")
 
@@ -48,6 +45,24 @@ def _disconnected(error: BaseException, driver: asyncpg.Connection) -> bool:
     )
 
 
+class PostgresConnections(Protocol):
+    """What a transaction needs of its database (``driver.PostgresDatabase``): a connection,
+    given back or dropped when the transaction ends, and the name its event notices carry."""
+
+    statements: CompiledStatements
+    #: Names this process in the event notices it sends (``repositories.events``).
+    origin: str
+
+    async def connect(self, *, fresh: bool = False) -> tuple[AsyncConnection, asyncpg.Connection]:
+        """A connection for a unit of work (``fresh``: never one kept idle)."""
+
+    async def release(self, connection: AsyncConnection, driver: asyncpg.Connection) -> None:
+        """Keep the connection for the next unit of work, or give it back to the pool."""
+
+    async def drop(self, connection: AsyncConnection) -> None:
+        """Close a connection for good."""
+
+
 class PostgresTransaction(Transaction):
     """One unit of work on an asyncpg connection."""
 
@@ -60,7 +75,7 @@ class PostgresTransaction(Transaction):
 
     def __init__(
         self,
-        database: PostgresDatabase,
+        database: PostgresConnections,
         connection: AsyncConnection,
         driver: asyncpg.Connection,
         *,

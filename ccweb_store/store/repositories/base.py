@@ -17,8 +17,8 @@ from sqlalchemy.exc import IntegrityError
 
 from ccweb_store.domain import errors, json_values
 from ccweb_store.domain.errors import DomainError, InvalidInput
+from ccweb_store.domain.events import Event
 from ccweb_store.domain.rows import TABLE_OF
-from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import Base
 from ccweb_store.store.statements import Batch, Rows
 from ccweb_store.store.statements import prebuilt as prebuilt
@@ -130,38 +130,15 @@ class UnitState:
         #: locked where the database locks rows).
         self.locked_sessions: dict[str, Any] = {}
         #: The changes made so far, written to the outbox at the commit (``events.py``).
-        self.events: list[dict[str, Any]] = []
+        self.events: list[Event] = []
         #: The changes whose events their own statements wrote already
         #: (``Transaction.events_in_statements``): the commit tells the feed of them too.
-        self.written_events: list[dict[str, Any]] = []
+        self.written_events: list[Event] = []
 
-    def note(
-        self,
-        event_type: str,
-        conversation_id: str | None,
-        *,
-        peer: str | None = None,
-        message_id: str | None = None,
-        run_id: str | None = None,
-        request_id: str | None = None,
-        payload: dict[str, Any] | None = None,
-        at: datetime | None = None,
-        written: bool = False,
-    ) -> None:
+    def note(self, event: Event, *, written: bool = False) -> None:
         """Note a change for the event outbox (``EventRepository.flush`` writes it), or, when
         ``written``, an event the change's own statement wrote already."""
-        (self.written_events if written else self.events).append(
-            {
-                "type": event_type,
-                "conversation_id": conversation_id,
-                "peer_conversation_id": peer,
-                "message_id": message_id,
-                "run_id": run_id,
-                "request_id": request_id,
-                "created_at": at or utcnow(),
-                "payload": payload,
-            }
-        )
+        (self.written_events if written else self.events).append(event)
 
 
 class Repository:

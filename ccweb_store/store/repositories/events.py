@@ -24,28 +24,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ccweb_store.store.event_rows import EVENT_COLUMNS, EVENTS, event_row
 from ccweb_store.store.models import Base
 from ccweb_store.store.postgres.listen import CHANNEL
 from ccweb_store.store.repositories.base import Repository, prebuilt
 from ccweb_store.store.statements import Rows
 
-EVENTS = Base.metadata.tables["events"]
 INBOX = Base.metadata.tables["event_inbox"]
 #: The key of the transaction-scoped advisory lock under which events get their ids on
 #: PostgreSQL, held by one short autocommit statement at a time.
 ORDER_LOCK_KEY = 0x63637765_76656E74
-
-#: The columns an event is written with, in the order ``UnitState.note`` keeps them.
-EVENT_COLUMNS = (
-    "type",
-    "conversation_id",
-    "peer_conversation_id",
-    "message_id",
-    "run_id",
-    "request_id",
-    "created_at",
-    "payload",
-)
 
 _PLAIN_INSERT = prebuilt(sa.insert(EVENTS))
 _INBOX_INSERT = prebuilt(sa.insert(INBOX))
@@ -137,12 +125,13 @@ class EventRepository(Repository):
                 "write with them; make such changes in a unit of work with a transaction"
             )
         self.state.events = []
+        rows = [event_row(event) for event in pending]
         if self.transaction.orders_events:
-            await self._execute_many(_INBOX_INSERT, pending)
+            await self._execute_many(_INBOX_INSERT, rows)
             self.transaction.after_commit(_MOVE, {"origin": self.transaction.event_origin})
         else:
-            await self._execute_many(_PLAIN_INSERT, pending)
-        return len(pending)
+            await self._execute_many(_PLAIN_INSERT, rows)
+        return len(rows)
 
     async def inbox_holds_any(self) -> bool:
         return (await self._execute(_INBOX_ANY)).first() is not None

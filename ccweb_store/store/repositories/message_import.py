@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import event_types
+from ccweb_store.domain.events import SessionUpdated
 from ccweb_store.domain.rows import Message
 from ccweb_store.store.repositories.base import MESSAGES, Repository, column_attributes, prebuilt
 from ccweb_store.store.repositories.sessions import SessionRepository
@@ -87,9 +87,7 @@ class MessageImport(Repository):
     def note_imported(self, session_id: str, count: int) -> None:
         """Note that ``count`` messages were imported into the session (one event)."""
         if count:
-            self.state.note(
-                event_types.SESSION_UPDATED, session_id, payload={"importedMessages": count}
-            )
+            self.state.note(SessionUpdated(conversation_id=session_id, imported_messages=count))
 
     async def update_many(self, rows: Sequence[dict[str, Any]]) -> None:
         """Update rows by primary key (each dict holds ``id`` and the new values, attribute

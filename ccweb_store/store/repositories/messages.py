@@ -12,8 +12,9 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors, event_types
+from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound
+from ccweb_store.domain.events import MessageAppended
 from ccweb_store.domain.ids import ROLES, new_id, validate_choice
 from ccweb_store.domain.kinds import Role
 from ccweb_store.domain.rows import Message
@@ -162,10 +163,11 @@ class MessageRepository(MessageImport):
 
     def _note_appended(self, params: dict[str, Any]) -> None:
         self.state.note(
-            event_types.MESSAGE_APPENDED,
-            params["p_session_id"],
-            message_id=params["p_id"],
-            payload={"role": params["p_role"]},
+            MessageAppended(
+                conversation_id=params["p_session_id"],
+                message_id=params["p_id"],
+                role=params["p_role"],
+            )
         )
 
     async def _append_params(

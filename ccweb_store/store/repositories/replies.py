@@ -10,8 +10,9 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors, event_types
+from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
+from ccweb_store.domain.events import REPLY_EVENTS
 from ccweb_store.domain.ids import OPEN_REPLY_STATUSES, REPLY_STATUSES, validate_choice
 from ccweb_store.domain.kinds import ReplyStatus, RunStatus
 from ccweb_store.domain.rows import ReplyRequest
@@ -186,11 +187,9 @@ class ReplyRepository(Repository):
     def _note(self, status: str, source: str, target: str, request_id: str) -> None:
         """The event of a request now in ``status``: seen by its source and its target."""
         self.state.note(
-            event_types.REPLY_EVENT_BY_STATUS[status],
-            source,
-            peer=target,
-            request_id=request_id,
-            payload={"status": status},
+            REPLY_EVENTS[status](
+                conversation_id=source, peer_conversation_id=target, request_id=request_id
+            )
         )
 
     async def get(self, request_id: str, *, for_update: bool = False) -> ReplyRequest | None:

@@ -3,16 +3,17 @@ whose worker is gone. ``RunRepository`` (``runs``) adds the queue and its reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors, event_types
+from ccweb_store.domain import errors
+from ccweb_store.domain.events import RunEvent, RunFinished, RunRequeued, RunStarted
 from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
@@ -22,8 +23,9 @@ from ccweb_store.domain.ids import (
 from ccweb_store.domain.kinds import RunStatus
 from ccweb_store.domain.rows import Run
 from ccweb_store.domain.timestamps import utcnow
+from ccweb_store.store.event_rows import EVENTS, run_started_event
 from ccweb_store.store.repositories.base import RUNS, Repository, constant, one_of, prebuilt
-from ccweb_store.store.repositories.events import EVENTS, ordered_insert
+from ccweb_store.store.repositories.events import ordered_insert
 
 _EARLIEST_LEASE_EXPIRY = prebuilt(
     sa.select(sa.func.min(RUNS.c.lease_expires_at)).where(
@@ -31,6 +33,7 @@ _EARLIEST_LEASE_EXPIRY = prebuilt(
     )
 )
 _running = RUNS.alias("running")
+_E = TypeVar("_E", bound=RunEvent)
 
 
 def _claimable_runs(runs: sa.FromClause, kinds: tuple[str, ...]) -> sa.Select[Any]:
@@ -79,36 +82,23 @@ def _claim_oldest_with_event_statement(kinds: tuple[str, ...]) -> sa.Select[Any]
     return prebuilt(sa.select(claimed).add_cte(ordered_insert(started).cte("started")))
 
 
-def run_started_event(
-    run: Any, at: sa.ColumnElement[Any], json_object: Callable[..., sa.ColumnElement[Any]]
-) -> sa.Select[Any]:
-    """The ``run.started`` event of a claimed run as a row of the ``events`` columns, selected
-    from ``run``'s columns by name (``run.id``, ``run.kind``, …): the claim's CTE on
-    PostgreSQL, the ``NEW`` row of SQLite's trigger (``store.sqlite.one_statement``). Its
-    payload is what ``RunLeases.claim`` notes, ``{kind, workerId}``, built by the database's
-    ``json_object``; ``at`` its time."""
-    return sa.select(
-        sa.literal(event_types.RUN_STARTED, EVENTS.c.type.type).label("type"),
-        run.session_id.label("conversation_id"),
-        sa.cast(sa.null(), EVENTS.c.peer_conversation_id.type).label("peer_conversation_id"),
-        sa.cast(sa.null(), EVENTS.c.message_id.type).label("message_id"),
-        run.id.label("run_id"),
-        run.reply_request_id.label("request_id"),
-        at.label("created_at"),
-        json_object(
-            sa.literal("kind", sa.Text()),
-            run.kind,
-            sa.literal("workerId", sa.Text()),
-            run.worker_id,
-        ).label("payload"),
-    )
-
-
 def oldest_claimable(kinds: tuple[str, ...]) -> sa.Select[Any]:
     """The id of the oldest claimable run of these kinds, locked unless another claimer holds
     it (``FOR UPDATE SKIP LOCKED``, which SQLite leaves out)."""
     return (
         _claimable_runs(RUNS.alias("candidate"), kinds).limit(1).with_for_update(skip_locked=True)
+    )
+
+
+def run_event(event: type[_E], run: Run, **fields: Any) -> _E:
+    """The ``event`` of ``run``: its conversation, id, reply request and kind, and
+    ``fields``."""
+    return event(
+        conversation_id=run.session_id,
+        run_id=run.id,
+        request_id=run.reply_request_id,
+        kind=run.kind,
+        **fields,
     )
 
 
@@ -195,29 +185,9 @@ class RunLeases(Repository):
         except IntegrityError as exc:
             raise ClaimRace(f"worker {worker_id!r} lost a claim race") from exc
         if run is not None:
-            payload = {"kind": run.kind, "workerId": worker_id}
-            written = in_statement or by_trigger
-            self._note(event_types.RUN_STARTED, run, payload, at=event_at, written=written)
+            started = run_event(RunStarted, run, worker_id=worker_id, at=event_at or utcnow())
+            self.state.note(started, written=in_statement or by_trigger)
         return run
-
-    def _note(
-        self,
-        event_type: str,
-        run: Run,
-        payload: dict[str, Any],
-        *,
-        at: datetime | None = None,
-        written: bool = False,
-    ) -> None:
-        self.state.note(
-            event_type,
-            run.session_id,
-            run_id=run.id,
-            request_id=run.reply_request_id,
-            payload=payload,
-            at=at,
-            written=written,
-        )
 
     @staticmethod
     def _lease_params(worker_id: str, lease_seconds: int, now: datetime) -> dict[str, Any]:
@@ -269,7 +239,7 @@ class RunLeases(Repository):
         }
         run = await self._first(Run, _FINISH_RUN, params)
         if run is not None:
-            self._note(event_types.RUN_FINISHED, run, {"kind": run.kind, "status": status})
+            self.state.note(run_event(RunFinished, run, status=status))
         return run
 
     async def earliest_lease_expiry(self) -> datetime | None:
@@ -303,5 +273,5 @@ class RunLeases(Repository):
         )
         run = await self._update_returning(Run, stmt)
         if run is not None:
-            self._note(event_types.RUN_REQUEUED, run, {"kind": run.kind, "attempts": run.attempts})
+            self.state.note(run_event(RunRequeued, run, attempts=run.attempts))
         return run

@@ -12,8 +12,9 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors, event_types
+from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, DomainError, NotFound
+from ccweb_store.domain.events import RunQueued, RunStarted
 from ccweb_store.domain.ids import (
     ACTIVE_RUN_STATUSES,
     RUN_KINDS,
@@ -32,7 +33,7 @@ from ccweb_store.store.repositories.base import (
     prebuilt,
 )
 from ccweb_store.store.repositories.batch_steps import BatchStep
-from ccweb_store.store.repositories.run_leases import RunLeases
+from ccweb_store.store.repositories.run_leases import RunLeases, run_event
 
 _GET_RUN = prebuilt(sa.select(RUNS).where(RUNS.c.id == bindparam("run_id")))
 _LOCK_RUN = prebuilt(_GET_RUN.with_for_update())
@@ -140,9 +141,11 @@ class RunRepository(RunLeases):
         reply_request_id: str | None = None,
     ) -> Run:
         """A new ``queued`` run."""
-        return await self._add(
+        run = await self._add(
             session_id, kind, RunStatus.QUEUED, runtime_text, hop_count, reply_request_id
         )
+        self.state.note(run_event(RunQueued, run))
+        return run
 
     async def enqueue_id(
         self,
@@ -172,11 +175,9 @@ class RunRepository(RunLeases):
         except IntegrityError as exc:
             raise _busy(session_id)() from exc
         self.state.note(
-            event_types.RUN_QUEUED,
-            session_id,
-            run_id=run_id,
-            request_id=reply_request_id,
-            payload={"kind": kind},
+            RunQueued(
+                conversation_id=session_id, run_id=run_id, request_id=reply_request_id, kind=kind
+            )
         )
         return run_id
 
@@ -191,7 +192,7 @@ class RunRepository(RunLeases):
         worker_id: str | None = None,
     ) -> Run:
         """A new run that is already ``running``; ``conversation_busy`` if one runs."""
-        return await self._add(
+        run = await self._add(
             session_id,
             kind,
             RunStatus.RUNNING,
@@ -200,6 +201,8 @@ class RunRepository(RunLeases):
             reply_request_id,
             worker_id,
         )
+        self.state.note(run_event(RunStarted, run, worker_id=worker_id))
+        return run
 
     async def _add(
         self,
@@ -214,15 +217,7 @@ class RunRepository(RunLeases):
         values = _new_run(
             session_id, kind, status, runtime_text, hop_count, reply_request_id, worker_id
         )
-        run = await self._insert(Run, values, _busy(session_id))
-        self.state.note(
-            event_types.RUN_STARTED if status == RunStatus.RUNNING else event_types.RUN_QUEUED,
-            session_id,
-            run_id=run.id,
-            request_id=reply_request_id,
-            payload={"kind": kind, "workerId": worker_id} if worker_id else {"kind": kind},
-        )
-        return run
+        return await self._insert(Run, values, _busy(session_id))
 
     async def get(self, run_id: str, *, for_update: bool = False) -> Run | None:
         stmt = _LOCK_RUN if for_update else _GET_RUN

@@ -19,9 +19,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ccweb_store.domain import errors, event_types
+from ccweb_store.domain import errors
+from ccweb_store.domain.events import MessageAppended, ReplyWaiting, RunQueued
 from ccweb_store.domain.ids import ROLES, new_id, validate_choice
-from ccweb_store.domain.kinds import ReplyStatus, Role, RunKind
+from ccweb_store.domain.kinds import Role, RunKind
 from ccweb_store.domain.rows import Message
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.repositories.base import MESSAGES, Repository
@@ -83,23 +84,16 @@ class SendRepository(Repository):
 
     def _note_message(self, session_id: str, message_id: str, role: str, now: datetime) -> None:
         self.state.note(
-            event_types.MESSAGE_APPENDED,
-            session_id,
-            message_id=message_id,
-            payload={"role": role},
-            at=now,
+            MessageAppended(conversation_id=session_id, message_id=message_id, role=role, at=now)
         )
 
     def _note_run(
         self, session_id: str, run_id: str, kind: str, request_id: str | None, now: datetime
     ) -> None:
         self.state.note(
-            event_types.RUN_QUEUED,
-            session_id,
-            run_id=run_id,
-            request_id=request_id,
-            payload={"kind": kind},
-            at=now,
+            RunQueued(
+                conversation_id=session_id, run_id=run_id, request_id=request_id, kind=kind, at=now
+            )
         )
 
     async def deliver(
@@ -138,12 +132,12 @@ class SendRepository(Repository):
         self._note_message(target[0], message_id, Role.USER, now)
         if request_id is not None:
             self.state.note(
-                event_types.REPLY_WAITING,
-                source[0],
-                peer=target[0],
-                request_id=request_id,
-                payload={"status": ReplyStatus.WAITING},
-                at=now,
+                ReplyWaiting(
+                    conversation_id=source[0],
+                    peer_conversation_id=target[0],
+                    request_id=request_id,
+                    at=now,
+                )
             )
         self._note_run(target[0], run_id, RunKind.CROSS_CONVERSATION, request_id, now)
         await self._execute_batch(_ONE_WAY if request_id is None else _RETURN_AND_CONTINUE, values)

@@ -10,8 +10,9 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import bindparam
 
-from ccweb_store.domain import errors, event_types
+from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, NotFound
+from ccweb_store.domain.events import SessionCreated, SessionUpdated
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, new_id, validate_session_id
 from ccweb_store.domain.rows import Conversation, Party
 from ccweb_store.domain.timestamps import utcnow
@@ -233,7 +234,7 @@ class SessionRepository(Repository):
         if await self.get(session_id) is not None:
             raise taken()
         created = await self._insert(Conversation, values, taken)
-        self.state.note(event_types.SESSION_CREATED, session_id, payload={"title": title})
+        self.state.note(SessionCreated(conversation_id=session_id, title=title))
         return created
 
     async def get(self, session_id: str) -> Conversation | None:
@@ -389,9 +390,11 @@ class SessionRepository(Repository):
         session = await self._update_returning(Conversation, stmt)
         if session is not None:
             self.state.note(
-                event_types.SESSION_UPDATED,
-                session_id,
-                payload={"columns": ["archived_at"], "archived": archived_at is not None},
+                SessionUpdated(
+                    conversation_id=session_id,
+                    columns=("archived_at",),
+                    archived=archived_at is not None,
+                )
             )
         return session
 
@@ -408,7 +411,7 @@ class SessionRepository(Repository):
         session = await self._update_returning(Conversation, stmt)
         if session is not None:
             self.state.note(
-                event_types.SESSION_UPDATED, session_id, payload={"columns": ["agent_session_id"]}
+                SessionUpdated(conversation_id=session_id, columns=("agent_session_id",))
             )
         return session
 
@@ -416,6 +419,4 @@ class SessionRepository(Repository):
         """Overwrite the given columns of one session (the importer's final sync)."""
         stmt = sa.update(SESSIONS).where(SESSIONS.c.id == session_id).values(**values)
         await self._execute(stmt)
-        self.state.note(
-            event_types.SESSION_UPDATED, session_id, payload={"columns": sorted(values)}
-        )
+        self.state.note(SessionUpdated(conversation_id=session_id, columns=tuple(sorted(values))))

@@ -19,12 +19,13 @@ scalar subquery per column of the row the batch inserted, by its primary key.
 
 The claim's trigger (``run_started_trigger``) fires when a run goes from ``queued`` to
 ``running``, which only a claim does, and writes the event PostgreSQL's claim writes in its
-own statement (``run_leases.run_started_event``, the one definition of both).
+own statement (``event_rows.run_started_event``, the one definition of both).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -35,13 +36,12 @@ from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.visitors import replacement_traverse
 
+from ccweb_store.domain.events import Event
 from ccweb_store.domain.kinds import RunStatus
+from ccweb_store.store.event_rows import EVENT_COLUMNS, EVENTS, event_row, run_started_event
 from ccweb_store.store.models import Base
-from ccweb_store.store.repositories.events import EVENT_COLUMNS
-from ccweb_store.store.repositories.run_leases import run_started_event
 from ccweb_store.store.statements import Batch, Compiled, prebuilt
 
-EVENTS = Base.metadata.tables["events"]
 RUNS = Base.metadata.tables["runs"]
 #: The view column that carries the unit of work's events (NULL: none).
 EVENTS_COLUMN = "ccweb_events"
@@ -117,12 +117,13 @@ def install_script(dialect: Dialect) -> tuple[str, dict[Batch, InstalledBatch]]:
 _scripts: dict[tuple[Any, ...], tuple[str, dict[Batch, InstalledBatch]]] = {}
 
 
-def events_json(events: list[dict[str, Any]], dialect_events: Compiled) -> str | None:
+def events_json(events: Sequence[Event], dialect_events: Compiled) -> str | None:
     """The events noted so far as the ``ccweb_events`` value: a JSON array of each event's
-    values as the ``events`` INSERT binds them, in its parameters' order; None for none."""
+    row (``event_row``) as the ``events`` INSERT binds it, in its parameters' order; None for
+    none."""
     if not events:
         return None
-    rows = dialect_events.many(events)
+    rows = dialect_events.many([event_row(event) for event in events])
     try:
         return orjson.dumps(rows).decode()
     except (orjson.JSONEncodeError, TypeError):

@@ -14,21 +14,20 @@ import re
 import sqlite3
 from collections.abc import Sequence
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiosqlite
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ccweb_store.domain.events import Event
 from ccweb_store.store.bulk import id_counter_column
 from ccweb_store.store.sqlite import bulk
-from ccweb_store.store.sqlite.one_statement import EVENTS_COLUMN, events_json
-from ccweb_store.store.statements import Batch, Rows
-from ccweb_store.store.transaction import Transaction
-
-if TYPE_CHECKING:
-    from ccweb_store.store.sqlite.driver import SQLiteDatabase
+from ccweb_store.store.sqlite.file_watch import SQLiteFileWatch
+from ccweb_store.store.sqlite.one_statement import EVENTS_COLUMN, InstalledBatch, events_json
+from ccweb_store.store.statements import Batch, Compiled, Rows
+from ccweb_store.store.transaction import CompiledStatements, Transaction
 
 #: Rows per statement when many rows are inserted (``SQLiteTransaction.fetch_many``).
 ROWS_PER_INSERT = 100
@@ -48,6 +47,34 @@ def driver_error(error: sqlite3.Error, sql: str, values: Any) -> DBAPIError:
     return wrapped
 
 
+class SQLiteConnections(Protocol):
+    """What a transaction needs of its database (``driver.SQLiteDatabase``): how the writer
+    connection runs what it writes, the file to check before a commit, and where its
+    connection goes back when it ends."""
+
+    statements: CompiledStatements
+    #: Whether sqlite3 begins the writer's transaction itself before a statement that writes.
+    begins_itself: bool
+    #: Whether the writer's claims write their own ``run.started`` event (a trigger).
+    claim_event_by_trigger: bool
+    #: The batches the writer runs as one statement each, and the ``events`` INSERT whose
+    #: conversions their events take (``one_statement``).
+    batches: dict[Batch, InstalledBatch]
+    event_insert: Compiled
+    file_watch: SQLiteFileWatch | None
+
+    def committed(self) -> None:
+        """A write committed (the checkpoint thread counts it)."""
+
+    async def end_write(self, connection: AsyncConnection, *, failed: bool) -> None:
+        """The writer's turn ends."""
+
+    async def keep_reader(
+        self, connection: AsyncConnection, driver: aiosqlite.Connection, *, failed: bool
+    ) -> None:
+        """A reader connection comes back."""
+
+
 class SQLiteTransaction(Transaction):
     """One unit of work on an aiosqlite connection: the writer's (in ``BEGIN IMMEDIATE``
     when it ``begin``s, from its first statement on; else, ``autocommit``, each statement
@@ -55,7 +82,7 @@ class SQLiteTransaction(Transaction):
 
     def __init__(
         self,
-        database: SQLiteDatabase,
+        database: SQLiteConnections,
         connection: AsyncConnection,
         driver: aiosqlite.Connection,
         *,
@@ -107,14 +134,14 @@ class SQLiteTransaction(Transaction):
             raise driver_error(error, sql, values) from error
 
     async def execute_batch(
-        self, batch: Batch, values: dict[str, Any], events: list[dict[str, Any]] | None = None
+        self, batch: Batch, values: dict[str, Any], events: Sequence[Event] = ()
     ) -> tuple[Rows, bool]:
         """The writer runs ``batch`` as one INSERT into its view (``one_statement``), which writes
         ``events`` too; a reader, or a batch made after the writer connected, step by step."""
         installed = self.database.batches.get(batch) if self.writer else None
         if installed is None:
             return await super().execute_batch(batch, values, events)
-        params = {**values, EVENTS_COLUMN: events_json(events or [], self.database.event_insert)}
+        params = {**values, EVENTS_COLUMN: events_json(events, self.database.event_insert)}
         compiled = self.statements.get(installed.insert, ())
         raw, count = await self.fetch(compiled.sql, compiled.values(params), compiled.returns_rows)
         return Rows(compiled.rows(raw), count, compiled.keys), bool(events)
