@@ -17,7 +17,6 @@ from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, RUN_STATUSES, new_id
 from ccweb_store.domain.rows import Message, ReplyRequest
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.models import REPLY_TO_REQUEST_ID_INDEX
-from ccweb_store.store.repositories import SessionRepository
 from ccweb_store.store.repositories import messages as messages_module
 from ccweb_store.store.repositories import replies as replies_module
 from ccweb_store.store.repositories import runs as runs_module
@@ -29,6 +28,7 @@ from ccweb_store.store.repositories.messages import (
     REPLY_REQUEST_MESSAGE,
 )
 from ccweb_store.store.repositories.replies import _SOURCE_STATE, SourceState
+from ccweb_store.store.repositories.sessions import SessionRepository
 from ccweb_store.store.uow import Store, UnitOfWork
 from tests import host_calls
 from tests.lifecycle_support import insert_message_by_hand

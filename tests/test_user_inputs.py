@@ -17,8 +17,11 @@ from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.protocol import registry as tools
 from ccweb_store.services.user_inputs import apply_budget, first_batch
 from ccweb_store.store.models import Base, MessageRow
-from ccweb_store.store.repositories import MessageRepository
-from ccweb_store.store.repositories.messages import LATEST_NONBLANK_BY_ROLE, NO_SEQ_ABOVE
+from ccweb_store.store.repositories.messages import (
+    LATEST_NONBLANK_BY_ROLE,
+    NO_SEQ_ABOVE,
+    MessageRepository,
+)
 from ccweb_store.store.transaction import Transaction
 from ccweb_store.store.uow import Store
 from tests.plans import query_plan

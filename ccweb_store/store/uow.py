@@ -32,22 +32,19 @@ from ccweb_store.domain.events import Event
 from ccweb_store.store.db import create_engine, current_revision
 from ccweb_store.store.event_feed import EventFeed
 from ccweb_store.store.failures import database_failure
-from ccweb_store.store.repositories import (
-    CredentialRepository,
-    DebuggingRepository,
-    EventRepository,
-    IdentityRepository,
-    JsonColumnRepository,
-    MessageRepository,
-    MonitoringRepository,
-    ReplyRepository,
-    RunRepository,
-    SecretRepository,
-    SendRepository,
-    SessionRepository,
-    UnitState,
-    WholeTableRepository,
-)
+from ccweb_store.store.repositories.base import UnitState
+from ccweb_store.store.repositories.credentials import CredentialRepository, SecretRepository
+from ccweb_store.store.repositories.debugging import DebuggingRepository
+from ccweb_store.store.repositories.events import EventRepository
+from ccweb_store.store.repositories.identity import IdentityRepository
+from ccweb_store.store.repositories.json_columns import JsonColumnRepository
+from ccweb_store.store.repositories.messages import MessageRepository
+from ccweb_store.store.repositories.monitoring import MonitoringRepository
+from ccweb_store.store.repositories.replies import ReplyRepository
+from ccweb_store.store.repositories.runs import RunRepository
+from ccweb_store.store.repositories.sends import SendRepository
+from ccweb_store.store.repositories.sessions import SessionRepository
+from ccweb_store.store.repositories.whole_tables import WholeTableRepository
 from ccweb_store.store.sqlite.checkpoints import WalCheckpointer
 from ccweb_store.store.sqlite.driver import SQLiteDatabase
 from ccweb_store.store.statements import Rows
