@@ -131,7 +131,7 @@ def test_a_send_over_mcp_shows_live_and_fail_then_retry_from_the_page_change_its
 
     request_id = send_over_mcp(server, "planner", "reviewer", "Please review the schema change")
     row = page.locator(f'tr[data-request-id="{request_id}"]')
-    expect(row).to_be_visible(timeout=1000)
+    expect(row).to_be_visible(timeout=10000)
     expect(row.locator('[data-field="status"]')).to_have_text("waiting")
     expect(row).to_contain_text("Planner")
     expect(row).to_contain_text("Reviewer")
@@ -294,7 +294,7 @@ def test_the_page_says_when_it_lost_the_stream_and_resumes_with_a_new_server(
     try:
         expect(status).to_have_attribute("data-state", "live", timeout=15000)
         request_id = send_over_mcp(again, "left", "right", "after the restart")
-        expect(page.locator(f'tr[data-request-id="{request_id}"]')).to_be_visible(timeout=1000)
+        expect(page.locator(f'tr[data-request-id="{request_id}"]')).to_be_visible(timeout=10000)
     finally:
         again.stop()
 
