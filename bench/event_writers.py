@@ -197,7 +197,7 @@ def main() -> None:
                 daemon=True,
             )
             forwarder.start()
-            _wait_for(port)
+            wait_for_forwarder(port)
             url = target.set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
         versions = [("this checkout", ROOT)]
         if options.vs is not None:
@@ -228,7 +228,7 @@ def main() -> None:
         asyncio.run(drop_database(server, name))
 
 
-def _wait_for(port: int) -> None:
+def wait_for_forwarder(port: int) -> None:
     """Return once 127.0.0.1:``port`` takes connections (the forwarder has started)."""
     import socket
 

@@ -160,19 +160,23 @@ def test_conversation_url_prints_a_ready_setup_for_each_client_with_the_credenti
         for stdio in (False, True)
     }
     assert all(r.returncode == 0 for r in setups.values()), [r.stderr for r in setups.values()]
-    claude = shlex.split(setups["claude", False].stdout)
-    assert claude[:7] == ["claude", "mcp", "add", "--transport", "http", "ccweb",
-                          "http://127.0.0.1:8787/mcp"]  # fmt: skip
-    assert claude[7] == "--header" and claude[8].startswith("Authorization: Bearer ccw1.planner.")
+    *claude, config = shlex.split(setups["claude", False].stdout)
+    assert claude == ["claude", "mcp", "add-json", "ccweb"]
+    http = json.loads(config)
+    assert http["type"] == "http" and http["url"] == "http://127.0.0.1:8787/mcp"
+    assert http["headers"]["Authorization"].startswith("Bearer ccw1.planner.")
+    assert http["alwaysLoad"] is True
     export, add = setups["codex", False].stdout.splitlines()
     assert export.startswith("export CCWEB_CREDENTIAL=ccw1.planner.")
     assert shlex.split(add) == ["codex", "mcp", "add", "ccweb", "--url",
                                 "http://127.0.0.1:8787/mcp", "--bearer-token-env-var",
                                 "CCWEB_CREDENTIAL"]  # fmt: skip
-    line = shlex.split(setups["claude", True].stdout)
-    assert line[:6] == ["claude", "mcp", "add", "ccweb", "-e", line[5]]
-    assert line[5].startswith("CCWEB_CREDENTIAL=ccw1.planner.") and line[6] == "--"
-    assert line[-3:] == ["mcp-stdio", "--url", "http://127.0.0.1:8787"]
+    *claude, config = shlex.split(setups["claude", True].stdout)
+    assert claude == ["claude", "mcp", "add-json", "ccweb"]
+    stdio = json.loads(config)
+    assert stdio["type"] == "stdio" and stdio["alwaysLoad"] is True
+    assert stdio["args"][-3:] == ["mcp-stdio", "--url", "http://127.0.0.1:8787"]
+    assert stdio["env"]["CCWEB_CREDENTIAL"].startswith("ccw1.planner.")
     table = tomllib.loads(setups["codex", True].stdout)["mcp_servers"]["ccweb"]
     assert table["args"][-3:] == ["mcp-stdio", "--url", "http://127.0.0.1:8787"]
     assert table["env"]["CCWEB_CREDENTIAL"].startswith("ccw1.planner.")
@@ -203,7 +207,7 @@ def test_conversation_url_for_the_same_client_again_revokes_the_earlier_credenti
     other = run_cli("conversation-url", "tester", "--client", "claude", env=env)
     assert all(r.returncode == 0 for r in (first, plain, codex, other))
     assert "earlier" not in first.stderr + plain.stderr + codex.stderr + other.stderr
-    first_token = first.stdout.split("Bearer ", 1)[1].split("'", 1)[0]
+    first_token = json.loads(shlex.split(first.stdout)[-1])["headers"]["Authorization"][7:]
     first_id = first_token.split(".")[2]
 
     again = run_cli(*base, "--client", "claude", "--json", env=env)

@@ -90,6 +90,7 @@ def test_the_built_in_commands_pass_the_credential_by_variable_and_resume_by_id(
                 "type": "http",
                 "url": endpoint,
                 "headers": {"Authorization": "Bearer ${CCWEB_CREDENTIAL}"},
+                "alwaysLoad": True,
             }
         }
     }

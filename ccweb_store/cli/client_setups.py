@@ -4,12 +4,13 @@ MCP as one conversation, each as that client takes it.
 The credential travels in a header or an environment variable, never in the URL, so that
 ``claude mcp list`` or ``codex mcp list`` and a proxy's log never show it:
 
-- Claude Code over HTTP: ``claude mcp add --transport http ccweb URL --header "Authorization:
-  Bearer …"``;
+- Claude Code: ``claude mcp add-json ccweb '{…}'``, over HTTP with an ``Authorization``
+  header, over stdio with ``ccweb-store mcp-stdio --url SERVER`` reading ``CCWEB_CREDENTIAL``
+  from the server's ``env``. Both say ``"alwaysLoad": true``: Claude Code connects its MCP
+  servers in the background, and ``claude -p`` would otherwise start a turn without the ccweb
+  tools when the server answers later than the first model request;
 - Codex over HTTP: ``codex mcp add ccweb --url URL --bearer-token-env-var CCWEB_CREDENTIAL``,
   with the credential exported in the environment Codex runs in;
-- Claude Code over stdio: ``claude mcp add ccweb -e CCWEB_CREDENTIAL=… -- ccweb-store
-  mcp-stdio --url SERVER``, the bridge reading the variable;
 - Codex over stdio: the ``[mcp_servers.ccweb]`` table of ``config.toml`` with ``command``,
   ``args``, ``env`` and ``required = true``: Codex gives a stdio server that is not required
   about a second to start before the turn goes on without its tools.
@@ -23,7 +24,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ccweb_store.worker.agents import CREDENTIAL_VARIABLE, SERVER_NAME
+from ccweb_store.worker.agents import CREDENTIAL_VARIABLE, SERVER_NAME, claude_server
 
 #: The MCP clients ``conversation-url --client`` writes a setup for.
 CLIENTS = ("claude", "codex")
@@ -45,17 +46,22 @@ def setup_lines(client: str, *, server: str, token: str, stdio: bool) -> list[st
                 f"env = {{ {CREDENTIAL_VARIABLE} = {json.dumps(token)} }}",
                 "required = true",
             ]
-        add = ["claude", "mcp", "add", SERVER_NAME, "-e", f"{CREDENTIAL_VARIABLE}={token}"]
-        return [shlex.join([*add, "--", program, *args])]
+        env = {CREDENTIAL_VARIABLE: token}
+        return [claude_add({"type": "stdio", "command": program, "args": args, "env": env})]
     if client == "claude":
-        header = f"Authorization: Bearer {token}"
-        add = ["claude", "mcp", "add", "--transport", "http", SERVER_NAME, endpoint]
-        return [shlex.join([*add, "--header", header])]
+        headers = {"Authorization": f"Bearer {token}"}
+        return [claude_add({"type": "http", "url": endpoint, "headers": headers})]
     add = ["codex", "mcp", "add", SERVER_NAME, "--url", endpoint]
     return [
         f"export {CREDENTIAL_VARIABLE}={shlex.quote(token)}",
         shlex.join([*add, "--bearer-token-env-var", CREDENTIAL_VARIABLE]),
     ]
+
+
+def claude_add(server: dict[str, object]) -> str:
+    """``claude mcp add-json`` of ``server``, connected before a turn starts."""
+    config = json.dumps(claude_server(server), separators=(",", ":"))
+    return shlex.join(["claude", "mcp", "add-json", SERVER_NAME, config])
 
 
 def ccweb_store_command() -> list[str]:

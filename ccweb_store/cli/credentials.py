@@ -98,7 +98,7 @@ def conversation_url(
         typer.Option(
             "--client",
             metavar="CLIENT",
-            help="Print a ready setup for claude (a `claude mcp add` command) or codex "
+            help="Print a ready setup for claude (a `claude mcp add-json` command) or codex "
             "(`codex mcp add`), with the credential in a header or an environment variable",
             show_default=False,
         ),

@@ -95,19 +95,29 @@ def _json_objects(stdout: str) -> list[dict[str, Any]]:
     return objects
 
 
+def claude_server(server: dict[str, object]) -> dict[str, object]:
+    """Claude Code's entry for the ccweb MCP server, connected before a turn starts
+    (``alwaysLoad``): Claude Code connects MCP servers in the background, and one that answers
+    after the first model request is missing from the turn, with every ccweb tool."""
+    return {**server, "alwaysLoad": True}
+
+
 class ClaudeCode(BuiltinAgent):
     """``claude -p``: the prompt on stdin, one JSON result (``--output-format json``), the ccweb
     server from an inline ``--mcp-config`` whose header Claude Code fills in from the
-    environment, its tools allowed with ``--allowedTools mcp__ccweb``."""
+    environment and which it connects before the turn, its tools allowed with
+    ``--allowedTools mcp__ccweb``."""
 
     def command(
         self, program: str, *, endpoint: str, resume: str | None, args: Sequence[str] = ()
     ) -> list[str]:
-        server = {
-            "type": "http",
-            "url": endpoint,
-            "headers": {"Authorization": f"Bearer ${{{CREDENTIAL_VARIABLE}}}"},
-        }
+        server = claude_server(
+            {
+                "type": "http",
+                "url": endpoint,
+                "headers": {"Authorization": f"Bearer ${{{CREDENTIAL_VARIABLE}}}"},
+            }
+        )
         config = json.dumps({"mcpServers": {SERVER_NAME: server}}, separators=(",", ":"))
         return [
             program,
