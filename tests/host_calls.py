@@ -13,6 +13,7 @@ from ccweb_store.contract.replies import ExpireReplies
 from ccweb_store.contract.runs import ClaimRun
 from ccweb_store.protocol import registry
 from ccweb_store.protocol.argument_errors import parsed
+from ccweb_store.protocol.operation import dumped
 from ccweb_store.services import replies, runs
 from ccweb_store.store.uow import Store
 
@@ -55,14 +56,14 @@ respond = _method("prompt.respond")
 
 async def claim_run(store: Store, params: Mapping[str, Any], *, now: datetime | None = None) -> Any:
     """``run.claim``, at ``now`` when a test sets the clock."""
-    return registry.dumped(await runs.claim_run(store, parsed(_CLAIM, params), now=now))
+    return dumped(await runs.claim_run(store, parsed(_CLAIM, params), now=now))
 
 
 async def expire_replies(
     store: Store, params: Mapping[str, Any], *, now: datetime | None = None
 ) -> Any:
     """``reply.expire``, at ``now`` when a test sets the clock."""
-    return registry.dumped(await replies.expire_replies(store, parsed(_EXPIRE, params), now=now))
+    return dumped(await replies.expire_replies(store, parsed(_EXPIRE, params), now=now))
 
 
 async def expirable_replies(

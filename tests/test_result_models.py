@@ -17,7 +17,8 @@ from ccweb_store.contract.objects import Run as RunOut
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.rows import Run
 from ccweb_store.protocol import mcp, openrpc
-from ccweb_store.protocol.registry import METHODS, TOOLS, dumped, get_tool
+from ccweb_store.protocol.operation import dumped
+from ccweb_store.protocol.registry import METHODS, TOOLS, get_tool
 from ccweb_store.store.uow import Store
 from tests import host_calls, tool_calls
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from ccweb_store.contract.tools import SendAnswer, SendMessage
+from ccweb_store.contract.tool_answers import SendAnswer
+from ccweb_store.contract.tools import SendMessage
 from ccweb_store.domain import errors
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import DomainError

@@ -20,6 +20,7 @@ from ccweb_store.http.metrics import note_call
 from ccweb_store.http.payloads import Rejected, read_payload
 from ccweb_store.protocol import jsonrpc, openrpc, registry
 from ccweb_store.protocol.call_labels import note_method, noting
+from ccweb_store.protocol.operation import UnknownTool
 from ccweb_store.store.uow import Store
 
 #: What the 405 answer to any method but ``POST`` adds.
@@ -44,7 +45,7 @@ def dispatcher(store: Store) -> jsonrpc.Dispatch:
         note_method(method)
         try:
             return await registry.call_method(store, operation, params)
-        except registry.UnknownTool as exc:  # tools.call naming no tool
+        except UnknownTool as exc:  # tools.call naming no tool
             raise jsonrpc.RpcError(jsonrpc.INVALID_PARAMS, str(exc), {"tool": exc.name}) from exc
 
     return dispatch

@@ -44,6 +44,7 @@ from ccweb_store.protocol.mcp_wire import (
     is_header_safe,
     is_modern,
 )
+from ccweb_store.protocol.operation import UnknownTool
 from ccweb_store.store.uow import Store
 
 #: The methods each era answers, counted by name in the metrics.
@@ -189,7 +190,7 @@ async def answer_tools_call(
     name = params.get("name")
     try:
         payload = await registry.call_tool(store, source, name, params.get("arguments"))
-    except registry.UnknownTool as exc:
+    except UnknownTool as exc:
         raise jsonrpc.RpcError(jsonrpc.INVALID_PARAMS, str(exc), {"tool": name}) from exc
     except DomainError as exc:
         note_tool(str(name), failed=True)

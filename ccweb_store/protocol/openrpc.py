@@ -10,7 +10,8 @@ import re
 from typing import Any
 
 from ccweb_store import __version__
-from ccweb_store.protocol.registry import METHODS, Operation
+from ccweb_store.protocol.operation import Operation
+from ccweb_store.protocol.registry import METHODS
 
 #: The method that answers the document (reserved by the OpenRPC specification).
 DISCOVER = "rpc.discover"

@@ -9,18 +9,14 @@ docs' method table are all read from ``OPERATIONS``. A call's input is validated
 once, where it enters (``Operation.parse``); the service takes the model and returns the
 output, which ``Operation.dump`` writes as the wire's JSON values.
 
-A new call is one input model, one output model, a handler, and one row here.
+A new call is one input model, one output model, a handler, and one row here (what a row
+is: ``operation``).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
-
-from pydantic import BaseModel, TypeAdapter
 
 from ccweb_store.contract import (
     credentials,
@@ -33,14 +29,20 @@ from ccweb_store.contract import (
     runs,
     sessions,
 )
+from ccweb_store.contract import tool_answers as answers
 from ccweb_store.contract import tools as agent
-from ccweb_store.contract.base import Input, NoParams
-from ccweb_store.contract.schemas import input_schema, output_schema
-from ccweb_store.domain.arguments import reject_nul, require_mapping
+from ccweb_store.contract.base import NoParams
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.kinds import ReplyMode
-from ccweb_store.protocol.argument_errors import parsed
 from ccweb_store.protocol.call_labels import note_tool
+from ccweb_store.protocol.operation import (
+    Audience,
+    Operation,
+    UnknownTool,
+    dumped,
+    method,
+    tool,
+)
 from ccweb_store.services import (
     conversations,
     doctor,
@@ -62,128 +64,6 @@ from ccweb_store.services import (
 from ccweb_store.store.uow import Store
 
 NAMESPACE = "ccweb"
-
-
-def dumped(value: BaseModel) -> Any:
-    """An output model as the wire's JSON values, outside a call (the console, the CLI)."""
-    return value.model_dump(by_alias=True)
-
-
-class Audience(StrEnum):
-    """Who may call an operation, and where it is listed."""
-
-    #: An MCP tool an agent calls: listed by ``tools/list`` and the host's ``tools.*``.
-    AGENT = "agent"
-    #: An MCP tool kept for old threads: callable everywhere, listed nowhere.
-    HIDDEN = "hidden"
-    #: A host API method on ``/rpc``.
-    HOST = "host"
-
-
-class UnknownTool(LookupError):
-    """No tool of that name exists (the protocols answer JSON-RPC -32602)."""
-
-    def __init__(self, name: object) -> None:
-        super().__init__(f"unknown tool {name!r}")
-        self.name = name
-
-
-@dataclass(frozen=True)
-class Operation:
-    """One call: its name, its two models, the service that answers it, who may call it,
-    and for a tool its title, description and annotations."""
-
-    name: str
-    input: type[Input]
-    output: Any
-    handler: Callable[..., Awaitable[Any]]
-    audience: Audience = Audience.HOST
-    title: str = ""
-    description: str = ""
-    read_only: bool = False
-    #: A tool of the host's dynamic-tool whitelist (``tools.dynamic``).
-    communication: bool = False
-    # Made on first use, so that a command that runs one call builds only its own.
-
-    @functools.cached_property
-    def input_schema(self) -> dict[str, Any]:
-        """The published schema of the input (a tool's ``inputSchema``)."""
-        return input_schema(self.input, self.input.published_required)
-
-    @functools.cached_property
-    def output_schema(self) -> dict[str, Any]:
-        """The published schema of the output; a tool's (its ``outputSchema``) admits its
-        failure, ``agent.ToolError``, too."""
-        if self.is_tool:
-            return output_schema(self.output | agent.ToolError)
-        return output_schema(self.output)
-
-    @functools.cached_property
-    def _reads(self) -> TypeAdapter[Any]:
-        return TypeAdapter(self.input)
-
-    @functools.cached_property
-    def _writes(self) -> TypeAdapter[Any]:
-        return TypeAdapter(self.output)
-
-    @property
-    def is_tool(self) -> bool:
-        return self.audience is not Audience.HOST
-
-    @property
-    def public(self) -> bool:
-        """A tool the listings show."""
-        return self.audience is Audience.AGENT
-
-    def parse(self, params: object, *, checked: bool = False) -> Any:
-        """``params`` as the input model, or ``invalid_arguments`` naming the first problem
-        (a tool's led by its name); a text holding U+0000 is refused too, after the model's
-        checks for a tool's arguments, before them for a method's params. ``checked``: the
-        caller refused NUL characters already (``tools.call``'s params hold the arguments)."""
-        if not self.is_tool:
-            if not checked:
-                reject_nul(params, f"{self.name}: a parameter")
-            return parsed(self._reads, require_mapping(params, "params"))
-        given = require_mapping(params, f"{self.name}: arguments")
-        call = parsed(self._reads, given, self.name)
-        if not checked:
-            reject_nul(given, f"{self.name}: an argument")
-        return call
-
-    def dump(self, result: Any) -> Any:
-        """``result`` as the wire's JSON values (camelCase keys, times as text)."""
-        return self._writes.dump_python(result, by_alias=True)
-
-    def definition(self) -> agent.ToolDefinition:
-        """The tool as ``tools/list`` shows it."""
-        annotations = agent.ToolAnnotations(
-            title=self.title,
-            read_only_hint=self.read_only,
-            destructive_hint=False,
-            open_world_hint=False,
-        )
-        return agent.ToolDefinition(
-            name=self.name,
-            title=self.title,
-            description=self.description,
-            input_schema=self.input_schema,
-            output_schema=self.output_schema,
-            annotations=annotations,
-        )
-
-
-def tool(name: str, title: str, description: str, model: type[Input], output: Any,
-         handler: Callable[..., Awaitable[Any]], **options: Any) -> Operation:  # fmt: skip
-    """A tool's row (``Audience.AGENT`` unless ``audience`` says)."""
-    options.setdefault("audience", Audience.AGENT)
-    return Operation(name, model, output, handler, title=title, description=description,
-                     **options)  # fmt: skip
-
-
-def method(name: str, model: type[Input], output: Any,
-           handler: Callable[..., Awaitable[Any]]) -> Operation:  # fmt: skip
-    """A host method's row."""
-    return Operation(name, model, output, handler)
 
 
 SEND_MESSAGE_DESCRIPTION = """\
@@ -215,39 +95,39 @@ async def _request_reply(store: Store, source: Source, args: agent.RequestReply)
 
 TOOLS: tuple[Operation, ...] = (
     tool("ccweb_send_message", "Send a message to another conversation",
-         SEND_MESSAGE_DESCRIPTION, agent.SendMessage, agent.SendAnswer,
+         SEND_MESSAGE_DESCRIPTION, agent.SendMessage, answers.SendAnswer,
          messaging.send_message, communication=True),
     tool("ccweb_create_conversation", "Create a conversation",
          "Create a new cc-web conversation, optionally sending it a first message. With "
          "content, requestReply=true returns its result to you automatically "
          "(return_and_continue); otherwise the message is one_way. Returns at once.",
-         agent.CreateConversation, agent.CreatedConversation, messaging.create_conversation,
+         agent.CreateConversation, answers.CreatedConversation, messaging.create_conversation,
          communication=True),
     tool("ccweb_list_conversations", "List conversations",
          "List cc-web conversations, newest activity first: id, title, agent, timestamps, "
          "whether one is running, its message count and whether it is you. Metadata only, "
          "never message text.",
-         agent.ListConversations, agent.ConversationListing, conversations.list_conversations,
+         agent.ListConversations, answers.ConversationListing, conversations.list_conversations,
          read_only=True, communication=True),
     tool("ccweb_get_pending_reply", "Show reply requests",
          "Show the status of a return_and_continue request by requestId, or without one list "
          "this conversation's open requests. Replies are delivered automatically; use this "
          "only to check on them.",
-         agent.GetPendingReply, agent.PendingReplyAnswer, messaging.get_pending_reply,
+         agent.GetPendingReply, answers.PendingReplyAnswer, messaging.get_pending_reply,
          read_only=True, communication=True),
     tool("ccweb_list_user_inputs", "Read the user's own messages",
          "Read the user's own recent messages in a conversation (this one by default), oldest "
          "first, within a character budget. Use it to recover what the user actually asked "
          "for. Read-only.",
-         agent.ListUserInputs, agent.UserInputs, user_inputs.list_user_inputs,
+         agent.ListUserInputs, answers.UserInputs, user_inputs.list_user_inputs,
          read_only=True, communication=True),
     tool("ccweb_prompt_user", "Ask the user a form",
          "Show the user a short form (1-10 questions, with optional choices) in this "
          "conversation. The answers arrive later as an ordinary user message.",
-         agent.PromptUser, agent.PromptCard, prompt_forms.prompt_user),
+         agent.PromptUser, answers.PromptCard, prompt_forms.prompt_user),
     tool("ccweb_request_reply", "Send a message and get the reply (deprecated)",
          'Deprecated alias of ccweb_send_message with replyMode "return_and_continue".',
-         agent.RequestReply, agent.SendAnswer, _request_reply, audience=Audience.HIDDEN),
+         agent.RequestReply, answers.SendAnswer, _request_reply, audience=Audience.HIDDEN),
 )  # fmt: skip
 
 _TOOLS_BY_NAME = {operation.name: operation for operation in TOOLS}
@@ -267,7 +147,7 @@ def public_tools() -> list[dict[str, Any]]:
 
 
 @functools.cache
-def _definitions() -> tuple[agent.ToolDefinition, ...]:
+def _definitions() -> tuple[answers.ToolDefinition, ...]:
     """The public tools' definitions, built once: every list hands out the same ones."""
     return tuple(operation.definition() for operation in _PUBLIC)
 
@@ -303,24 +183,24 @@ async def _run_tool(
     return operation, await operation.handler(store, source, call)
 
 
-async def _list_tools(store: Store, call: NoParams) -> list[agent.ToolDefinition]:
+async def _list_tools(store: Store, call: NoParams) -> list[answers.ToolDefinition]:
     """``tools.list``: the public tools, exactly as MCP ``tools/list`` shows them."""
     return list(_definitions())
 
 
-def dynamic_tools() -> list[agent.DynamicToolDefinition]:
+def dynamic_tools() -> list[answers.DynamicToolDefinition]:
     """The host's dynamic tools: the public communication tools with ``namespace: "ccweb"``."""
     return [
-        agent.DynamicToolDefinition(**dict(definition), namespace=NAMESPACE)
+        answers.DynamicToolDefinition(**dict(definition), namespace=NAMESPACE)
         for operation, definition in zip(_PUBLIC, _definitions(), strict=True)
         if operation.communication
     ]
 
 
-def composer_items() -> list[agent.ComposerItem]:
+def composer_items() -> list[answers.ComposerItem]:
     """The composer's ``/`` candidates, one per public tool."""
     return [
-        agent.ComposerItem(
+        answers.ComposerItem(
             id=f"mcp:{NAMESPACE}/{operation.name}",
             name=operation.name,
             description=operation.description,
@@ -329,12 +209,12 @@ def composer_items() -> list[agent.ComposerItem]:
     ]
 
 
-async def _list_dynamic_tools(store: Store, call: NoParams) -> list[agent.DynamicToolDefinition]:
+async def _list_dynamic_tools(store: Store, call: NoParams) -> list[answers.DynamicToolDefinition]:
     """``tools.dynamic``: the communication tools with ``namespace: "ccweb"``."""
     return dynamic_tools()
 
 
-async def _composer_items(store: Store, call: NoParams) -> list[agent.ComposerItem]:
+async def _composer_items(store: Store, call: NoParams) -> list[answers.ComposerItem]:
     """``tools.composerItems``: ``[{id: "mcp:ccweb/<name>", name, description}]``."""
     return composer_items()
 
@@ -350,12 +230,12 @@ async def _tools_call(store: Store, call: agent.ToolsCall) -> Any:
 
 #: What any tool answers (``tools.call``'s output).
 ToolAnswer = (
-    agent.SendAnswer
-    | agent.CreatedConversation
-    | agent.ConversationListing
-    | agent.PendingReplyAnswer
-    | agent.UserInputs
-    | agent.PromptCard
+    answers.SendAnswer
+    | answers.CreatedConversation
+    | answers.ConversationListing
+    | answers.PendingReplyAnswer
+    | answers.UserInputs
+    | answers.PromptCard
 )
 
 _HOST_METHODS = (
@@ -407,9 +287,9 @@ _HOST_METHODS = (
            operator_views.reply_story),
     method("operator.doctor", operator.OperatorDoctor, operator.DoctorReport,
            doctor.run_doctor),
-    method("tools.list", NoParams, list[agent.ToolDefinition], _list_tools),
-    method("tools.dynamic", NoParams, list[agent.DynamicToolDefinition], _list_dynamic_tools),
-    method("tools.composerItems", NoParams, list[agent.ComposerItem], _composer_items),
+    method("tools.list", NoParams, list[answers.ToolDefinition], _list_tools),
+    method("tools.dynamic", NoParams, list[answers.DynamicToolDefinition], _list_dynamic_tools),
+    method("tools.composerItems", NoParams, list[answers.ComposerItem], _composer_items),
     method("tools.call", agent.ToolsCall, ToolAnswer, _tools_call),
     method("tools.callDynamic", agent.ToolsCall, ToolAnswer, _tools_call),
 )  # fmt: skip

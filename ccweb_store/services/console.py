@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ccweb_store.contract.tools import ListUserInputs, UserInputs
+from ccweb_store.contract.tool_answers import UserInputs
+from ccweb_store.contract.tools import ListUserInputs
 from ccweb_store.domain.context import Source
 from ccweb_store.domain.errors import InvalidInput
 from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, OPEN_REPLY_STATUSES, validate_session_id

@@ -22,12 +22,8 @@ from ccweb_store.contract.sessions import (
     SessionPage,
     UpdateSession,
 )
-from ccweb_store.contract.tools import (
-    QUERY_MAX_CHARS,
-    ConversationListing,
-    ListConversations,
-    ListedConversation,
-)
+from ccweb_store.contract.tool_answers import ConversationListing, ListedConversation
+from ccweb_store.contract.tools import QUERY_MAX_CHARS, ListConversations
 from ccweb_store.domain import json_values
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source

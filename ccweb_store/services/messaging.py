@@ -14,15 +14,13 @@ import os
 from dataclasses import dataclass
 
 from ccweb_store.contract.objects import Reply
-from ccweb_store.contract.tools import (
-    CreateConversation,
+from ccweb_store.contract.tool_answers import (
     CreatedConversation,
-    GetPendingReply,
     PendingReplyAnswer,
     PendingReplyList,
     SendAnswer,
-    SendMessage,
 )
+from ccweb_store.contract.tools import CreateConversation, GetPendingReply, SendMessage
 from ccweb_store.domain import errors
 from ccweb_store.domain.boxes import within
 from ccweb_store.domain.context import Source, refuse_other_conversation, require_source

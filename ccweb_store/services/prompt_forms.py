@@ -13,7 +13,8 @@ from typing import Any
 
 from ccweb_store.contract.objects import Message, Run
 from ccweb_store.contract.prompts import ANSWERS_RULE, PromptResponse, RespondToPrompt
-from ccweb_store.contract.tools import PromptCard, PromptUser, Question
+from ccweb_store.contract.tool_answers import PromptCard
+from ccweb_store.contract.tools import PromptUser, Question
 from ccweb_store.domain import errors, rows
 from ccweb_store.domain.context import Source, require_source
 from ccweb_store.domain.errors import Conflict, InvalidInput, NotFound

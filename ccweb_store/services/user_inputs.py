@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ccweb_store.contract.tools import ListUserInputs, UserInput, UserInputs
+from ccweb_store.contract.tool_answers import UserInput, UserInputs
+from ccweb_store.contract.tools import ListUserInputs
 from ccweb_store.domain import errors
 from ccweb_store.domain.content import text_of
 from ccweb_store.domain.context import Source, refuse_other_conversation
