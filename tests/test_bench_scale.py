@@ -6,14 +6,9 @@ benchmark from rotting, so it checks the table, never a timing.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import postgres_server_url
-from tests.servers import ROOT
+from tests.bench_support import quick_table
 
 ROWS = [
     "`copy` SQLite → PostgreSQL",
@@ -32,19 +27,7 @@ ROWS = [
 
 @pytest.mark.slow
 def test_the_quick_scale_run_prints_every_row_with_its_goal() -> None:
-    server = postgres_server_url()
-    assert server is not None
-    result = subprocess.run(
-        [sys.executable, "bench/scale.py", "--quick"],
-        cwd=ROOT,
-        env={**os.environ, "CCWEB_BENCH_POSTGRES_URL": server},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-    assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    lines = quick_table("scale.py")
     for row in ROWS:
         assert any(line.startswith(f"| {row}") for line in lines), row
     assert sum(line.endswith(("| met |", "| NOT met |")) for line in lines) == 7

@@ -6,14 +6,9 @@ benchmark from rotting, so it checks the table, never a timing.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import postgres_server_url
-from tests.servers import ROOT
+from tests.bench_support import quick_table
 
 READS = [
     "console overview `/`",
@@ -31,19 +26,7 @@ READS = [
 
 @pytest.mark.slow
 def test_the_quick_team_year_run_prints_every_row_with_its_goal() -> None:
-    server = postgres_server_url()
-    assert server is not None
-    result = subprocess.run(
-        [sys.executable, "bench/team_year.py", "--quick"],
-        cwd=ROOT,
-        env={**os.environ, "CCWEB_BENCH_POSTGRES_URL": server},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-    assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    lines = quick_table("team_year.py")
     for engine in ("SQLite", "PostgreSQL"):
         for row in READS:
             assert any(line.startswith(f"| {row}, {engine} |") for line in lines), (row, engine)
