@@ -20,6 +20,7 @@ from ccweb_store.store.models import REPLY_TO_REQUEST_ID_INDEX
 from ccweb_store.store.repositories import messages as messages_module
 from ccweb_store.store.repositories import replies as replies_module
 from ccweb_store.store.repositories import runs as runs_module
+from ccweb_store.store.repositories import send_parties as send_parties_module
 from ccweb_store.store.repositories import sessions as sessions_module
 from ccweb_store.store.repositories.base import MESSAGES, column_attributes
 from ccweb_store.store.repositories.messages import (
@@ -297,13 +298,13 @@ async def test_a_sends_target_is_busy_exactly_while_it_has_a_queued_or_running_r
     assert parties.target == ("t-queued", "Title t-queued")
     if store.dialect == "sqlite":  # one range of the runs' session index, not one per status
         params = {"source_id": "src", "target_id": "idle"}
-        plan = await query_plan(store, sessions_module._SEND_PARTIES, params)
+        plan = await query_plan(store, send_parties_module.SEND_PARTIES, params)
         probe = "ix_runs_session_id_status (session_id=? AND status>? AND status<?)"
         assert plan.count("ix_runs_session_id_status") == plan.count(probe) == 1
 
 
 def test_the_active_run_statuses_are_one_range_of_the_run_statuses() -> None:
-    low, high = sessions_module.ACTIVE_RUN_STATUS_RANGE
+    low, high = send_parties_module.ACTIVE_RUN_STATUS_RANGE
     assert {status for status in RUN_STATUSES if low <= status <= high} == set(ACTIVE_RUN_STATUSES)
 
 

@@ -78,7 +78,7 @@ async def repair_reply_titles(
     after: str | None = None
     while True:
         async with store.read_uow() if dry_run else store.uow() as uow:
-            found, read, last = await uow.replies.untitled(after=after, limit=batch_rows)
+            found, read, last = await uow.reply_titles.untitled(after=after, limit=batch_rows)
             for reply in found:
                 titles = {
                     column: title
@@ -89,7 +89,7 @@ async def repair_reply_titles(
                     if title is not None
                 }
                 extra = extra_with_absent(reply.extra, titles)
-                if dry_run or await uow.replies.fill_titles(reply.request_id, titles, extra):
+                if dry_run or await uow.reply_titles.fill_titles(reply.request_id, titles, extra):
                     repair.filled.append(FilledTitles(reply.request_id, titles))
             if not dry_run:
                 await uow.commit()

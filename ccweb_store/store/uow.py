@@ -41,6 +41,7 @@ from ccweb_store.store.repositories.json_columns import JsonColumnRepository
 from ccweb_store.store.repositories.messages import MessageRepository
 from ccweb_store.store.repositories.monitoring import MonitoringRepository
 from ccweb_store.store.repositories.replies import ReplyRepository
+from ccweb_store.store.repositories.reply_titles import ReplyTitleRepository
 from ccweb_store.store.repositories.runs import RunRepository
 from ccweb_store.store.repositories.sends import SendRepository
 from ccweb_store.store.repositories.sessions import SessionRepository
@@ -62,6 +63,7 @@ class UnitOfWork:
     sessions: SessionRepository
     messages: MessageRepository
     replies: ReplyRepository
+    reply_titles: ReplyTitleRepository
     runs: RunRepository
     sends: SendRepository
     credentials: CredentialRepository
@@ -97,6 +99,7 @@ class UnitOfWork:
         self.sessions = SessionRepository(state)
         self.messages = MessageRepository(state)
         self.replies = ReplyRepository(state)
+        self.reply_titles = ReplyTitleRepository(state)
         self.runs = RunRepository(state)
         self.sends = SendRepository(state)
         self.credentials = CredentialRepository(state)

@@ -13,20 +13,24 @@ from sqlalchemy.sql.expression import bindparam
 from ccweb_store.domain import errors
 from ccweb_store.domain.errors import Conflict, NotFound
 from ccweb_store.domain.events import SessionCreated, SessionUpdated
-from ccweb_store.domain.ids import ACTIVE_RUN_STATUSES, new_id, validate_session_id
+from ccweb_store.domain.ids import new_id, validate_session_id
 from ccweb_store.domain.rows import Conversation, Party
 from ccweb_store.domain.timestamps import utcnow
 from ccweb_store.store.repositories.base import (
     MESSAGES,
-    RUNS,
     SESSIONS,
     Repository,
-    constant,
     decode_cursor,
     encode_cursor,
     prebuilt,
 )
 from ccweb_store.store.repositories.batch_steps import BatchStep
+from ccweb_store.store.repositories.send_parties import (
+    HAS_ACTIVE_RUN,
+    LOCK_SEND_PARTIES,
+    SEND_PARTIES,
+    SendParties,
+)
 
 
 @lru_cache(maxsize=32)
@@ -41,80 +45,6 @@ def _lock_sessions_statement(count: int) -> sa.Select[Any]:
         sa.select(SESSIONS).where(SESSIONS.c.id.in_(ids)).order_by(SESSIONS.c.id).with_for_update()
     )
 
-
-class SendParties(NamedTuple):
-    """The two conversations of a send, None where one does not exist, and whether the
-    target has a queued or running run."""
-
-    source: Party | None
-    target: Party | None
-    target_busy: bool
-
-
-def _has_active_run(session_id: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
-    """Whether the session has a queued or running run: one index probe per status.
-
-    Not ``status IN (…)``: SQLite builds a temporary table of the list's values on every
-    run of a statement whose index lookup an ``IN`` list drives, which costs more than the
-    probes (so does the ``id IN (…)`` of two sessions, hence the ``UNION ALL`` below).
-    """
-    return sa.or_(
-        *(
-            sa.exists().where(RUNS.c.session_id == session_id, RUNS.c.status == constant(status))
-            for status in ACTIVE_RUN_STATUSES
-        )
-    )
-
-
-#: The run statuses ``_has_active_run_sqlite`` finds: every status from the first active one
-#: to the last, in SQLite's order (``BINARY``: byte by byte). No other run status lies between
-#: them (a test holds ``RUN_STATUSES`` to that).
-ACTIVE_RUN_STATUS_RANGE = (min(ACTIVE_RUN_STATUSES), max(ACTIVE_RUN_STATUSES))
-
-
-def _has_active_run_sqlite(session_id: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
-    """``_has_active_run`` on SQLite in one index probe instead of one per status: the
-    active statuses, ``queued`` and ``running``, are the only run statuses from the one to the
-    other (the ``status`` CHECK admits no other value), so one range of
-    ``ix_runs_session_id_status`` holds exactly the session's active runs (a send's busy
-    check). Not on PostgreSQL, whose text order is its collation's."""
-    return sa.exists().where(
-        RUNS.c.session_id == session_id,
-        RUNS.c.status >= constant(ACTIVE_RUN_STATUS_RANGE[0]),
-        RUNS.c.status <= constant(ACTIVE_RUN_STATUS_RANGE[1]),
-    )
-
-
-#: SQLite: both conversations and the target's busy flag in one statement. An UPDATE that
-#: changes nothing, so that the statement begins the unit of work's transaction as it reads
-#: (``BEGIN IMMEDIATE``, which sqlite3 issues in the same call before a statement that
-#: writes): that holds every other writer off, so what it reads stays true until the commit.
-_SEND_PARTIES = prebuilt(
-    sa.update(SESSIONS)
-    .where(SESSIONS.c.id.in_([bindparam("source_id"), bindparam("target_id")]))
-    .values(updated_at=SESSIONS.c.updated_at)
-    .returning(
-        SESSIONS.c.id,
-        SESSIONS.c.title,
-        sa.case(
-            (
-                SESSIONS.c.id == bindparam("target_id"),
-                _has_active_run_sqlite(bindparam("target_id")),
-            ),
-            else_=sa.false(),
-        ),
-    )
-)
-#: PostgreSQL: both rows locked in id order, so that concurrent sends to one target queue on
-#: its lock; the busy check must come after, to see what the lock waited for (a statement
-#: reads one snapshot, taken before it waited).
-_LOCK_SEND_PARTIES = prebuilt(
-    sa.select(SESSIONS.c.id, SESSIONS.c.title)
-    .where(SESSIONS.c.id.in_([bindparam("source_id"), bindparam("target_id")]))
-    .order_by(SESSIONS.c.id)
-    .with_for_update()
-)
-_HAS_ACTIVE_RUN = prebuilt(sa.select(_has_active_run(bindparam("session_id"))))
 
 _GET_SESSION = prebuilt(sa.select(SESSIONS).where(SESSIONS.c.id == bindparam("session_id")))
 
@@ -290,12 +220,12 @@ class SessionRepository(Repository):
         params = {"source_id": source_id, "target_id": target_id}
         by_id: dict[str, Any]
         if not self.transaction.locks_rows:  # the writer holds the whole database
-            by_id = {row[0]: row for row in await self._execute(_SEND_PARTIES, params)}
+            by_id = {row[0]: row for row in await self._execute(SEND_PARTIES, params)}
             busy = target_id in by_id and bool(by_id[target_id][2])
         else:
-            by_id = {row[0]: row for row in await self._execute(_LOCK_SEND_PARTIES, params)}
+            by_id = {row[0]: row for row in await self._execute(LOCK_SEND_PARTIES, params)}
             busy = target_id in by_id and bool(
-                (await self._execute(_HAS_ACTIVE_RUN, {"session_id": target_id})).scalar()
+                (await self._execute(HAS_ACTIVE_RUN, {"session_id": target_id})).scalar()
             )
         source, target = by_id.get(source_id), by_id.get(target_id)
         return SendParties(
